@@ -1,0 +1,58 @@
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# Each service is probed with its own client; where the client is not installed, an open
+# TCP port counts as up, so machines that run the services elsewhere need no client tools.
+PG_UP := if command -v pg_isready >/dev/null; then pg_isready -q -h 127.0.0.1; \
+	else (: </dev/tcp/127.0.0.1/5432) 2>/dev/null; fi
+REDIS_UP := if command -v redis-cli >/dev/null; \
+	then [ "$$(redis-cli -h 127.0.0.1 ping 2>/dev/null)" = PONG ]; \
+	else (: </dev/tcp/127.0.0.1/6379) 2>/dev/null; fi
+PG_START := pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
+REDIS_START := redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
+	--appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log
+SERVICE_WAIT := 30
+
+# $(call ensure_service,name,probe,start): start only when down, then wait for an answer.
+ensure_service = if ! { $(2); }; then \
+	echo "starting $(1)"; \
+	$(3); \
+	for _ in $$(seq $(SERVICE_WAIT)); do { $(2); } && break; sleep 1; done; \
+	{ $(2); } || { echo "$(1) did not answer on 127.0.0.1 within $(SERVICE_WAIT)s" >&2; exit 1; }; \
+	fi
+
+.PHONY: venv demo services lint test bench clean
+
+venv: $(STAMP)
+
+# The stamp makes repeat runs skip pip until pyproject.toml changes.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-input -e '.[dev]'
+	touch $@
+
+demo: venv
+	$(BIN)/oanp demo
+
+services:
+	@$(call ensure_service,PostgreSQL,$(PG_UP),$(PG_START))
+	@$(call ensure_service,Redis,$(REDIS_UP),$(REDIS_START))
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: venv services lint
+	$(BIN)/pytest -q
+
+bench: venv
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

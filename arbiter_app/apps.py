@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ArbiterAppConfig(AppConfig):
+    name = "arbiter_app"
+    verbose_name = "Arbiter"

@@ -1,0 +1,1 @@
+"""Arbiter records: Session, Entry, AgentCredential, SigningKey, HandoffTarget, HandoffAttempt."""

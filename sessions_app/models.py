@@ -1,0 +1,1 @@
+"""Tenant-side records: Merchant, Membership, AgentProfile, Export, AuditEvent."""
