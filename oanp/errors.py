@@ -64,6 +64,12 @@ class SchemaInvalid(ProtocolError):
     title = "Envelope does not match the schema"
 
 
+class EnvelopeTooLarge(ProtocolError):
+    code = "envelope_too_large"
+    status = 413
+    title = "Envelope larger than 64 KiB"
+
+
 # 403 / 404 ---------------------------------------------------------------------------------
 
 

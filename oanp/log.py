@@ -1,0 +1,136 @@
+"""The session log of PROTOCOL section 6: entries, their hash chain, and the session digest.
+
+An entry is ``{"seq", "received_at", "envelope", "prev_hash", "entry_hash"}``; ``entry_hash`` is
+``sha256:`` + hex SHA-256 of the JCS bytes of the entry without ``entry_hash``. The chain starts
+from :data:`~oanp.canonical.ZERO_HASH`, so dropping, reordering or editing any entry changes
+every hash after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from oanp.canonical import ZERO_HASH, JsonObject, JsonValue, canonical_bytes, tagged_sha256
+from oanp.envelope import format_timestamp
+
+ENTRY_FIELDS = frozenset({"seq", "received_at", "envelope", "prev_hash", "entry_hash"})
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One link of the chain. ``envelope`` is the normalized envelope JSON."""
+
+    seq: int
+    received_at: str
+    envelope: JsonObject
+    prev_hash: str
+    entry_hash: str
+
+    def as_json(self) -> JsonObject:
+        return {
+            "seq": self.seq,
+            "received_at": self.received_at,
+            "envelope": self.envelope,
+            "prev_hash": self.prev_hash,
+            "entry_hash": self.entry_hash,
+        }
+
+    @property
+    def type(self) -> str:
+        kind = self.envelope["type"]
+        assert isinstance(kind, str)
+        return kind
+
+
+def _hashed_part(seq: int, received_at: str, envelope: JsonValue, prev_hash: str) -> JsonObject:
+    return {"seq": seq, "received_at": received_at, "envelope": envelope, "prev_hash": prev_hash}
+
+
+def entry_hash_of(entry: Mapping[str, JsonValue]) -> str:
+    """Recompute an entry's hash from its other fields (whatever ``entry_hash`` it claims)."""
+    seq, received_at, prev_hash = entry["seq"], entry["received_at"], entry["prev_hash"]
+    assert isinstance(seq, int) and isinstance(received_at, str) and isinstance(prev_hash, str)
+    return tagged_sha256(canonical_bytes(_hashed_part(seq, received_at, entry["envelope"], prev_hash)))
+
+
+def make_entry(
+    *, seq: int, received_at: datetime, envelope: JsonObject, prev_hash: str
+) -> Entry:
+    """Chain one envelope after ``prev_hash``. ``received_at`` is the arbiter's clock."""
+    stamp = format_timestamp(received_at)
+    digest = tagged_sha256(canonical_bytes(_hashed_part(seq, stamp, envelope, prev_hash)))
+    return Entry(seq, stamp, envelope, prev_hash, digest)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """Where the chain ends: the next entry gets ``seq + 1`` and ``prev_hash = entry_hash``."""
+
+    seq: int = 0
+    entry_hash: str = ZERO_HASH
+
+    def after(self, entry: Entry) -> Head:
+        return Head(entry.seq, entry.entry_hash)
+
+
+@dataclass(frozen=True, slots=True)
+class ChainBreak:
+    """Where and why a chain fails to recompute."""
+
+    seq: int | None
+    position: int
+    reason: str
+
+    def describe(self) -> str:
+        where = f"entry {self.seq}" if self.seq is not None else f"entry #{self.position + 1}"
+        return f"{where}: {self.reason}"
+
+
+def chain_breaks(entries: Sequence[Mapping[str, JsonValue]]) -> list[ChainBreak]:
+    """Every place the chain fails: shape, seq order, ``prev_hash`` links, ``entry_hash``."""
+    breaks: list[ChainBreak] = []
+    expected_prev = ZERO_HASH
+    for position, entry in enumerate(entries):
+        seq = entry.get("seq") if isinstance(entry, Mapping) else None
+        seq_no = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+        problem = _shape_problem(entry)
+        if problem:
+            breaks.append(ChainBreak(seq_no, position, problem))
+            expected_prev = str(entry.get("entry_hash", "")) if isinstance(entry, Mapping) else ""
+            continue
+        if seq_no != position + 1:
+            breaks.append(ChainBreak(seq_no, position, f"seq is {seq}, expected {position + 1}"))
+        if entry["prev_hash"] != expected_prev:
+            breaks.append(ChainBreak(seq_no, position, "prev_hash does not link to the entry before"))
+        recomputed = entry_hash_of(entry)
+        if entry["entry_hash"] != recomputed:
+            breaks.append(ChainBreak(seq_no, position, "entry_hash does not match its contents"))
+        expected_prev = str(entry["entry_hash"])
+    return breaks
+
+
+def _shape_problem(entry: object) -> str | None:
+    if not isinstance(entry, Mapping) or set(entry) != ENTRY_FIELDS:
+        return "is not an entry object with exactly seq, received_at, envelope, prev_hash, entry_hash"
+    seq = entry["seq"]
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        return "seq is not an integer"
+    if not all(isinstance(entry[k], str) for k in ("received_at", "prev_hash", "entry_hash")):
+        return "received_at, prev_hash and entry_hash must be strings"
+    if not isinstance(entry["envelope"], Mapping):
+        return "envelope is not an object"
+    try:
+        canonical_bytes(entry["envelope"])
+    except ValueError:
+        return "envelope cannot be canonicalized"
+    return None
+
+
+def session_digest(entries: Iterable[Entry]) -> tuple[str, int]:
+    """``(entry_hash of the last entry, number of entries)``: what an agreement signs."""
+    head = Head()
+    for entry in entries:
+        head = head.after(entry)
+    return head.entry_hash, head.seq

@@ -1,0 +1,75 @@
+"""Verdict profiles: how a completed round is judged, looked up by name.
+
+Every profile judges inside the same invariants (I1–I7 are the machine's, not a profile's);
+a profile only decides between ``fair`` and ``fair_but_stuck`` and whether stalling ends a
+session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+
+
+class VerdictStatus(StrEnum):
+    FAIR = "fair"
+    FAIR_BUT_STUCK = "fair_but_stuck"
+    VIOLATED = "violated"
+
+
+class Reason(StrEnum):
+    """Rationale and close codes of PROTOCOL section 5, one vocabulary for both."""
+
+    OPENING_MOVES = "opening_moves"
+    SPREAD_NARROWED = "spread_narrowed"
+    SPREAD_UNCHANGED = "spread_unchanged"
+    AGREEMENT = "agreement"
+    BUYER_RENEGED = "buyer_reneged"
+    MERCHANT_RENEGED = "merchant_reneged"
+    COMMITMENT_MISMATCH = "commitment_mismatch"
+    MAX_ROUNDS_REACHED = "max_rounds_reached"
+    STALLED = "stalled"
+    WITHDRAWN_BY_BUYER = "withdrawn_by_buyer"
+    WITHDRAWN_BY_MERCHANT = "withdrawn_by_merchant"
+    RESPONSE_TIMEOUT = "response_timeout"
+    DEADLINE_EXPIRED = "deadline_expired"
+    OPERATOR_TERMINATED = "operator_terminated"
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    status: VerdictStatus
+    rationale: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A named verdict policy. ``stall_limit`` consecutive stuck rounds close the session."""
+
+    name: str
+    stall_limit: int | None = None
+
+    def judge_counter(self, round_: int, spread: Decimal, previous: Decimal | None) -> Judgement:
+        """Judge a round the merchant answered with a counter."""
+        if round_ == 1 or previous is None:
+            return Judgement(VerdictStatus.FAIR, Reason.OPENING_MOVES)
+        if spread < previous:
+            return Judgement(VerdictStatus.FAIR, Reason.SPREAD_NARROWED)
+        return Judgement(VerdictStatus.FAIR_BUT_STUCK, Reason.SPREAD_UNCHANGED)
+
+    def stalled(self, consecutive_stuck: int) -> bool:
+        return self.stall_limit is not None and consecutive_stuck >= self.stall_limit
+
+
+DEFAULT = Profile("default/v0.1")
+STRICT = Profile("strict/v0.1", stall_limit=2)
+
+
+def registry(profiles: Iterable[Profile] = (DEFAULT, STRICT)) -> Mapping[str, Profile]:
+    """A name → profile mapping; pass a larger one to the machine to plug profiles in."""
+    return {p.name: p for p in profiles}
+
+
+PROFILES: Mapping[str, Profile] = registry()
