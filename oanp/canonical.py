@@ -17,7 +17,7 @@ import rfc8785
 
 from oanp.errors import FieldError, MalformedEnvelope, SchemaInvalid
 
-JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
+JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
 JsonObject: TypeAlias = "dict[str, JsonValue]"
 
 #: I-JSON (RFC 7493) integer domain; JCS cannot represent integers beyond it exactly.
@@ -98,12 +98,16 @@ def json_value(value: object, path: str = "$", depth: int = 0) -> JsonValue:
         out: dict[str, JsonValue] = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise SchemaInvalid("invalid key", errors=[FieldError(path, "keys must be strings")])
+                raise SchemaInvalid(
+                    "invalid key", errors=[FieldError(path, "keys must be strings")]
+                )
             out[json_value(key, path)] = json_value(item, f"{path}.{key}", depth + 1)  # type: ignore[index]
         return out
     if isinstance(value, list | tuple):
         return [json_value(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
-    raise SchemaInvalid("not JSON", errors=[FieldError(path, f"{type(value).__name__} is not JSON")])
+    raise SchemaInvalid(
+        "not JSON", errors=[FieldError(path, f"{type(value).__name__} is not JSON")]
+    )
 
 
 def _number(value: Decimal | float, path: str) -> int | float:

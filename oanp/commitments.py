@@ -37,9 +37,9 @@ def is_weak(commitment: str) -> bool:
     return bool(WEAK_PATTERN.fullmatch(commitment))
 
 
-def _committed(constraints: Mapping[str, object], item: Mapping[str, object], max_rounds: int) -> (
-    dict[str, JsonValue]
-):
+def _committed(
+    constraints: Mapping[str, object], item: Mapping[str, object], max_rounds: int
+) -> dict[str, JsonValue]:
     return {
         "constraints": json_value(constraints),
         "item": json_value(item),
@@ -50,7 +50,8 @@ def _committed(constraints: Mapping[str, object], item: Mapping[str, object], ma
 def commit(
     constraints: Mapping[str, object], item: Mapping[str, object], max_rounds: int, salt: str
 ) -> str:
-    """The salted commitment: ``sha256:`` + hex SHA-256 of JCS({constraints, item, max_rounds, salt})."""
+    """The salted commitment: ``sha256:`` + hex SHA-256 of
+    JCS({constraints, item, max_rounds, salt})."""
     document = _committed(constraints, item, max_rounds)
     document["salt"] = salt
     return tagged_sha256(canonical_bytes(document))
@@ -110,7 +111,10 @@ class LimitBreach:
 
     def describe(self, role: Role) -> str:
         relation = "above" if role == "buyer" else "below"
-        return f"round {self.round}: {role} offered {self.price}, {relation} its {self.limit_name} {self.limit}"
+        return (
+            f"round {self.round}: {role} offered {self.price}, "
+            f"{relation} its {self.limit_name} {self.limit}"
+        )
 
 
 #: Which revealed constraint bounds which role's prices, and in which direction.

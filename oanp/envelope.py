@@ -429,7 +429,9 @@ def envelope_from_json(obj: object) -> Envelope:
 
 def _envelope(obj: object) -> Envelope:
     if not isinstance(obj, dict):
-        raise SchemaInvalid("an envelope is a JSON object", errors=[FieldError("$", "not an object")])
+        raise SchemaInvalid(
+            "an envelope is a JSON object", errors=[FieldError("$", "not an object")]
+        )
     errors: list[FieldError] = []
     top = _Fields(obj, "$", errors)
     version = top.take("oanp_version", _text(8))
@@ -456,7 +458,10 @@ def _envelope(obj: object) -> Envelope:
         fields.close()
     if errors:
         raise SchemaInvalid("envelope does not match the schema", errors=errors)
-    assert kind and role and agent_id and message_id and session_id and timestamp and payload
+    # With no errors collected, every field above was read.
+    assert kind is not None and role is not None and payload is not None
+    assert agent_id is not None and message_id is not None and session_id is not None
+    assert timestamp is not None
     body = json_value(obj)
     assert isinstance(body, dict)
     return Envelope(message_id, session_id, timestamp, role, agent_id, kind, payload, body)

@@ -51,13 +51,15 @@ def _hashed_part(seq: int, received_at: str, envelope: JsonValue, prev_hash: str
 def entry_hash_of(entry: Mapping[str, JsonValue]) -> str:
     """Recompute an entry's hash from its other fields (whatever ``entry_hash`` it claims)."""
     seq, received_at, prev_hash = entry["seq"], entry["received_at"], entry["prev_hash"]
-    assert isinstance(seq, int) and isinstance(received_at, str) and isinstance(prev_hash, str)
-    return tagged_sha256(canonical_bytes(_hashed_part(seq, received_at, entry["envelope"], prev_hash)))
+    assert isinstance(seq, int)
+    assert isinstance(received_at, str)
+    assert isinstance(prev_hash, str)
+    return tagged_sha256(
+        canonical_bytes(_hashed_part(seq, received_at, entry["envelope"], prev_hash))
+    )
 
 
-def make_entry(
-    *, seq: int, received_at: datetime, envelope: JsonObject, prev_hash: str
-) -> Entry:
+def make_entry(*, seq: int, received_at: datetime, envelope: JsonObject, prev_hash: str) -> Entry:
     """Chain one envelope after ``prev_hash``. ``received_at`` is the arbiter's clock."""
     stamp = format_timestamp(received_at)
     digest = tagged_sha256(canonical_bytes(_hashed_part(seq, stamp, envelope, prev_hash)))
@@ -103,7 +105,9 @@ def chain_breaks(entries: Sequence[Mapping[str, JsonValue]]) -> list[ChainBreak]
         if seq_no != position + 1:
             breaks.append(ChainBreak(seq_no, position, f"seq is {seq}, expected {position + 1}"))
         if entry["prev_hash"] != expected_prev:
-            breaks.append(ChainBreak(seq_no, position, "prev_hash does not link to the entry before"))
+            breaks.append(
+                ChainBreak(seq_no, position, "prev_hash does not link to the entry before")
+            )
         recomputed = entry_hash_of(entry)
         if entry["entry_hash"] != recomputed:
             breaks.append(ChainBreak(seq_no, position, "entry_hash does not match its contents"))
@@ -113,7 +117,9 @@ def chain_breaks(entries: Sequence[Mapping[str, JsonValue]]) -> list[ChainBreak]
 
 def _shape_problem(entry: object) -> str | None:
     if not isinstance(entry, Mapping) or set(entry) != ENTRY_FIELDS:
-        return "is not an entry object with exactly seq, received_at, envelope, prev_hash, entry_hash"
+        return (
+            "is not an entry object with exactly seq, received_at, envelope, prev_hash, entry_hash"
+        )
     seq = entry["seq"]
     if isinstance(seq, bool) or not isinstance(seq, int):
         return "seq is not an integer"
@@ -122,7 +128,7 @@ def _shape_problem(entry: object) -> str | None:
     if not isinstance(entry["envelope"], Mapping):
         return "envelope is not an object"
     try:
-        canonical_bytes(entry["envelope"])
+        canonical_bytes(dict(entry["envelope"]))
     except ValueError:
         return "envelope cannot be canonicalized"
     return None

@@ -1,0 +1,616 @@
+"""The arbiter's session state machine (PROTOCOL section 4), sans-IO.
+
+A :class:`Negotiation` is fed parsed envelopes with the arbiter's clock reading and answers
+with the log entries they cause: the party's own entry, then the arbiter's (``round.verdict``,
+``session.agree``, ``session.close``). It reads no clock and draws no randomness; the signing
+key is handed in. A refused envelope raises a :class:`~oanp.errors.ProtocolError` and leaves the
+state exactly as it was, because every step computes a new frozen :class:`SessionState` and
+only a step that completes replaces the old one.
+
+Which party move is legal where is one table, :data:`TRANSITIONS`, keyed by
+``(phase, whose turn, sender role, type)``. A completed round passes through ``EVALUATING``,
+which leaves by :data:`EVALUATION_EXITS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+from enum import StrEnum
+from typing import Protocol
+
+from oanp.canonical import JsonObject, canonical_bytes
+from oanp.envelope import (
+    ARBITER_ID_PREFIX,
+    INVARIANTS,
+    OANP_VERSION,
+    Ack,
+    Envelope,
+    MessageType,
+    Offer,
+    Open,
+    Role,
+    Withdraw,
+    check_sender,
+    format_timestamp,
+)
+from oanp.errors import (
+    DeadlineOutOfRange,
+    FieldError,
+    MessageIdReused,
+    NotAParty,
+    OutOfTurn,
+    PriceNotStanding,
+    PricePrecision,
+    SchemaInvalid,
+    SessionExists,
+    SessionTerminal,
+    TimerExpired,
+    UnknownSession,
+    WrongRound,
+)
+from oanp.log import Entry, Head, make_entry
+from oanp.money import fits_currency, minor_units, price_to_json
+from oanp.profiles import PROFILES, Judgement, Profile, Reason, VerdictStatus
+
+AGREEMENT_TYP = "oanp-agreement+jws"
+MAX_DEADLINE_AHEAD = timedelta(hours=24)
+
+
+class Phase(StrEnum):
+    OPENING = "OPENING"
+    NEGOTIATING = "NEGOTIATING"
+    EVALUATING = "EVALUATING"
+    AGREED = "AGREED"
+    CLOSED = "CLOSED"
+
+
+TERMINAL = frozenset({Phase.AGREED, Phase.CLOSED})
+
+
+class Move(StrEnum):
+    ACK = "ack"
+    PROPOSE = "propose"
+    COUNTER = "counter"
+    BUYER_ACCEPT = "buyer_accept"
+    MERCHANT_ACCEPT = "merchant_accept"
+    WITHDRAW = "withdraw"
+
+
+B, M = Role.BUYER, Role.MERCHANT
+T = MessageType
+
+#: (phase, whose turn, sender role, type) → the move it is. Anything else is refused.
+TRANSITIONS: Mapping[tuple[Phase, Role, Role, MessageType], Move] = {
+    (Phase.OPENING, M, M, T.SESSION_ACK): Move.ACK,
+    (Phase.NEGOTIATING, B, B, T.OFFER_PROPOSE): Move.PROPOSE,
+    (Phase.NEGOTIATING, B, B, T.OFFER_ACCEPT): Move.BUYER_ACCEPT,
+    (Phase.NEGOTIATING, M, M, T.OFFER_COUNTER): Move.COUNTER,
+    (Phase.NEGOTIATING, M, M, T.OFFER_ACCEPT): Move.MERCHANT_ACCEPT,
+    # Either party may withdraw whenever the session is live, whoever's turn it is.
+    **{
+        (phase, turn, who, T.SESSION_CLOSE): Move.WITHDRAW
+        for phase in (Phase.OPENING, Phase.NEGOTIATING)
+        for turn in (B, M)
+        for who in (B, M)
+    },
+}
+
+#: Where each move may leave the session. A priced move that breaches I3/I4 is still logged,
+#: then judged ``violated``, so every priced move may also end in CLOSED.
+MOVE_EXITS: Mapping[Move, frozenset[Phase]] = {
+    Move.ACK: frozenset({Phase.NEGOTIATING}),
+    Move.PROPOSE: frozenset({Phase.NEGOTIATING, Phase.CLOSED}),
+    Move.COUNTER: frozenset({Phase.NEGOTIATING, Phase.CLOSED}),
+    Move.BUYER_ACCEPT: frozenset({Phase.AGREED, Phase.CLOSED}),
+    Move.MERCHANT_ACCEPT: frozenset({Phase.AGREED, Phase.CLOSED}),
+    Move.WITHDRAW: frozenset({Phase.CLOSED}),
+}
+
+#: A completed round is evaluated, then: agreement, close, or the next round.
+EVALUATION_EXITS = frozenset({Phase.AGREED, Phase.CLOSED, Phase.NEGOTIATING})
+
+
+class AgreementSigner(Protocol):
+    """What the machine needs of a signing key (see :class:`oanp.signing.ArbiterKey`)."""
+
+    @property
+    def alg(self) -> str: ...
+
+    @property
+    def kid(self) -> str: ...
+
+    def sign_detached(self, payload: bytes, *, typ: str) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Arbiter:
+    """Who the arbiter is and the key it signs agreements with."""
+
+    arbiter_id: str
+    signer: AgreementSigner
+    jwks_uri: str
+    profiles: Mapping[str, Profile] = field(default_factory=lambda: PROFILES)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """Everything the arbiter knows of one session; never anything private."""
+
+    session_id: str
+    phase: Phase
+    round: int
+    turn: Role | None
+    buyer_agent_id: str
+    merchant_agent_id: str
+    item: JsonObject
+    currency: str
+    max_rounds: int
+    profile: str
+    response_window_s: int
+    deadline: datetime | None
+    buyer_commit: str
+    merchant_commit: str | None
+    opened_at: datetime
+    #: The buyer's price in the current round (its standing price while the merchant moves).
+    buyer_price: Decimal | None = None
+    #: The buyer's price of the round before, for I4.
+    previous_buyer_price: Decimal | None = None
+    #: The merchant's last counter: its standing price.
+    merchant_price: Decimal | None = None
+    last_spread: Decimal | None = None
+    stuck_rounds: int = 0
+    turn_deadline: datetime | None = None
+    head: Head = field(default_factory=Head)
+    message_ids: frozenset[str] = frozenset()
+    final_price: Decimal | None = None
+    close_reason: Reason | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL
+
+    def party_role(self, agent_id: str, role: Role) -> bool:
+        return (role is B and agent_id == self.buyer_agent_id) or (
+            role is M and agent_id == self.merchant_agent_id
+        )
+
+    def commitment_of(self, role: Role) -> str | None:
+        return self.buyer_commit if role is B else self.merchant_commit
+
+
+class Negotiation:
+    """One session as the arbiter runs it. Create with :meth:`open`, then :meth:`feed`."""
+
+    def __init__(self, state: SessionState, arbiter: Arbiter) -> None:
+        self.state = state
+        self.arbiter = arbiter
+
+    # Opening ---------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, envelope: Envelope, *, received_at: datetime, arbiter: Arbiter
+    ) -> tuple[Negotiation, list[Entry]]:
+        """Start a session from a buyer's ``session.open``; returns it and its first entry."""
+        check_sender(envelope)
+        if envelope.type is not T.SESSION_OPEN:
+            raise UnknownSession(f"no session {envelope.session_id!r}")
+        payload = envelope.payload
+        assert isinstance(payload, Open)
+        if payload.profile not in arbiter.profiles:
+            raise SchemaInvalid(
+                "unknown profile",
+                errors=[
+                    FieldError(
+                        "$.payload.profile", "must be one of " + ", ".join(sorted(arbiter.profiles))
+                    )
+                ],
+            )
+        if payload.deadline is not None and not (
+            received_at < payload.deadline <= received_at + MAX_DEADLINE_AHEAD
+        ):
+            raise DeadlineOutOfRange(
+                f"deadline {format_timestamp(payload.deadline)} is not within 24 hours after "
+                f"{format_timestamp(received_at)}"
+            )
+        state = SessionState(
+            session_id=envelope.session_id,
+            phase=Phase.OPENING,
+            round=0,
+            turn=M,
+            buyer_agent_id=envelope.agent_id,
+            merchant_agent_id=payload.merchant_agent_id,
+            item=payload.item,
+            currency=payload.currency,
+            max_rounds=payload.max_rounds,
+            profile=payload.profile,
+            response_window_s=payload.response_window_s,
+            deadline=payload.deadline,
+            buyer_commit=payload.constraints_commit,
+            merchant_commit=None,
+            opened_at=received_at,
+        )
+        step = _Step(state, arbiter, received_at)
+        step.log(envelope)
+        step.state = replace(step.state, turn_deadline=step.window_end())
+        return cls(step.state, arbiter), step.entries
+
+    # Party moves -----------------------------------------------------------------------------
+
+    def feed(self, envelope: Envelope, *, received_at: datetime) -> list[Entry]:
+        """Apply one party envelope; return the entries it caused (its own first).
+
+        Raises a :class:`~oanp.errors.ProtocolError` and changes nothing when it is refused.
+        """
+        state = self.state
+        if envelope.session_id != state.session_id:
+            raise UnknownSession(f"envelope is for session {envelope.session_id!r}")
+        if not state.party_role(envelope.agent_id, envelope.role):
+            raise NotAParty(f"{envelope.agent_id!r} is not this session's {envelope.role.value}")
+        check_sender(envelope)
+        if envelope.message_id in state.message_ids:
+            raise MessageIdReused(f"message_id {envelope.message_id!r} was already used")
+        if envelope.type is T.SESSION_OPEN:
+            raise SessionExists(f"session {state.session_id!r} exists")
+        if state.terminal:
+            raise SessionTerminal(f"session is {state.phase.value}")
+        due = self.next_deadline()
+        if due is not None and received_at >= due:
+            raise TimerExpired(f"the session's timer fell due at {format_timestamp(due)}")
+        assert state.turn is not None
+        move = TRANSITIONS.get((state.phase, state.turn, envelope.role, envelope.type))
+        if move is None:
+            raise OutOfTurn(
+                f"{envelope.type.value} from the {envelope.role.value} is not allowed now: "
+                f"{state.phase.value}, round {state.round}, {state.turn.value}'s turn"
+            )
+        step = _Step(state, self.arbiter, received_at)
+        _MOVES[move](step, envelope)
+        self.state = step.state
+        return step.entries
+
+    # Timers and operators --------------------------------------------------------------------
+
+    def next_deadline(self) -> datetime | None:
+        """When :meth:`expire` will next have something to do, or ``None``."""
+        if self.state.terminal:
+            return None
+        due = [d for d in (self.state.turn_deadline, self.state.deadline) if d is not None]
+        return min(due) if due else None
+
+    def expire(self, now: datetime) -> list[Entry]:
+        """Close the session if a timer has fallen due by ``now``; else do nothing."""
+        due = self.next_deadline()
+        if due is None or now < due:
+            return []
+        state = self.state
+        step = _Step(state, self.arbiter, now)
+        if state.deadline is not None and state.deadline <= now:
+            step.close(
+                Reason.DEADLINE_EXPIRED, f"deadline {format_timestamp(state.deadline)} passed"
+            )
+        else:
+            assert state.turn is not None
+            step.close(
+                Reason.RESPONSE_TIMEOUT,
+                f"the {state.turn.value} did not move within {state.response_window_s} s",
+            )
+        self.state = step.state
+        return step.entries
+
+    def terminate(self, now: datetime, detail: str) -> list[Entry]:
+        """An operator ends a live session."""
+        if self.state.terminal:
+            raise SessionTerminal(f"session is {self.state.phase.value}")
+        step = _Step(self.state, self.arbiter, now)
+        step.close(Reason.OPERATOR_TERMINATED, detail[:1000])
+        self.state = step.state
+        return step.entries
+
+
+class _Step:
+    """One transition in progress: a working copy of the state and the entries it appends."""
+
+    def __init__(self, state: SessionState, arbiter: Arbiter, now: datetime) -> None:
+        self.state = state
+        self.arbiter = arbiter
+        self.now = now
+        self.entries: list[Entry] = []
+
+    def window_end(self) -> datetime:
+        return self.now + timedelta(seconds=self.state.response_window_s)
+
+    def log(self, envelope: Envelope) -> None:
+        self._append(envelope.body)
+        self.state = replace(self.state, message_ids=self.state.message_ids | {envelope.message_id})
+
+    def _append(self, body: JsonObject) -> Entry:
+        head = self.state.head
+        entry = make_entry(
+            seq=head.seq + 1, received_at=self.now, envelope=body, prev_hash=head.entry_hash
+        )
+        self.entries.append(entry)
+        self.state = replace(self.state, head=head.after(entry))
+        return entry
+
+    def _emit(self, kind: MessageType, payload: JsonObject) -> Entry:
+        state = self.state
+        return self._append(
+            {
+                "oanp_version": OANP_VERSION,
+                "message_id": f"{ARBITER_ID_PREFIX}{state.head.seq + 1}",
+                "session_id": state.session_id,
+                "timestamp": format_timestamp(self.now),
+                "sender": {"role": Role.ARBITER.value, "agent_id": self.arbiter.arbiter_id},
+                "type": kind.value,
+                "payload": payload,
+            }
+        )
+
+    def to_move(self, turn: Role) -> None:
+        self.state = replace(self.state, phase=Phase.NEGOTIATING, turn=turn)
+        self.state = replace(self.state, turn_deadline=self.window_end())
+
+    def verdict(
+        self,
+        judgement: Judgement,
+        *,
+        buyer_price: Decimal | None,
+        merchant_price: Decimal | None,
+        failed: str | None = None,
+    ) -> None:
+        spread = None
+        if buyer_price is not None and merchant_price is not None:
+            spread = merchant_price - buyer_price
+        checks = dict.fromkeys(INVARIANTS[:5], "pass")
+        if failed:
+            checks[failed] = "fail"
+        self.state = replace(self.state, phase=Phase.EVALUATING, turn=None)
+        self._emit(
+            T.ROUND_VERDICT,
+            {
+                "round": self.state.round,
+                "status": judgement.status.value,
+                "rationale": judgement.rationale.value,
+                "buyer_price": _amount(buyer_price),
+                "merchant_price": _amount(merchant_price),
+                "spread": _amount(spread),
+                "checks": dict(checks),
+            },
+        )
+
+    def close(self, reason: Reason, detail: str) -> None:
+        self._emit(
+            T.SESSION_CLOSE, {"reason": reason.value, "detail": detail, "round": self.state.round}
+        )
+        self.state = replace(
+            self.state, phase=Phase.CLOSED, turn=None, turn_deadline=None, close_reason=reason
+        )
+
+    def agree(self, price: Decimal) -> None:
+        state, arbiter = self.state, self.arbiter
+        agreement: JsonObject = {
+            "oanp_version": OANP_VERSION,
+            "session_id": state.session_id,
+            "arbiter_id": arbiter.arbiter_id,
+            "buyer_agent_id": state.buyer_agent_id,
+            "merchant_agent_id": state.merchant_agent_id,
+            "item": state.item,
+            "currency": state.currency,
+            "final_price": price_to_json(price),
+            "session_digest": state.head.entry_hash,
+            "log_length": state.head.seq,
+            "invariants_satisfied": list(INVARIANTS),
+            "agreed_at": format_timestamp(self.now),
+        }
+        signature = arbiter.signer.sign_detached(canonical_bytes(agreement), typ=AGREEMENT_TYP)
+        self._emit(
+            T.SESSION_AGREE,
+            {
+                "final_price": price_to_json(price),
+                "currency": state.currency,
+                "session_digest": state.head.entry_hash,
+                "invariants_satisfied": list(INVARIANTS),
+                "agreement": agreement,
+                "signature": signature,
+                "signature_alg": arbiter.signer.alg,
+                "kid": arbiter.signer.kid,
+                "jwks_uri": arbiter.jwks_uri,
+            },
+        )
+        self.state = replace(
+            self.state, phase=Phase.AGREED, turn=None, turn_deadline=None, final_price=price
+        )
+
+    # Checks shared by priced moves -----------------------------------------------------------
+
+    def priced(self, envelope: Envelope) -> Offer:
+        """Refuse (422) a wrong round or a price finer than the currency; nothing is logged."""
+        offer = envelope.payload
+        assert isinstance(offer, Offer)
+        if offer.round != self.state.round:
+            raise WrongRound(f"this is round {self.state.round}, not {offer.round}")
+        if not fits_currency(offer.price, self.state.currency):
+            raise PricePrecision(
+                f"{self.state.currency} prices have at most "
+                f"{minor_units(self.state.currency)} decimals"
+            )
+        return offer
+
+    def breach(self, envelope: Envelope, commit: str) -> Reason | None:
+        """I3: the sender repeats the commitment it made. Checked before I4 (who it is)."""
+        if commit != self.state.commitment_of(envelope.role):
+            return Reason.COMMITMENT_MISMATCH
+        return None
+
+    def violated(
+        self, envelope: Envelope, reason: Reason, detail: str, **prices: Decimal | None
+    ) -> None:
+        """Log the breaching envelope as evidence, judge the round violated, close."""
+        self.log(envelope)
+        invariant = "I3" if reason is Reason.COMMITMENT_MISMATCH else "I4"
+        self.verdict(
+            Judgement(VerdictStatus.VIOLATED, reason),
+            buyer_price=prices.get("buyer_price"),
+            merchant_price=prices.get("merchant_price"),
+            failed=invariant,
+        )
+        self.close(reason, detail)
+
+    def conclude_round(self, judgement: Judgement, spread: Decimal) -> None:
+        """After a round's fair or stuck verdict: close at the limit or stall, else go on."""
+        state = self.state
+        stuck = state.stuck_rounds + 1 if judgement.status is VerdictStatus.FAIR_BUT_STUCK else 0
+        self.state = replace(state, last_spread=spread, stuck_rounds=stuck)
+        profile = self.arbiter.profiles[state.profile]
+        if state.round >= state.max_rounds:
+            self.close(Reason.MAX_ROUNDS_REACHED, f"no agreement after {state.max_rounds} rounds")
+        elif profile.stalled(stuck):
+            self.close(Reason.STALLED, f"{stuck} consecutive rounds without progress")
+        else:
+            self.state = replace(
+                self.state,
+                round=state.round + 1,
+                previous_buyer_price=state.buyer_price,
+                buyer_price=None,
+            )
+            self.to_move(B)
+
+
+def _amount(value: Decimal | None) -> int | float | None:
+    return None if value is None else price_to_json(value)
+
+
+COMMITMENT_DETAIL = "the {role}'s constraints_commit differs from the one it committed"
+
+
+def _ack(step: _Step, envelope: Envelope) -> None:
+    payload = envelope.payload
+    assert isinstance(payload, Ack)
+    step.state = replace(step.state, merchant_commit=payload.constraints_commit, round=1)
+    step.log(envelope)
+    step.to_move(B)
+
+
+def _propose(step: _Step, envelope: Envelope) -> None:
+    offer = step.priced(envelope)
+    state = step.state
+    standing = state.merchant_price
+    if step.breach(envelope, offer.constraints_commit):
+        step.violated(
+            envelope,
+            Reason.COMMITMENT_MISMATCH,
+            COMMITMENT_DETAIL.format(role="buyer"),
+            buyer_price=offer.price,
+            merchant_price=standing,
+        )
+        return
+    previous = state.previous_buyer_price
+    if previous is not None and offer.price < previous:
+        step.violated(
+            envelope,
+            Reason.BUYER_RENEGED,
+            f"the buyer lowered its price from {previous} to {offer.price}",
+            buyer_price=offer.price,
+            merchant_price=standing,
+        )
+        return
+    step.state = replace(state, buyer_price=offer.price)
+    step.log(envelope)
+    step.to_move(M)
+
+
+def _counter(step: _Step, envelope: Envelope) -> None:
+    offer = step.priced(envelope)
+    state = step.state
+    assert state.buyer_price is not None
+    if step.breach(envelope, offer.constraints_commit):
+        step.violated(
+            envelope,
+            Reason.COMMITMENT_MISMATCH,
+            COMMITMENT_DETAIL.format(role="merchant"),
+            buyer_price=state.buyer_price,
+            merchant_price=offer.price,
+        )
+        return
+    previous = state.merchant_price
+    if previous is not None and offer.price > previous:
+        step.violated(
+            envelope,
+            Reason.MERCHANT_RENEGED,
+            f"the merchant raised its price from {previous} to {offer.price}",
+            buyer_price=state.buyer_price,
+            merchant_price=offer.price,
+        )
+        return
+    step.state = replace(state, merchant_price=offer.price)
+    step.log(envelope)
+    spread = offer.price - state.buyer_price
+    profile = step.arbiter.profiles[state.profile]
+    judgement = profile.judge_counter(state.round, spread, state.last_spread)
+    step.verdict(judgement, buyer_price=state.buyer_price, merchant_price=offer.price)
+    step.conclude_round(judgement, spread)
+
+
+def _accept(step: _Step, envelope: Envelope) -> None:
+    offer = step.priced(envelope)
+    state = step.state
+    standing = state.merchant_price if envelope.role is B else state.buyer_price
+    if standing is None or offer.price != standing:
+        named = "nothing" if standing is None else str(standing)
+        raise PriceNotStanding(f"the other side's standing price is {named}, not {offer.price}")
+    if step.breach(envelope, offer.constraints_commit):
+        step.violated(
+            envelope,
+            Reason.COMMITMENT_MISMATCH,
+            COMMITMENT_DETAIL.format(role=envelope.role.value),
+            buyer_price=offer.price,
+            merchant_price=offer.price,
+        )
+        return
+    step.state = replace(state, buyer_price=offer.price, merchant_price=offer.price)
+    step.log(envelope)
+    step.verdict(
+        Judgement(VerdictStatus.FAIR, Reason.AGREEMENT),
+        buyer_price=offer.price,
+        merchant_price=offer.price,
+    )
+    step.agree(offer.price)
+
+
+def _withdraw(step: _Step, envelope: Envelope) -> None:
+    payload = envelope.payload
+    assert isinstance(payload, Withdraw)
+    state = step.state
+    committed = state.commitment_of(envelope.role)
+    if committed is not None and payload.constraints_commit != committed:
+        detail = COMMITMENT_DETAIL.format(role=envelope.role.value)
+        if state.phase is Phase.OPENING:
+            # No round has started, so there is no round to judge: evidence, then close.
+            step.log(envelope)
+            step.close(Reason.COMMITMENT_MISMATCH, detail)
+        else:
+            step.violated(
+                envelope,
+                Reason.COMMITMENT_MISMATCH,
+                detail,
+                buyer_price=state.buyer_price,
+                merchant_price=state.merchant_price,
+            )
+        return
+    step.log(envelope)
+    reason = Reason.WITHDRAWN_BY_BUYER if envelope.role is B else Reason.WITHDRAWN_BY_MERCHANT
+    step.close(reason, f"the {envelope.role.value} withdrew")
+
+
+_MOVES = {
+    Move.ACK: _ack,
+    Move.PROPOSE: _propose,
+    Move.COUNTER: _counter,
+    Move.BUYER_ACCEPT: _accept,
+    Move.MERCHANT_ACCEPT: _accept,
+    Move.WITHDRAW: _withdraw,
+}
