@@ -22,7 +22,7 @@ JsonObject: TypeAlias = "dict[str, JsonValue]"
 
 #: I-JSON (RFC 7493) integer domain; JCS cannot represent integers beyond it exactly.
 MAX_SAFE_INTEGER = 2**53 - 1
-MAX_DEPTH = 32
+MAX_DEPTH = 64
 ZERO_HASH = "sha256:" + "0" * 64
 
 
@@ -69,12 +69,14 @@ def read_json(data: bytes | str) -> Any:
         raise MalformedEnvelope(f"body is not valid JSON: {exc}") from exc
 
 
-def json_value(value: object, path: str = "$", depth: int = 0) -> JsonValue:
+def json_value(
+    value: object, path: str = "$", depth: int = 0, *, max_depth: int = MAX_DEPTH
+) -> JsonValue:
     """Normalize a parsed or hand-built value to what RFC 8785 hashes, or say where it breaks.
 
     ``Decimal`` becomes ``int`` when whole and within I-JSON, ``float`` otherwise.
     """
-    if depth > MAX_DEPTH:
+    if depth > max_depth:
         raise SchemaInvalid("too deeply nested", errors=[FieldError(path, "nests too deeply")])
     if value is None or isinstance(value, bool):
         return value
@@ -101,10 +103,15 @@ def json_value(value: object, path: str = "$", depth: int = 0) -> JsonValue:
                 raise SchemaInvalid(
                     "invalid key", errors=[FieldError(path, "keys must be strings")]
                 )
-            out[json_value(key, path)] = json_value(item, f"{path}.{key}", depth + 1)  # type: ignore[index]
+            out[json_value(key, path)] = json_value(
+                item, f"{path}.{key}", depth + 1, max_depth=max_depth
+            )  # type: ignore[index]
         return out
     if isinstance(value, list | tuple):
-        return [json_value(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
+        return [
+            json_value(item, f"{path}[{i}]", depth + 1, max_depth=max_depth)
+            for i, item in enumerate(value)
+        ]
     raise SchemaInvalid(
         "not JSON", errors=[FieldError(path, f"{type(value).__name__} is not JSON")]
     )

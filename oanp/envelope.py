@@ -24,6 +24,8 @@ from oanp.profiles import Reason, VerdictStatus
 OANP_VERSION = "0.1"
 MAX_ENVELOPE_BYTES = 64 * 1024
 MAX_ITEM_BYTES = 4 * 1024
+#: Items nest at most this deep, so an entry that carries one stays within canonical limits.
+MAX_ITEM_DEPTH = 16
 MAX_ROUNDS_LIMIT = 20
 DEFAULT_MAX_ROUNDS = 5
 DEFAULT_PROFILE = "default/v0.1"
@@ -218,9 +220,9 @@ def _integer(low: int, high: int) -> Callable[[object], int]:
 def _price(value: object) -> Decimal:
     if isinstance(value, ExponentDecimal):
         raise _Bad("must not use exponent notation")
-    if isinstance(value, bool) or not isinstance(value, int | Decimal):
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise _Bad("must be a JSON number")
-    price = Decimal(value)
+    price = _exact(value)
     if not 0 < price < PRICE_CEILING:
         raise _Bad("must be greater than 0 and less than 10^12")
     if Decimal(repr(float(price))) != price:
@@ -232,8 +234,17 @@ def _price(value: object) -> Decimal:
 def _optional_amount(value: object) -> Decimal | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | Decimal):
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise _Bad("must be a number or null")
+    return _exact(value)
+
+
+def _exact(value: int | float | Decimal) -> Decimal:
+    """A number as the decimal it was written as; a float (a stored log) by its shortest repr."""
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _Bad("must be finite")
+        return Decimal(repr(value))
     return Decimal(value)
 
 
@@ -252,7 +263,7 @@ def _commitment(value: object) -> str:
 def _item(value: object) -> JsonObject:
     if not isinstance(value, dict):
         raise _Bad("must be a JSON object")
-    normalized = json_value(value, "payload.item")
+    normalized = json_value(value, "$.payload.item", max_depth=MAX_ITEM_DEPTH)
     assert isinstance(normalized, dict)
     if len(canonical_bytes(normalized)) > MAX_ITEM_BYTES:
         raise _Bad(f"must be at most {MAX_ITEM_BYTES} bytes")

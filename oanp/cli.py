@@ -1,0 +1,247 @@
+"""The ``oanp`` command: ``oanp demo`` and ``oanp verify``.
+
+This is the edge of the package where clocks, randomness and files are allowed: it draws the
+demo's key, salts and message ids and hands them to the pure core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TextIO
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.audit import BUNDLE_FORMAT, Report, build_bundle, verify_bundle, verify_log
+from oanp.canonical import JsonValue, json_value, read_json
+from oanp.commitments import encode_salt
+from oanp.errors import ProtocolError
+from oanp.log import Entry
+from oanp.machine import Arbiter
+from oanp.rehearsal import rehearse
+from oanp.signing import ArbiterKey, jwks_document
+from oanp.strategies import ReferenceBuyer, ReferenceMerchant
+
+DEMO_ARBITER_ID = "arbiter.demo"
+DEMO_JWKS_URI = "http://127.0.0.1:8000/.well-known/jwks.json"
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+#: Deep enough for any bundle; the parser's own limits apply to each envelope inside.
+_DOCUMENT_DEPTH = 200
+
+
+def new_ulid() -> str:
+    """A ULID: 48 bits of milliseconds, 80 random bits, Crockford base32."""
+    value = (int(time.time() * 1000) << 80) | secrets.randbits(80)
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+# oanp demo -----------------------------------------------------------------------------------
+
+
+def _describe(entry: Entry) -> str:
+    envelope = entry.envelope
+    sender = envelope["sender"]
+    payload = envelope["payload"]
+    assert isinstance(sender, dict)
+    assert isinstance(payload, dict)
+    kind = str(envelope["type"])
+    head = f"#{entry.seq:<3} {sender['role']!s:<9}{kind:<15}"
+    if kind == "session.open":
+        return (
+            f"{head}with {payload['merchant_agent_id']}, {payload['currency']}, "
+            f"max {payload.get('max_rounds', 5)} rounds, commitment {payload['constraints_commit']}"
+        )
+    if kind == "session.ack":
+        return f"{head}commitment {payload['constraints_commit']}"
+    if kind.startswith("offer."):
+        return f"{head}round {payload['round']}: {payload['price']}"
+    if kind == "round.verdict":
+        return (
+            f"{head}round {payload['round']}: {payload['status']} ({payload['rationale']}), "
+            f"buyer {payload['buyer_price']}, merchant {payload['merchant_price']}, "
+            f"spread {payload['spread']}"
+        )
+    if kind == "session.agree":
+        return (
+            f"{head}{payload['final_price']} {payload['currency']}, "
+            f"digest {payload['session_digest']}, {payload['signature_alg']} kid {payload['kid']}"
+        )
+    return f"{head}{payload.get('reason')}: {payload.get('detail', '')}"
+
+
+def demo(*, as_json: bool, bundle_path: Path | None, out: TextIO, err: TextIO) -> int:
+    """The SFO→JFK session of PROTOCOL section 4, run in-process, then verified."""
+    key = ArbiterKey.from_cryptography(Ed25519PrivateKey.generate())
+    arbiter = Arbiter(DEMO_ARBITER_ID, key, DEMO_JWKS_URI)
+    jwks = jwks_document([key.public_jwk()])
+    item: dict[str, JsonValue] = {"route": "SFO-JFK", "date": "2026-04-28"}
+    buyer = BuyerAgent(
+        agent_id="buyer-001",
+        vault=BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium"),
+        strategy=ReferenceBuyer(),
+        salt=encode_salt(secrets.token_bytes(32)),
+        new_message_id=new_ulid,
+    )
+    merchant = MerchantAgent(
+        agent_id="merchant-sfo",
+        vault=MerchantVault(floor_price=Decimal(280), ideal_price=Decimal(400)),
+        strategy=ReferenceMerchant(),
+        salt=encode_salt(secrets.token_bytes(32)),
+        new_message_id=new_ulid,
+    )
+
+    def clock() -> datetime:
+        return datetime.now(UTC)
+
+    opening = buyer.open(
+        session_id=new_ulid(),
+        merchant_agent_id="merchant-sfo",
+        item=item,
+        currency="USD",
+        max_rounds=5,
+        now=clock(),
+    )
+    if not as_json:
+        print(
+            f"OANP demo: {item['route']} on {item['date']}, buyer-001 and merchant-sfo, "
+            f"arbiter {DEMO_ARBITER_ID} ({key.alg}, kid {key.kid})\n"
+            "Each side's private limit stays in its vault; only salted commitments cross "
+            "the wire.\n",
+            file=out,
+        )
+
+    def show(entry: Entry) -> None:
+        if as_json:
+            print(json.dumps(entry.as_json(), separators=(",", ":")), file=out)
+        else:
+            print(_describe(entry), file=out)
+            print("     " + json.dumps(entry.envelope, separators=(",", ":")), file=out)
+
+    result = rehearse(
+        buyer=buyer, merchant=merchant, arbiter=arbiter, opening=opening, clock=clock, on_entry=show
+    )
+    state = result.negotiation.state
+    log = [entry.as_json() for entry in result.entries]
+    report = verify_log(log, jwks)
+    summary = out if not as_json else err
+    if state.final_price is not None:
+        print(
+            f"\nSettled at {state.final_price} {state.currency} in {state.round} rounds.",
+            file=summary,
+        )
+    else:
+        print(f"\nNo agreement: {state.close_reason}.", file=summary)
+    print("\nVerifying the log and the signed agreement offline:", file=summary)
+    _print_report(report, summary)
+    if bundle_path is not None:
+        bundle = build_bundle(
+            logs=[log],
+            jwks=jwks,
+            key=key,
+            arbiter_id=DEMO_ARBITER_ID,
+            created_at=clock(),
+            scope={"demo": True},
+        )
+        bundle_path.write_text(json.dumps(bundle, indent=1) + "\n", encoding="utf-8")
+        print(
+            f"Audit bundle written to {bundle_path}; check it with: oanp verify {bundle_path}",
+            file=summary,
+        )
+    return 0 if report.ok else 1
+
+
+# oanp verify ---------------------------------------------------------------------------------
+
+
+class UnreadableInput(Exception):
+    """A file that is not a bundle, a log or a key set; the message says why."""
+
+
+def load_document(path: Path) -> JsonValue:
+    """Read JSON (or JSON lines) strictly; numbers come back as the floats a log hashes."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UnreadableInput(f"{path}: {exc}") from exc
+    try:
+        return json_value(read_json(text), max_depth=_DOCUMENT_DEPTH)
+    except ProtocolError as whole_failed:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) < 2:
+            raise UnreadableInput(f"{path}: {whole_failed.detail}") from whole_failed
+        try:
+            return [json_value(read_json(line), max_depth=_DOCUMENT_DEPTH) for line in lines]
+        except ProtocolError as exc:
+            raise UnreadableInput(f"{path}: not JSON nor JSON lines: {exc.detail}") from exc
+
+
+def _log_entries(document: JsonValue) -> Sequence[Mapping[str, JsonValue]]:
+    if isinstance(document, dict) and isinstance(document.get("entries"), list):
+        document = document["entries"]
+    if not isinstance(document, list) or not all(isinstance(e, dict) for e in document):
+        raise UnreadableInput("expected an audit bundle, a list of log entries, or JSON lines")
+    return document  # type: ignore[return-value]
+
+
+def _print_report(report: Report, out: TextIO) -> None:
+    for check in report.checks:
+        print(check.line(), file=out)
+    verdict = "VERIFIED" if report.ok else "FAILED"
+    print(f"{verdict}: {report.summary()}", file=out)
+
+
+def verify(path: Path, *, jwks_path: Path | None, since_path: Path | None, out: TextIO) -> int:
+    """Check a bundle or a single session log; 0 when everything verifies, 1 when not."""
+    document = load_document(path)
+    jwks: Any = load_document(jwks_path) if jwks_path else None
+    if jwks is not None and not (isinstance(jwks, dict) and isinstance(jwks.get("keys"), list)):
+        raise UnreadableInput(f'{jwks_path}: not a JWKS document (no "keys" list)')
+    if isinstance(document, dict) and document.get("format") == BUNDLE_FORMAT:
+        since = load_document(since_path) if since_path else None
+        report = verify_bundle(
+            document, jwks=jwks, since=since if isinstance(since, dict) else None
+        )
+    else:
+        if since_path is not None:
+            raise UnreadableInput("--since compares two audit bundles; FILE is a session log")
+        report = verify_log(_log_entries(document), jwks)
+    _print_report(report, out)
+    return 0 if report.ok else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="oanp", description="OANP v0.1 arbiter tools")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("demo", help="run the SFO→JFK negotiation in-process and verify it")
+    run.add_argument("--json", action="store_true", help="print the log as JSON lines")
+    run.add_argument("--bundle", type=Path, metavar="FILE", help="also write an audit bundle")
+    check = commands.add_parser("verify", help="verify an audit bundle or a session log offline")
+    check.add_argument("file", type=Path, metavar="FILE")
+    check.add_argument("--jwks", type=Path, metavar="FILE", help="public keys (JWKS) to trust")
+    check.add_argument(
+        "--since", type=Path, metavar="FILE", help="an earlier bundle this one must extend"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            return demo(as_json=args.json, bundle_path=args.bundle, out=sys.stdout, err=sys.stderr)
+        return verify(args.file, jwks_path=args.jwks, since_path=args.since, out=sys.stdout)
+    except UnreadableInput as exc:
+        print(f"oanp: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

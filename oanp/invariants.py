@@ -1,0 +1,396 @@
+"""The offline auditor: I1–I7 over one complete session log and a key set.
+
+It re-derives everything from the entries alone and shares no code path with the machine that
+wrote them, beyond the parser and the hash functions: a bug in the arbiter should show here.
+A breach by a *party* that the arbiter caught (evidence, ``violated`` verdict, close) is the
+protocol working, so it passes with a note; a breach the arbiter let through fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import StrEnum
+
+from oanp.canonical import JsonValue, canonical_bytes
+from oanp.envelope import (
+    INVARIANTS,
+    OANP_VERSION,
+    SENDERS,
+    Ack,
+    Agree,
+    Close,
+    Envelope,
+    MessageType,
+    Offer,
+    Open,
+    Role,
+    Verdict,
+    Withdraw,
+    envelope_from_json,
+)
+from oanp.errors import ProtocolError, VerificationError
+from oanp.log import chain_breaks
+from oanp.machine import AGREEMENT_TYP
+from oanp.profiles import PROFILES, Profile, Reason, VerdictStatus
+from oanp.signing import verify_detached
+
+T = MessageType
+
+
+class Status(StrEnum):
+    PASS = "pass"  # noqa: S105  (a verdict, not a secret)
+    FAIL = "fail"
+    NOT_APPLICABLE = "n/a"
+
+
+@dataclass(slots=True)
+class InvariantResult:
+    invariant: str
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    applicable: bool = True
+
+    @property
+    def status(self) -> Status:
+        if self.problems:
+            return Status.FAIL
+        return Status.PASS if self.applicable else Status.NOT_APPLICABLE
+
+
+@dataclass(slots=True)
+class LogAudit:
+    """What an auditor learns from one log: per invariant, pass or exactly why not."""
+
+    session_id: str | None
+    entries: int
+    results: dict[str, InvariantResult]
+    agreement_valid: bool | None = None
+    final_price: Decimal | None = None
+    outcome: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status is not Status.FAIL for r in self.results.values())
+
+
+@dataclass(slots=True)
+class _Walk:
+    """What the auditor tracks while walking the log in order."""
+
+    audit: LogAudit
+    profile: Profile | None = None
+    opened: Open | None = None
+    buyer: str | None = None
+    merchant: str | None = None
+    commits: dict[Role, str] = field(default_factory=dict)
+    round: int = 0
+    buyer_moved: bool = False
+    merchant_moved: bool = False
+    buyer_price: Decimal | None = None
+    previous_buyer_price: Decimal | None = None
+    merchant_price: Decimal | None = None
+    last_spread: Decimal | None = None
+    stuck: int = 0
+    #: Rounds that ended (answered, accepted or breached) and so owe exactly one verdict.
+    completed: list[int] = field(default_factory=list)
+    verdicts: dict[int, int] = field(default_factory=dict)
+    expected: dict[int, tuple[VerdictStatus, Reason]] = field(default_factory=dict)
+    #: A caught breach: the verdict and close the arbiter owes next.
+    pending_breach: Reason | None = None
+    #: The close the arbiter owes after a verdict (max rounds, stall), and for which invariant.
+    owed_close: tuple[Reason, str] | None = None
+    terminal_seq: int | None = None
+    accepted_price: Decimal | None = None
+
+    def fail(self, invariant: str, problem: str) -> None:
+        self.audit.results[invariant].problems.append(problem)
+
+    def note(self, invariant: str, note: str) -> None:
+        self.audit.results[invariant].notes.append(note)
+
+
+def audit_log(
+    entries: Sequence[Mapping[str, JsonValue]],
+    jwks: Mapping[str, object] | None,
+    *,
+    profiles: Mapping[str, Profile] = PROFILES,
+) -> LogAudit:
+    """Check I1–I7 over a whole session log. ``jwks`` may be ``None`` (I6 then fails if the
+    log holds an agreement: nothing to verify it with)."""
+    results = {i: InvariantResult(i) for i in INVARIANTS}
+    audit = LogAudit(None, len(entries), results)
+    for brk in chain_breaks(entries):
+        audit.results["I7"].problems.append(brk.describe())
+    walk = _Walk(audit)
+    envelopes: list[Envelope] = []
+    for position, entry in enumerate(entries):
+        raw = entry.get("envelope") if isinstance(entry, Mapping) else None
+        try:
+            envelope = envelope_from_json(raw)
+        except ProtocolError as exc:
+            walk.fail("I2", f"entry #{position + 1} is not a valid envelope: {exc.detail}")
+            return audit
+        envelopes.append(envelope)
+    if not envelopes:
+        walk.fail("I2", "the log is empty")
+        return audit
+    audit.session_id = envelopes[0].session_id
+    for seq, envelope in enumerate(envelopes, start=1):
+        _visit(walk, seq, envelope, entries, jwks, profiles)
+    _finish(walk, len(envelopes))
+    return audit
+
+
+def _visit(
+    walk: _Walk,
+    seq: int,
+    env: Envelope,
+    entries: Sequence[Mapping[str, JsonValue]],
+    jwks: Mapping[str, object] | None,
+    profiles: Mapping[str, Profile],
+) -> None:
+    if env.session_id != walk.audit.session_id:
+        walk.fail("I2", f"entry {seq} belongs to session {env.session_id!r}")
+    if walk.terminal_seq is not None:
+        walk.fail("I1", f"entry {seq} follows the terminal entry {walk.terminal_seq}")
+    if seq == 1:
+        _visit_open(walk, env, profiles)
+        return
+    if walk.opened is None:
+        return
+    if env.role is Role.ARBITER:
+        _visit_arbiter(walk, seq, env, entries, jwks)
+    else:
+        _visit_party(walk, seq, env)
+
+
+def _visit_open(walk: _Walk, env: Envelope, profiles: Mapping[str, Profile]) -> None:
+    if env.type is not T.SESSION_OPEN or not isinstance(env.payload, Open):
+        walk.fail("I2", "the log does not start with the buyer's session.open")
+        return
+    walk.opened = env.payload
+    walk.buyer, walk.merchant = env.agent_id, env.payload.merchant_agent_id
+    walk.commits[Role.BUYER] = env.payload.constraints_commit
+    walk.profile = profiles.get(env.payload.profile)
+    if walk.profile is None:
+        walk.fail("I5", f"unknown profile {env.payload.profile!r}: verdicts cannot be checked")
+
+
+def _visit_party(walk: _Walk, seq: int, env: Envelope) -> None:
+    expected_agent = walk.buyer if env.role is Role.BUYER else walk.merchant
+    if env.agent_id != expected_agent:
+        walk.fail("I2", f"entry {seq}: {env.agent_id!r} is not the session's {env.role.value}")
+    if env.role not in SENDERS[env.type]:
+        walk.fail("I2", f"entry {seq}: a {env.role.value} may not send {env.type.value}")
+        return
+    if walk.pending_breach is not None:
+        walk.fail("I2", f"entry {seq}: a party moved while a breach awaited its verdict")
+    payload = env.payload
+    if isinstance(payload, Ack):
+        if walk.round != 0 or Role.MERCHANT in walk.commits:
+            walk.fail("I2", f"entry {seq}: session.ack out of place")
+        walk.commits[Role.MERCHANT] = payload.constraints_commit
+        walk.round = 1
+        return
+    commit = payload.constraints_commit if isinstance(payload, Offer | Withdraw) else None
+    if commit is not None and env.role in walk.commits and commit != walk.commits[env.role]:
+        walk.pending_breach = Reason.COMMITMENT_MISMATCH
+        walk.note("I3", f"entry {seq}: the {env.role.value}'s commitment changed (evidence)")
+    if isinstance(payload, Withdraw):
+        if walk.pending_breach is not None and walk.round > 0:
+            _complete(walk, (VerdictStatus.VIOLATED, walk.pending_breach))
+        return
+    assert isinstance(payload, Offer)
+    _visit_offer(walk, seq, env, payload)
+
+
+def _visit_offer(walk: _Walk, seq: int, env: Envelope, offer: Offer) -> None:
+    if offer.round != walk.round or walk.round == 0:
+        walk.fail(
+            "I2", f"entry {seq}: {env.type.value} names round {offer.round} in round {walk.round}"
+        )
+    opened = walk.opened
+    assert opened is not None
+    if offer.round > opened.max_rounds:
+        walk.fail("I1", f"entry {seq}: round {offer.round} exceeds max_rounds {opened.max_rounds}")
+    buyer_turn = not walk.buyer_moved
+    if (env.role is Role.BUYER) != buyer_turn:
+        walk.fail("I2", f"entry {seq}: the {env.role.value} moved out of turn")
+    if env.type is T.OFFER_ACCEPT:
+        standing = walk.merchant_price if env.role is Role.BUYER else walk.buyer_price
+        if standing is None or offer.price != standing:
+            walk.fail("I4", f"entry {seq}: accept of {offer.price}, standing price {standing}")
+        walk.accepted_price = offer.price
+        walk.buyer_price = walk.merchant_price = offer.price
+        if walk.pending_breach is not None:
+            _complete(walk, (VerdictStatus.VIOLATED, walk.pending_breach))
+        else:
+            _complete(walk, (VerdictStatus.FAIR, Reason.AGREEMENT))
+        return
+    if env.role is Role.BUYER:
+        if walk.previous_buyer_price is not None and offer.price < walk.previous_buyer_price:
+            walk.pending_breach = walk.pending_breach or Reason.BUYER_RENEGED
+            walk.note("I4", f"entry {seq}: the buyer lowered its price (evidence)")
+        walk.buyer_price, walk.buyer_moved = offer.price, True
+    else:
+        if walk.merchant_price is not None and offer.price > walk.merchant_price:
+            walk.pending_breach = walk.pending_breach or Reason.MERCHANT_RENEGED
+            walk.note("I4", f"entry {seq}: the merchant raised its price (evidence)")
+        walk.merchant_price, walk.merchant_moved = offer.price, True
+    if walk.pending_breach is not None:
+        _complete(walk, (VerdictStatus.VIOLATED, walk.pending_breach))
+    elif env.role is Role.MERCHANT:
+        assert walk.buyer_price is not None and walk.profile is not None
+        spread = offer.price - walk.buyer_price
+        judged = walk.profile.judge_counter(walk.round, spread, walk.last_spread)
+        walk.last_spread = spread
+        walk.stuck = walk.stuck + 1 if judged.status is VerdictStatus.FAIR_BUT_STUCK else 0
+        _complete(walk, (judged.status, judged.rationale))
+
+
+def _complete(walk: _Walk, expected: tuple[VerdictStatus, Reason]) -> None:
+    walk.completed.append(walk.round)
+    walk.expected[walk.round] = expected
+
+
+def _visit_arbiter(
+    walk: _Walk,
+    seq: int,
+    env: Envelope,
+    entries: Sequence[Mapping[str, JsonValue]],
+    jwks: Mapping[str, object] | None,
+) -> None:
+    payload = env.payload
+    if isinstance(payload, Verdict):
+        _visit_verdict(walk, seq, payload)
+    elif isinstance(payload, Close):
+        _visit_close(walk, seq, payload)
+    elif isinstance(payload, Agree):
+        _visit_agree(walk, seq, payload, entries, jwks)
+    else:
+        walk.fail("I2", f"entry {seq}: the arbiter sent {env.type.value}")
+
+
+def _visit_verdict(walk: _Walk, seq: int, verdict: Verdict) -> None:
+    walk.verdicts[verdict.round] = walk.verdicts.get(verdict.round, 0) + 1
+    expected = walk.expected.get(verdict.round)
+    if expected is None:
+        walk.fail("I5", f"entry {seq}: verdict for round {verdict.round}, which did not complete")
+        return
+    if (verdict.status, verdict.rationale) != expected:
+        walk.fail(
+            "I5",
+            f"entry {seq}: round {verdict.round} judged {verdict.status.value}/"
+            f"{verdict.rationale.value}, the profile says {expected[0].value}/{expected[1].value}",
+        )
+    if verdict.buyer_price != walk.buyer_price or verdict.merchant_price != walk.merchant_price:
+        walk.fail("I5", f"entry {seq}: the verdict's prices are not the round's prices")
+    if verdict.status is VerdictStatus.VIOLATED:
+        invariant = "I3" if verdict.rationale is Reason.COMMITMENT_MISMATCH else "I4"
+        walk.note(invariant, f"entry {seq}: the arbiter judged round {verdict.round} violated")
+        return
+    if expected[1] is Reason.AGREEMENT:
+        return
+    opened = walk.opened
+    assert opened is not None
+    if walk.round >= opened.max_rounds:
+        walk.owed_close = (Reason.MAX_ROUNDS_REACHED, "I1")
+    elif walk.profile is not None and walk.profile.stalled(walk.stuck):
+        walk.owed_close = (Reason.STALLED, "I5")
+    else:
+        walk.round += 1
+        walk.previous_buyer_price, walk.buyer_price = walk.buyer_price, None
+        walk.buyer_moved = walk.merchant_moved = False
+
+
+def _visit_close(walk: _Walk, seq: int, close: Close) -> None:
+    walk.terminal_seq = seq
+    walk.audit.outcome = close.reason.value
+    opened = walk.opened
+    assert opened is not None
+    breach = walk.pending_breach
+    if breach is not None and close.reason is not breach:
+        invariant = "I3" if breach is Reason.COMMITMENT_MISMATCH else "I4"
+        walk.fail(invariant, f"entry {seq}: a breach closed as {close.reason.value}")
+    if walk.owed_close is not None and close.reason is not walk.owed_close[0]:
+        reason, invariant = walk.owed_close
+        walk.fail(invariant, f"entry {seq}: closed as {close.reason.value}, owed {reason.value}")
+    if close.reason is Reason.MAX_ROUNDS_REACHED and walk.completed[-1:] != [opened.max_rounds]:
+        walk.fail("I1", f"entry {seq}: closed max_rounds_reached before round {opened.max_rounds}")
+
+
+def _visit_agree(
+    walk: _Walk,
+    seq: int,
+    agree: Agree,
+    entries: Sequence[Mapping[str, JsonValue]],
+    jwks: Mapping[str, object] | None,
+) -> None:
+    walk.terminal_seq = seq
+    walk.audit.outcome = "agreed"
+    walk.audit.final_price = agree.final_price
+    before = entries[seq - 2]
+    head = before.get("entry_hash")
+    if agree.session_digest != head:
+        walk.fail("I7", f"entry {seq}: session_digest is not the entry_hash of entry {seq - 1}")
+    if walk.accepted_price is None or agree.final_price != walk.accepted_price:
+        walk.fail("I4", f"entry {seq}: final price {agree.final_price} was never accepted")
+    opened = walk.opened
+    assert opened is not None
+    expected = {
+        "oanp_version": OANP_VERSION,
+        "session_id": walk.audit.session_id,
+        "buyer_agent_id": walk.buyer,
+        "merchant_agent_id": walk.merchant,
+        "item": opened.item,
+        "currency": opened.currency,
+        "session_digest": head,
+        "log_length": seq - 1,
+        "invariants_satisfied": list(INVARIANTS),
+    }
+    for name, value in expected.items():
+        if agree.agreement.get(name) != value:
+            walk.fail("I6", f"entry {seq}: the signed agreement's {name} is not the log's")
+    signed_price = agree.agreement.get("final_price")
+    if (
+        not isinstance(signed_price, int | float)
+        or Decimal(repr(signed_price)) != agree.final_price
+    ):
+        walk.fail("I6", f"entry {seq}: the signed agreement's final_price differs")
+    walk.audit.agreement_valid = False
+    if jwks is None:
+        walk.fail("I6", f"entry {seq}: no key set to verify the agreement with")
+        return
+    try:
+        signed = verify_detached(
+            agree.signature, canonical_bytes(agree.agreement), jwks, typ=AGREEMENT_TYP
+        )
+    except VerificationError as exc:
+        walk.fail("I6", f"entry {seq}: {exc.code}: {exc.detail}")
+        return
+    if signed.kid != agree.kid or signed.alg != agree.signature_alg:
+        walk.fail("I6", f"entry {seq}: kid or signature_alg disagree with the JWS header")
+        return
+    walk.audit.agreement_valid = not walk.audit.results["I6"].problems
+
+
+def _finish(walk: _Walk, count: int) -> None:
+    for round_ in walk.completed:
+        n = walk.verdicts.get(round_, 0)
+        if n != 1:
+            walk.fail("I5", f"round {round_} completed with {n} verdicts, not exactly one")
+    opened = walk.opened
+    if opened is not None and walk.round > opened.max_rounds:
+        walk.fail("I1", f"the log reached round {walk.round} of {opened.max_rounds}")
+    if walk.audit.agreement_valid and walk.audit.results["I7"].problems:
+        # A good signature over a digest this log does not recompute to covers another log.
+        walk.audit.agreement_valid = False
+    if walk.audit.outcome != "agreed":
+        walk.audit.results["I6"].applicable = False
+        walk.audit.results["I6"].notes.append("no agreement in this log")
+    if walk.terminal_seq is None and walk.owed_close is not None:
+        walk.fail(walk.owed_close[1], f"the log ends without the owed {walk.owed_close[0].value}")
+    elif walk.terminal_seq is None:
+        walk.audit.results["I1"].notes.append(f"the session is still live after {count} entries")
