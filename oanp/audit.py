@@ -87,7 +87,7 @@ def build_bundle(
     """
     normalized = [[_entry_json(e) for e in log] for log in logs]
     leaves = leaf_hashes(normalized)
-    sessions: list[JsonValue] = []
+    sessions: list[JsonObject] = []
     first = 0
     for log in normalized:
         envelope = log[0]["envelope"] if log else None
@@ -109,7 +109,7 @@ def build_bundle(
         "created_at": format_timestamp(created_at),
         "scope": scope or {},
         "tree_size": len(leaves),
-        "sessions": sessions,
+        "sessions": list[JsonValue](sessions),
     }
     consistency: list[JsonValue] = []
     for checkpoint in previous:
@@ -127,7 +127,7 @@ def build_bundle(
         "manifest": manifest,
         "jwks": json_value(jwks),
         "sessions": [
-            {"session_id": s["session_id"], "log": log}  # type: ignore[call-overload,index]
+            {"session_id": s["session_id"], "log": list[JsonValue](log)}
             for s, log in zip(sessions, normalized, strict=True)
         ],
         "checkpoint": sign_checkpoint(
@@ -177,7 +177,7 @@ def extract(bundle: Mapping[str, Any], session_ids: Iterable[str]) -> JsonObject
     subset["sessions"] = kept
     subset["proofs"] = {"tree_size": len(leaves), "inclusion": proofs}
     subset["consistency"] = []
-    return subset  # type: ignore[return-value]
+    return subset
 
 
 # Verification --------------------------------------------------------------------------------
@@ -298,7 +298,8 @@ def _verify_bundle(
     for session in sessions:
         log = session["log"]
         entry = listed.get(session["session_id"])
-        if not report.add(f"session {session['session_id']}: listed", entry is not None):
+        if entry is None:
+            report.add(f"session {session['session_id']}: listed", False, "not in the manifest")
             continue
         report.add(
             f"session {session['session_id']}: complete",

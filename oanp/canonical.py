@@ -103,9 +103,8 @@ def json_value(
                 raise SchemaInvalid(
                     "invalid key", errors=[FieldError(path, "keys must be strings")]
                 )
-            out[json_value(key, path)] = json_value(
-                item, f"{path}.{key}", depth + 1, max_depth=max_depth
-            )  # type: ignore[index]
+            json_value(key, path)  # a key must be a valid string too
+            out[key] = json_value(item, f"{path}.{key}", depth + 1, max_depth=max_depth)
         return out
     if isinstance(value, list | tuple):
         return [
