@@ -1,0 +1,275 @@
+"""The parser: every field checked, every bad field named, nothing but ProtocolError escapes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from decimal import Decimal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from oanp.envelope import (
+    MAX_ENVELOPE_BYTES,
+    MessageType,
+    Offer,
+    Open,
+    parse_envelope,
+)
+from oanp.errors import ProtocolError
+
+COMMIT = "sha256:" + "a" * 64
+
+
+def body(**changes):
+    envelope = {
+        "oanp_version": "0.1",
+        "message_id": "01JDB1P4W3X7Q9M2K8T6R5N0AZ",
+        "session_id": "01JDB1P4W3X7Q9M2K8T6R5N0B0",
+        "timestamp": "2026-04-28T14:00:00Z",
+        "sender": {"role": "buyer", "agent_id": "buyer-001"},
+        "type": "offer.propose",
+        "payload": {"round": 1, "price": 320, "constraints_commit": COMMIT},
+    }
+    envelope.update(changes)
+    return envelope
+
+
+def wire(value) -> bytes:
+    return json.dumps(value).encode()
+
+
+def refusal(data) -> ProtocolError:
+    with pytest.raises(ProtocolError) as caught:
+        parse_envelope(data)
+    return caught.value
+
+
+def test_a_valid_propose_parses_to_exact_decimals():
+    env = parse_envelope(
+        b'{"oanp_version":"0.1","message_id":"m","session_id":"s",'
+        b'"timestamp":"2026-04-28T14:00:00.5Z","sender":{"role":"buyer",'
+        b'"agent_id":"b"},"type":"offer.propose","payload":{"round":1,'
+        b'"price":339.99,"constraints_commit":"' + COMMIT.encode() + b'"}}'
+    )
+    assert env.type is MessageType.OFFER_PROPOSE
+    assert env.payload == Offer(1, Decimal("339.99"), COMMIT)
+    assert env.timestamp.microsecond == 500000
+
+
+def test_open_defaults_are_applied_but_the_logged_body_is_what_was_sent():
+    sent = body(
+        type="session.open",
+        payload={
+            "merchant_agent_id": "m-1",
+            "item": {"sku": "A1"},
+            "currency": "JPY",
+            "constraints_commit": "0xfd6b8b899c3e4309",
+        },
+    )
+    env = parse_envelope(wire(sent))
+    assert isinstance(env.payload, Open)
+    assert (env.payload.max_rounds, env.payload.profile, env.payload.response_window_s) == (
+        5,
+        "default/v0.1",
+        300,
+    )
+    assert "max_rounds" not in env.body["payload"]
+
+
+@pytest.mark.parametrize(
+    ("data", "code", "status"),
+    [
+        (b"", "malformed_json", 400),
+        (b"\xff\xfe", "malformed_json", 400),
+        (b"[1,2]", "schema_invalid", 400),
+        (b'{"a":1,"a":2}', "malformed_json", 400),
+        (b'{"x": NaN}', "malformed_json", 400),
+        (b"1" * 5000, "malformed_json", 400),  # beyond Python's int digit limit
+        (b"[" * 100_000, "envelope_too_large", 413),
+        (b"[" * 60_000, "malformed_json", 400),  # too deep to even read
+        (b" " * (MAX_ENVELOPE_BYTES + 1), "envelope_too_large", 413),
+    ],
+)
+def test_unreadable_bytes(data, code, status):
+    err = refusal(data)
+    assert (err.code, err.status) == (code, status)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"oanp_version": "0.2"}, "$.oanp_version"),
+        ({"message_id": ""}, "$.message_id"),
+        ({"message_id": "a" * 65}, "$.message_id"),
+        ({"message_id": "has space"}, "$.message_id"),
+        ({"session_id": 7}, "$.session_id"),
+        ({"timestamp": "2026-04-28T14:00:00+02:00"}, "$.timestamp"),
+        ({"timestamp": "2026-02-30T14:00:00Z"}, "$.timestamp"),
+        ({"sender": {"role": "auditor", "agent_id": "x"}}, "$.sender.role"),
+        ({"sender": {"role": "buyer", "agent_id": "b", "name": "x"}}, "$.sender.name"),
+        ({"type": "offer.haggle"}, "$.type"),
+        ({"extra": 1}, "$.extra"),
+        ({"payload": {"round": 0, "price": 320, "constraints_commit": COMMIT}}, "$.payload.round"),
+        ({"payload": {"round": 21, "price": 320, "constraints_commit": COMMIT}}, "$.payload.round"),
+        (
+            {"payload": {"round": True, "price": 320, "constraints_commit": COMMIT}},
+            "$.payload.round",
+        ),
+        ({"payload": {"round": 1, "price": 0, "constraints_commit": COMMIT}}, "$.payload.price"),
+        ({"payload": {"round": 1, "price": -5, "constraints_commit": COMMIT}}, "$.payload.price"),
+        (
+            {"payload": {"round": 1, "price": 10**12, "constraints_commit": COMMIT}},
+            "$.payload.price",
+        ),
+        (
+            {"payload": {"round": 1, "price": "320", "constraints_commit": COMMIT}},
+            "$.payload.price",
+        ),
+        (
+            {"payload": {"round": 1, "price": 320, "constraints_commit": "sha256:xyz"}},
+            "$.payload.constraints_commit",
+        ),
+        ({"payload": {"round": 1, "price": 320}}, "$.payload.constraints_commit"),
+        (
+            {"payload": {"round": 1, "price": 320, "constraints_commit": COMMIT, "note": "hi"}},
+            "$.payload.note",
+        ),
+    ],
+)
+def test_each_bad_field_is_named(changes, field):
+    err = refusal(wire(body(**changes)))
+    assert (err.code, err.status) == ("schema_invalid", 400)
+    assert field in [e.field for e in err.errors]
+
+
+def test_every_bad_field_is_named_at_once():
+    err = refusal(wire(body(message_id="", session_id="", payload={"round": 0})))
+    fields = {e.field for e in err.errors}
+    assert {
+        "$.message_id",
+        "$.session_id",
+        "$.payload.round",
+        "$.payload.price",
+        "$.payload.constraints_commit",
+    } <= fields
+
+
+def test_exponent_notation_is_refused_for_prices():
+    data = wire(body()).replace(b'"price": 320', b'"price": 3.2e2')
+    err = refusal(data)
+    assert [e.field for e in err.errors] == ["$.payload.price"]
+    assert "exponent" in err.errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ({"blob": "x" * 5000}, "4096 bytes"),
+        ({"n": 2**60}, "2^53"),
+        ({"deep": json.loads("[" * 20 + "]" * 20)}, "deep"),
+        ("SFO-JFK", "object"),
+    ],
+)
+def test_items_are_bounded(item, message):
+    err = refusal(
+        wire(
+            body(
+                type="session.open",
+                payload={
+                    "merchant_agent_id": "m",
+                    "item": item,
+                    "currency": "USD",
+                    "constraints_commit": COMMIT,
+                },
+            )
+        )
+    )
+    assert any(message in e.message for e in err.errors), err.errors
+
+
+@pytest.mark.parametrize("currency", ["usd", "XAU", "ABC", 840])
+def test_currencies_are_iso_4217(currency):
+    err = refusal(
+        wire(
+            body(
+                type="session.open",
+                payload={
+                    "merchant_agent_id": "m",
+                    "item": {},
+                    "currency": currency,
+                    "constraints_commit": COMMIT,
+                },
+            )
+        )
+    )
+    assert [e.field for e in err.errors] == ["$.payload.currency"]
+
+
+def test_a_party_close_must_say_withdrawn():
+    err = refusal(
+        wire(
+            body(
+                type="session.close",
+                payload={"reason": "max_rounds_reached", "constraints_commit": COMMIT},
+            )
+        )
+    )
+    assert [e.field for e in err.errors] == ["$.payload.reason"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(json_values)
+def test_arbitrary_json_only_ever_raises_protocol_errors(value):
+    with contextlib.suppress(ProtocolError):
+        parse_envelope(json.dumps(value).encode())
+
+
+@settings(max_examples=400)
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_only_ever_raise_protocol_errors(data):
+    with contextlib.suppress(ProtocolError):
+        parse_envelope(data)
+
+
+field_paths = st.sampled_from(
+    [
+        ("message_id",),
+        ("session_id",),
+        ("timestamp",),
+        ("sender",),
+        ("sender", "role"),
+        ("sender", "agent_id"),
+        ("type",),
+        ("payload",),
+        ("payload", "round"),
+        ("payload", "price"),
+        ("payload", "constraints_commit"),
+        ("oanp_version",),
+    ]
+)
+
+
+@settings(max_examples=400)
+@given(field_paths, json_values, st.sampled_from([t.value for t in MessageType]))
+def test_a_valid_envelope_with_one_field_replaced_never_crashes(path, value, kind):
+    envelope = body(type=kind)
+    target = envelope
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    try:
+        parsed = parse_envelope(wire(envelope))
+    except ProtocolError:
+        return
+    assert parsed.body == json.loads(json.dumps(parsed.body))

@@ -1,0 +1,333 @@
+"""The arbiter's state machine: the published trace, every refusal, evidence, timers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from oanp.canonical import canonical_bytes
+from oanp.errors import ProtocolError
+from oanp.invariants import audit_log
+from oanp.machine import AGREEMENT_TYP, Negotiation, Phase
+from oanp.profiles import Reason
+from oanp.signing import verify_detached
+from tests.oanp.sessions import (
+    ARBITER,
+    BUYER,
+    JWKS,
+    MERCHANT,
+    SESSION,
+    T0,
+    accept,
+    ack,
+    counter,
+    envelope,
+    negotiating,
+    opening,
+    propose,
+    withdraw,
+)
+
+
+def payload(entry):
+    return entry.envelope["payload"]
+
+
+def test_the_published_sfo_jfk_trace():
+    session = negotiating()
+    session.feed(propose(1, 320))
+    verdict_1 = session.feed(counter(1, 370))[-1]
+    session.feed(propose(2, 340))
+    closing = session.feed(accept("merchant", 2, 340))
+
+    assert payload(verdict_1) == {
+        "round": 1,
+        "status": "fair",
+        "rationale": "opening_moves",
+        "buyer_price": 320,
+        "merchant_price": 370,
+        "spread": 50,
+        "checks": {"I1": "pass", "I2": "pass", "I3": "pass", "I4": "pass", "I5": "pass"},
+    }
+    assert [e.type for e in closing] == ["offer.accept", "round.verdict", "session.agree"]
+    assert payload(closing[1])["status"] == "fair"
+    assert payload(closing[1])["rationale"] == "agreement"
+    agree = payload(closing[2])
+    assert agree["final_price"] == 340
+    assert agree["session_digest"] == closing[1].entry_hash
+    assert agree["agreement"]["log_length"] == closing[1].seq == 8
+    signed = verify_detached(
+        agree["signature"], canonical_bytes(agree["agreement"]), JWKS, typ=AGREEMENT_TYP
+    )
+    assert signed.kid == ARBITER.signer.kid
+    state = session.negotiation.state
+    assert (state.phase, state.round, state.final_price) == (Phase.AGREED, 2, Decimal(340))
+    assert audit_log(session.log(), JWKS).ok
+
+
+def test_later_rounds_are_judged_by_the_spread():
+    session = negotiating()
+    for round_, (bid, ask) in enumerate([(300, 400), (320, 380), (320, 380)], start=1):
+        session.feed(propose(round_, bid))
+        verdict = session.feed(counter(round_, ask))[-1]
+    rationales = [payload(e)["rationale"] for e in session.entries if e.type == "round.verdict"]
+    assert rationales == ["opening_moves", "spread_narrowed", "spread_unchanged"]
+    assert payload(verdict)["status"] == "fair_but_stuck"
+
+
+def test_buyer_accepts_the_standing_counter_from_round_two():
+    session = negotiating()
+    session.feed(propose(1, 300))
+    session.feed(counter(1, 350))
+    new = session.feed(accept("buyer", 2, 350))
+    assert [e.type for e in new] == ["offer.accept", "round.verdict", "session.agree"]
+    assert session.negotiation.state.final_price == Decimal(350)
+
+
+def test_max_rounds_reached_closes_after_the_last_verdict():
+    session = negotiating(max_rounds=2)
+    session.feed(propose(1, 300))
+    session.feed(counter(1, 400))
+    session.feed(propose(2, 310))
+    last = session.feed(counter(2, 390))
+    assert [e.type for e in last] == ["offer.counter", "round.verdict", "session.close"]
+    assert payload(last[-1]) == {
+        "reason": "max_rounds_reached",
+        "detail": "no agreement after 2 rounds",
+        "round": 2,
+    }
+    with pytest.raises(ProtocolError) as refused:
+        session.feed(propose(3, 320))
+    assert refused.value.code == "session_terminal"
+
+
+def test_strict_profile_closes_a_stalled_session():
+    session = negotiating(profile="strict/v0.1")
+    session.feed(propose(1, 300))
+    session.feed(counter(1, 400))
+    session.feed(propose(2, 300))
+    assert session.feed(counter(2, 400))[-1].type == "round.verdict"  # one stuck round
+    session.feed(propose(3, 300))
+    last = session.feed(counter(3, 400))
+    assert payload(last[-1])["reason"] == "stalled"
+    assert session.negotiation.state.close_reason is Reason.STALLED
+
+
+def test_default_profile_tolerates_stalling():
+    session = negotiating()
+    for round_ in (1, 2, 3):
+        session.feed(propose(round_, 300))
+        session.feed(counter(round_, 400))
+    assert session.negotiation.state.phase is Phase.NEGOTIATING
+
+
+@pytest.mark.parametrize(
+    ("setup", "bad", "code", "status"),
+    [
+        ([], lambda: counter(1, 370), "out_of_turn", 409),
+        ([], lambda: propose(2, 320), "wrong_round", 422),
+        ([], lambda: propose(1, 320.001), "price_precision", 422),
+        ([], lambda: accept("buyer", 1, 320), "price_not_standing", 422),
+        ([propose(1, 320)], lambda: accept("merchant", 1, 330), "price_not_standing", 422),
+        ([propose(1, 320)], lambda: propose(1, 330), "out_of_turn", 409),
+        ([], lambda: ack(), "out_of_turn", 409),
+        ([], lambda: opening(), "session_exists", 409),
+        (
+            [],
+            lambda: envelope(
+                "offer.counter",
+                {"round": 1, "price": 1, "constraints_commit": "sha256:" + "b" * 64},
+                role="buyer",
+            ),
+            "role_may_not_send",
+            422,
+        ),
+        (
+            [],
+            lambda: envelope(
+                "offer.propose",
+                {"round": 1, "price": 1, "constraints_commit": "sha256:" + "b" * 64},
+                agent="buyer-002",
+            ),
+            "not_a_party",
+            403,
+        ),
+        (
+            [],
+            lambda: envelope(
+                "round.verdict",
+                {"round": 1, "status": "fair", "rationale": "agreement", "checks": {"I1": "pass"}},
+                role="arbiter",
+                agent="arbiter.test",
+            ),
+            "not_a_party",
+            403,
+        ),
+        (
+            [],
+            lambda: envelope(
+                "offer.propose",
+                {"round": 1, "price": 1, "constraints_commit": "sha256:" + "b" * 64},
+                session_id="another",
+            ),
+            "unknown_session",
+            404,
+        ),
+    ],
+)
+def test_refusals_change_nothing(setup, bad, code, status):
+    session = negotiating()
+    for env in setup:
+        session.feed(env)
+    before = session.negotiation.state
+    with pytest.raises(ProtocolError) as refused:
+        session.feed(bad())
+    if code is not None:
+        assert (refused.value.code, refused.value.status) == (code, status)
+    assert session.negotiation.state == before
+
+
+def test_a_reused_message_id_is_refused():
+    session = negotiating()
+    session.feed(propose(1, 320))
+    session.feed(counter(1, 370))
+    reused = envelope(
+        "offer.propose",
+        {"round": 2, "price": 330, "constraints_commit": "sha256:" + "b" * 64},
+        message_id=session.entries[2].envelope["message_id"],
+    )
+    before = session.negotiation.state
+    with pytest.raises(ProtocolError) as refused:
+        session.feed(reused)
+    assert refused.value.code == "message_id_reused"
+    assert session.negotiation.state == before
+
+
+@pytest.mark.parametrize(
+    ("moves", "reason", "failed"),
+    [
+        ([propose(1, 320), counter(1, 370), propose(2, 310)], "buyer_reneged", "I4"),
+        (
+            [propose(1, 320), counter(1, 370), propose(2, 330), counter(2, 380)],
+            "merchant_reneged",
+            "I4",
+        ),
+        ([propose(1, 320, commit="sha256:" + "d" * 64)], "commitment_mismatch", "I3"),
+        ([propose(1, 320), counter(1, 370, commit="0x" + "1" * 16)], "commitment_mismatch", "I3"),
+        (
+            [propose(1, 320), counter(1, 370), accept("buyer", 2, 370, commit="0x" + "2" * 16)],
+            "commitment_mismatch",
+            "I3",
+        ),
+        ([withdraw("merchant", commit="sha256:" + "e" * 64)], "commitment_mismatch", "I3"),
+    ],
+)
+def test_breaches_are_logged_as_evidence_then_judged_and_closed(moves, reason, failed):
+    session = negotiating()
+    for env in moves[:-1]:
+        session.feed(env)
+    caused = session.feed(moves[-1])
+    assert [e.type for e in caused] == [moves[-1].type.value, "round.verdict", "session.close"]
+    assert caused[0].envelope == moves[-1].body  # the breaching envelope itself is the evidence
+    verdict, close = payload(caused[1]), payload(caused[2])
+    assert (verdict["status"], verdict["rationale"]) == ("violated", reason)
+    assert verdict["checks"][failed] == "fail"
+    assert close["reason"] == reason
+    audit = audit_log(session.log(), JWKS)
+    assert audit.ok, {k: r.problems for k, r in audit.results.items()}
+    assert audit.results[failed].notes  # the auditor sees the caught breach
+
+
+def test_a_withdrawal_closes_without_a_verdict():
+    session = negotiating()
+    session.feed(propose(1, 320))
+    caused = session.feed(withdraw("buyer"))
+    assert [e.type for e in caused] == ["session.close", "session.close"]
+    assert payload(caused[1])["reason"] == "withdrawn_by_buyer"
+
+
+def test_merchant_may_decline_instead_of_joining():
+    from tests.oanp.sessions import Session
+
+    session = Session()
+    caused = session.feed(withdraw("merchant"))
+    assert payload(caused[-1])["reason"] == "withdrawn_by_merchant"
+    assert session.negotiation.state.phase is Phase.CLOSED
+
+
+def test_the_response_window_closes_a_silent_session():
+    session = negotiating(response_window_s=60)
+    session.feed(propose(1, 320))
+    due = session.negotiation.next_deadline()
+    assert due == session.now + timedelta(seconds=60)
+    assert session.negotiation.expire(due - timedelta(microseconds=1)) == []
+    closed = session.negotiation.expire(due)
+    assert payload(closed[0])["reason"] == "response_timeout"
+    assert "merchant" in payload(closed[0])["detail"]
+    assert session.negotiation.next_deadline() is None
+    assert session.negotiation.expire(due + timedelta(hours=1)) == []  # exactly once
+
+
+def test_a_late_envelope_loses_the_race_against_its_timer():
+    session = negotiating(response_window_s=60)
+    due = session.negotiation.next_deadline()
+    before = session.negotiation.state
+    with pytest.raises(ProtocolError) as refused:
+        session.negotiation.feed(propose(1, 320), received_at=due)
+    assert refused.value.code == "timer_expired"
+    assert session.negotiation.state == before
+
+
+def test_the_session_deadline_wins_over_the_response_window():
+    deadline = "2026-04-28T14:00:30Z"
+    session = negotiating(deadline=deadline)
+    assert session.negotiation.next_deadline() == T0 + timedelta(seconds=30)
+    closed = session.negotiation.expire(T0 + timedelta(seconds=31))
+    assert payload(closed[0])["reason"] == "deadline_expired"
+
+
+@pytest.mark.parametrize("ahead", [timedelta(seconds=0), timedelta(hours=24, seconds=1)])
+def test_deadlines_must_be_within_the_next_24_hours(ahead):
+    stamp = (T0 + ahead).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with pytest.raises(ProtocolError) as refused:
+        Negotiation.open(opening(deadline=stamp), received_at=T0, arbiter=ARBITER)
+    assert (refused.value.code, refused.value.status) == ("deadline_out_of_range", 422)
+
+
+def test_an_unknown_profile_is_named():
+    with pytest.raises(ProtocolError) as refused:
+        Negotiation.open(opening(profile="lenient/v9"), received_at=T0, arbiter=ARBITER)
+    assert refused.value.status == 400
+    assert refused.value.errors[0].field == "$.payload.profile"
+
+
+def test_an_operator_can_terminate_a_live_session_once():
+    session = negotiating()
+    closed = session.negotiation.terminate(session.now, "abuse report 17")
+    assert payload(closed[0]) == {
+        "reason": "operator_terminated",
+        "detail": "abuse report 17",
+        "round": 1,
+    }
+    with pytest.raises(ProtocolError):
+        session.negotiation.terminate(session.now, "again")
+
+
+def test_arbiter_entries_are_numbered_under_the_reserved_prefix():
+    session = negotiating()
+    session.feed(propose(1, 320))
+    verdict = session.feed(counter(1, 370))[-1]
+    assert verdict.envelope["message_id"] == f"arbiter:{verdict.seq}"
+    assert verdict.envelope["sender"] == {"role": "arbiter", "agent_id": "arbiter.test"}
+    assert verdict.envelope["session_id"] == SESSION
+    with pytest.raises(ProtocolError) as refused:
+        envelope("offer.propose", {}, message_id="arbiter:99")
+    assert any(e.field == "$.message_id" for e in refused.value.errors)
+
+
+def test_parties_are_who_opened_and_who_was_named():
+    session = negotiating()
+    state = session.negotiation.state
+    assert (state.buyer_agent_id, state.merchant_agent_id) == (BUYER, MERCHANT)
