@@ -184,3 +184,29 @@ class VerificationError(ProtocolError):
 class SignatureInvalid(VerificationError):
     code = "signature_invalid"
     title = "Signature does not verify"
+
+
+class SignatureMalformed(VerificationError):
+    """Not a detached compact JWS with exactly the protected header this protocol signs."""
+
+    code = "signature_malformed"
+    title = "Signature is malformed"
+
+
+class AlgorithmNotAllowed(VerificationError):
+    """The header names an algorithm outside the allow-list, or one the key is not for."""
+
+    code = "alg_not_allowed"
+    title = "Signature algorithm not allowed"
+
+
+class UnknownKey(VerificationError):
+    code = "unknown_kid"
+    title = "No key with this kid in the key set"
+
+
+class KeyInvalid(VerificationError):
+    """The key set holds the kid, but not as a usable signing key whose thumbprint is the kid."""
+
+    code = "key_invalid"
+    title = "Key is not usable for this signature"
