@@ -1,0 +1,458 @@
+"""Reference buyer and merchant agents that negotiate from sealed vaults.
+
+An agent is sans-IO, like the arbiter's machine: it is fed every envelope of its session's
+stream in log order (its own accepted envelopes, the other party's, the arbiter's) and answers
+with the envelopes it wants to submit next. It learns its state only from that stream, so a
+submission the arbiter refuses changes nothing. One agent object takes part in one session.
+
+The vault is the only place a party's limits live. Envelopes are built from public fields
+alone (ids, the item, the currency, prices the strategy chose, the commitment), so a limit can
+reach the wire only as a salted hash. Before a price leaves, the agent checks it against the
+vault itself (:class:`LimitGuard`): a strategy bug must fail loudly here, not be caught by the
+arbiter as a violation, or worse, not be caught at all.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from oanp.canonical import JsonObject, json_value
+from oanp.commitments import Role, commit
+from oanp.envelope import (
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_PROFILE,
+    OANP_VERSION,
+    PARTY_CLOSE_REASON,
+    MessageType,
+    format_timestamp,
+)
+from oanp.money import MINOR_UNITS, PRICE_CEILING, fits_currency, price_to_json
+from oanp.strategies import Accept, Limits, Situation, Strategy, at_least_as_good
+
+#: A buyer's vault holds no opening price; every buyer tactic opens at this share of its
+#: budget_cap, which is where the published reference buyer opens.
+BUYER_OPENING_SHARE = Decimal("0.8")
+
+
+class LimitGuard(Exception):
+    """An agent refused to emit a move its own vault or history forbids.
+
+    Strategies clamp their prices, so a correct strategy never trips a guard; one that does is
+    a bug, and the move is not sent. Messages never name the limit itself.
+    """
+
+
+class BeyondLimit(LimitGuard):
+    """An offer or accept above the buyer's true_ceiling or below the merchant's floor_price."""
+
+
+class Renege(LimitGuard):
+    """An offer that takes back a concession: a buyer lower, a merchant higher than before."""
+
+
+class InvalidMove(LimitGuard):
+    """A move the arbiter must refuse anyway: an unfit price, or an accept with none standing."""
+
+
+class AgentStateError(Exception):
+    """The agent's session state does not allow the call (open twice, withdraw when done)."""
+
+
+def _check_amounts(**amounts: Decimal) -> None:
+    for name, value in amounts.items():
+        if not isinstance(value, Decimal) or not value.is_finite() or value <= 0:
+            # Never echo the value: tracebacks end up in logs, which are not sealed.
+            raise ValueError(f"{name} must be a positive, finite Decimal")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class BuyerVault:
+    """A buyer's private limits: ``true_ceiling`` is hard, ``budget_cap`` the soft target."""
+
+    true_ceiling: Decimal
+    budget_cap: Decimal
+    urgency: str = "medium"
+
+    def __post_init__(self) -> None:
+        _check_amounts(true_ceiling=self.true_ceiling, budget_cap=self.budget_cap)
+        if self.budget_cap > self.true_ceiling:
+            raise ValueError("budget_cap must not exceed true_ceiling")
+        if not isinstance(self.urgency, str):
+            raise TypeError("urgency must be a string")
+
+    def __repr__(self) -> str:
+        return "BuyerVault(<sealed>)"
+
+    def constraints(self) -> JsonObject:
+        """The JSON object the buyer's commitment is made over (and a reveal discloses)."""
+        return {
+            "budget_cap": price_to_json(self.budget_cap),
+            "true_ceiling": price_to_json(self.true_ceiling),
+            "urgency": self.urgency,
+        }
+
+    def limits(self) -> Limits:
+        """The price points a strategy works with: open low, give up nothing past the ceiling."""
+        return Limits(
+            ideal=self.budget_cap * BUYER_OPENING_SHARE,
+            reservation=self.true_ceiling,
+            target=self.budget_cap,
+        )
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class MerchantVault:
+    """A merchant's private limits: ``floor_price`` is hard, ``ideal_price`` its list price."""
+
+    floor_price: Decimal
+    ideal_price: Decimal
+
+    def __post_init__(self) -> None:
+        _check_amounts(floor_price=self.floor_price, ideal_price=self.ideal_price)
+        if self.floor_price > self.ideal_price:
+            raise ValueError("floor_price must not exceed ideal_price")
+
+    def __repr__(self) -> str:
+        return "MerchantVault(<sealed>)"
+
+    def constraints(self) -> JsonObject:
+        """The JSON object the merchant's commitment is made over (and a reveal discloses)."""
+        return {
+            "floor_price": price_to_json(self.floor_price),
+            "ideal_price": price_to_json(self.ideal_price),
+        }
+
+    def limits(self) -> Limits:
+        """The price points a strategy works with: open at list price, stop at the floor."""
+        return Limits(ideal=self.ideal_price, reservation=self.floor_price, target=self.ideal_price)
+
+
+class Vault(Protocol):
+    """What an agent needs of a vault: the committed constraints and the strategy's limits."""
+
+    def constraints(self) -> JsonObject: ...
+
+    def limits(self) -> Limits: ...
+
+
+V = TypeVar("V", bound=Vault)
+
+
+@dataclass(frozen=True, slots=True)
+class Agreed:
+    """The session ended in ``session.agree`` at ``price``."""
+
+    price: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The arbiter closed the session; ``reason`` is its code (PROTOCOL section 5)."""
+
+    reason: str
+
+
+Outcome = Agreed | Closed
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    session_id: str
+    item: JsonObject
+    currency: str
+    max_rounds: int
+    commitment: str
+
+
+def _timestamp(moment: datetime) -> str:
+    if moment.utcoffset() is None:
+        # A naive datetime would be read as the host's local time: refuse to guess.
+        raise ValueError("timestamps need a timezone-aware datetime")
+    return format_timestamp(moment)
+
+
+def _exact(value: object) -> Decimal:
+    """A price from the stream: floats (a stored log) are read by their shortest repr."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, int | Decimal) and not isinstance(value, bool):
+        return Decimal(value)
+    raise TypeError("a price is a JSON number")
+
+
+class PartyAgent(ABC, Generic[V]):
+    """What buyer and merchant agents share: stream bookkeeping, guards, envelopes."""
+
+    role: ClassVar[Role]
+    offer_type: ClassVar[MessageType]
+
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        vault: V,
+        strategy: Strategy,
+        salt: str,
+        new_message_id: Callable[[], str],
+    ) -> None:
+        self.agent_id = agent_id
+        self._vault = vault
+        self._strategy = strategy
+        self._salt = salt
+        self._new_message_id = new_message_id
+        self._session: _Session | None = None
+        self._mine: list[Decimal] = []
+        self._theirs: list[Decimal] = []
+        self._seen: set[str] = set()
+        self._settling = False
+        self._finished = False
+        self._outcome: Outcome | None = None
+
+    def __repr__(self) -> str:
+        session_id = self._session.session_id if self._session else None
+        return f"{type(self).__name__}(agent_id={self.agent_id!r}, session_id={session_id!r})"
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """How the session ended, once the arbiter said so (agreed price or close reason)."""
+        return self._outcome
+
+    @property
+    def finished(self) -> bool:
+        """True once the session was agreed or closed: the agent will send nothing more."""
+        return self._finished
+
+    @property
+    def commitment(self) -> str | None:
+        """The commitment this agent repeats in every message, once its session is known."""
+        return self._session.commitment if self._session else None
+
+    def receive(self, envelope: Mapping[str, Any], now: datetime) -> list[JsonObject]:
+        """Take the next envelope of the session's stream; return the envelopes to submit next.
+
+        Feed every entry in log order, this agent's own included: that is how it learns which
+        of its submissions the arbiter accepted. Other sessions' envelopes and repeats are
+        ignored. Raises a :class:`LimitGuard` when the strategy's answer breaks the vault.
+        """
+        if self._session is None:
+            return self._join(envelope, now)
+        message_id = envelope["message_id"]
+        if envelope["session_id"] != self._session.session_id or message_id in self._seen:
+            # An SSE stream resumed after a reconnect may deliver an entry twice.
+            return []
+        self._seen.add(message_id)
+        kind = MessageType(envelope["type"])
+        sender_role = envelope["sender"]["role"]
+        payload = envelope["payload"]
+        if kind in (MessageType.SESSION_AGREE, MessageType.SESSION_CLOSE):
+            self._finish(kind, sender_role, payload)
+            return []
+        if self._finished:
+            return []
+        if kind is MessageType.OFFER_ACCEPT:
+            # The round is complete and the arbiter's agree follows: nothing left to say.
+            self._settling = True
+            return []
+        if kind in (MessageType.OFFER_PROPOSE, MessageType.OFFER_COUNTER):
+            prices = self._mine if sender_role == self.role else self._theirs
+            prices.append(_exact(payload["price"]))
+        return self._react(kind, payload, now)
+
+    def withdraw(self, now: datetime) -> JsonObject:
+        """The party ``session.close`` that withdraws this agent from its session."""
+        session = self._session
+        if session is None or self._finished:
+            raise AgentStateError("there is no running session to withdraw from")
+        payload: JsonObject = {
+            "reason": PARTY_CLOSE_REASON,
+            "constraints_commit": session.commitment,
+        }
+        return self._envelope(session, MessageType.SESSION_CLOSE, payload, now)
+
+    def reveal(self) -> JsonObject:
+        """The body of a reveal (PROTOCOL section 6): constraints and salt opening the commitment.
+
+        Only after the session ended: before, it would hand the other side this agent's limits.
+        """
+        if self._session is None or not self._finished:
+            raise AgentStateError("constraints are revealed only after the session ended")
+        return {"constraints": self._vault.constraints(), "salt": self._salt}
+
+    def _join(self, envelope: Mapping[str, Any], now: datetime) -> list[JsonObject]:
+        """React to an envelope while no session is known yet."""
+        return []
+
+    @abstractmethod
+    def _react(
+        self, kind: MessageType, payload: Mapping[str, Any], now: datetime
+    ) -> list[JsonObject]:
+        """React to a non-terminal envelope of the running session."""
+
+    def _start(
+        self, session_id: str, item: Mapping[str, object], currency: str, max_rounds: int
+    ) -> _Session:
+        if currency not in MINOR_UNITS:
+            raise ValueError(f"unknown currency {currency!r}")
+        item_json = json_value(item)
+        if not isinstance(item_json, dict):
+            raise ValueError("an item is a JSON object")
+        commitment = commit(self._vault.constraints(), item_json, max_rounds, self._salt)
+        return _Session(session_id, item_json, currency, max_rounds, commitment)
+
+    def _finish(self, kind: MessageType, sender_role: str, payload: Mapping[str, Any]) -> None:
+        self._finished = True
+        if sender_role != "arbiter":
+            return  # a party's withdrawal; the arbiter's close with the outcome follows
+        if kind is MessageType.SESSION_AGREE:
+            self._outcome = Agreed(_exact(payload["final_price"]))
+        else:
+            self._outcome = Closed(str(payload["reason"]))
+
+    def _move(self, round_: int, now: datetime) -> JsonObject:
+        """Ask the strategy for round ``round_``'s move, guard it, and wrap it."""
+        session = self._session
+        assert session is not None  # only reached from _react, inside a session
+        situation = Situation(
+            role=self.role,
+            limits=self._vault.limits(),
+            currency=session.currency,
+            round=round_,
+            max_rounds=session.max_rounds,
+            own_prices=tuple(self._mine),
+            opponent_prices=tuple(self._theirs),
+        )
+        decision = self._strategy.decide(situation)
+        if isinstance(decision, Accept):
+            kind, price = MessageType.OFFER_ACCEPT, self._acceptable(situation)
+        else:
+            kind, price = self.offer_type, self._offerable(decision.price, session.currency)
+        payload: JsonObject = {
+            "round": round_,
+            "price": price_to_json(price),
+            "constraints_commit": session.commitment,
+        }
+        return self._envelope(session, kind, payload, now)
+
+    def _offerable(self, price: Decimal, currency: str) -> Decimal:
+        if not (0 < price < PRICE_CEILING and fits_currency(price, currency)):
+            raise InvalidMove(f"{price} is not a price {currency} can carry on the wire")
+        self._within_limit(price, "offer")
+        if self._mine and not at_least_as_good(self.role, self._mine[-1], price):
+            raise Renege(f"the {self.role} will not take back its previous price with {price}")
+        return price
+
+    def _acceptable(self, situation: Situation) -> Decimal:
+        standing = situation.standing
+        if standing is None:
+            raise InvalidMove("there is no standing price to accept")
+        self._within_limit(standing, "accept")
+        return standing
+
+    def _within_limit(self, price: Decimal, move: str) -> None:
+        if not at_least_as_good(self.role, price, self._vault.limits().reservation):
+            side = "above its ceiling" if self.role == "buyer" else "below its floor"
+            raise BeyondLimit(f"the {self.role} will not {move} {price}: that is {side}")
+
+    def _envelope(
+        self, session: _Session, kind: MessageType, payload: JsonObject, now: datetime
+    ) -> JsonObject:
+        return {
+            "oanp_version": OANP_VERSION,
+            "message_id": self._new_message_id(),
+            "session_id": session.session_id,
+            "timestamp": _timestamp(now),
+            "sender": {"role": self.role, "agent_id": self.agent_id},
+            "type": kind.value,
+            "payload": payload,
+        }
+
+
+class BuyerAgent(PartyAgent[BuyerVault]):
+    """Opens a session, proposes first in every round, and accepts a standing counter."""
+
+    role = "buyer"
+    offer_type = MessageType.OFFER_PROPOSE
+
+    def open(
+        self,
+        *,
+        session_id: str,
+        merchant_agent_id: str,
+        item: Mapping[str, object],
+        currency: str,
+        now: datetime,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        profile: str = DEFAULT_PROFILE,
+        response_window_s: int | None = None,
+        deadline: datetime | None = None,
+    ) -> JsonObject:
+        """The ``session.open`` envelope, committing this buyer's constraints to the session."""
+        if self._session is not None:
+            raise AgentStateError("this agent already opened its session")
+        session = self._start(session_id, item, currency, max_rounds)
+        payload: JsonObject = {
+            "merchant_agent_id": merchant_agent_id,
+            "item": session.item,
+            "currency": currency,
+            "max_rounds": max_rounds,
+            "profile": profile,
+            "constraints_commit": session.commitment,
+        }
+        if response_window_s is not None:
+            payload["response_window_s"] = response_window_s
+        if deadline is not None:
+            payload["deadline"] = _timestamp(deadline)
+        envelope = self._envelope(session, MessageType.SESSION_OPEN, payload, now)
+        self._session = session
+        return envelope
+
+    def _react(
+        self, kind: MessageType, payload: Mapping[str, Any], now: datetime
+    ) -> list[JsonObject]:
+        assert self._session is not None
+        if kind is MessageType.SESSION_ACK:
+            return [self._move(1, now)]
+        if kind is not MessageType.ROUND_VERDICT or self._settling:
+            return []
+        round_ = int(payload["round"])
+        # A violated round is followed by the arbiter's close; a final one by max_rounds_reached.
+        if payload["status"] == "violated" or round_ >= self._session.max_rounds:
+            return []
+        return [self._move(round_ + 1, now)]
+
+
+class MerchantAgent(PartyAgent[MerchantVault]):
+    """Joins a session that names it, and answers every buyer propose in the same round."""
+
+    role = "merchant"
+    offer_type = MessageType.OFFER_COUNTER
+
+    def _join(self, envelope: Mapping[str, Any], now: datetime) -> list[JsonObject]:
+        payload = envelope["payload"]
+        if (
+            envelope["type"] != MessageType.SESSION_OPEN.value
+            or payload["merchant_agent_id"] != self.agent_id
+        ):
+            return []
+        session = self._start(
+            envelope["session_id"],
+            payload["item"],
+            payload["currency"],
+            int(payload.get("max_rounds", DEFAULT_MAX_ROUNDS)),
+        )
+        self._session = session
+        self._seen.add(envelope["message_id"])
+        ack: JsonObject = {"constraints_commit": session.commitment}
+        return [self._envelope(session, MessageType.SESSION_ACK, ack, now)]
+
+    def _react(
+        self, kind: MessageType, payload: Mapping[str, Any], now: datetime
+    ) -> list[JsonObject]:
+        if kind is MessageType.OFFER_PROPOSE:
+            return [self._move(int(payload["round"]), now)]
+        return []
