@@ -32,9 +32,8 @@ from oanp.envelope import (
 )
 from oanp.errors import ProtocolError, VerificationError
 from oanp.log import chain_breaks
-from oanp.machine import AGREEMENT_TYP
 from oanp.profiles import PROFILES, Profile, Reason, VerdictStatus
-from oanp.signing import verify_detached
+from oanp.signing import AGREEMENT_TYP, verify_detached
 
 T = MessageType
 

@@ -54,8 +54,8 @@ from oanp.errors import (
 from oanp.log import Entry, Head, make_entry
 from oanp.money import fits_currency, minor_units, price_to_json
 from oanp.profiles import PROFILES, Judgement, Profile, Reason, VerdictStatus
+from oanp.signing import AGREEMENT_TYP
 
-AGREEMENT_TYP = "oanp-agreement+jws"
 MAX_DEADLINE_AHEAD = timedelta(hours=24)
 
 

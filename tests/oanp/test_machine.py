@@ -10,9 +10,9 @@ import pytest
 from oanp.canonical import canonical_bytes
 from oanp.errors import ProtocolError
 from oanp.invariants import audit_log
-from oanp.machine import AGREEMENT_TYP, Negotiation, Phase
+from oanp.machine import Negotiation, Phase
 from oanp.profiles import Reason
-from oanp.signing import verify_detached
+from oanp.signing import AGREEMENT_TYP, verify_detached
 from tests.oanp.sessions import (
     ARBITER,
     BUYER,
