@@ -104,7 +104,8 @@ def test_every_pair_finishes_within_its_limits(pair, floor, spread, rounds, curr
     assert state.terminal
     assert state.round <= rounds
     assert state.close_reason is None or state.close_reason.value == "max_rounds_reached"
-    assert buyer.finished and merchant.finished
+    assert buyer.finished
+    assert merchant.finished
     assert not limit_breaches(
         "buyer", {"true_ceiling": float(ceiling)}, prices_of(result.entries, "buyer")
     )
