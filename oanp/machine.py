@@ -440,12 +440,6 @@ class _Step:
             )
         return offer
 
-    def breach(self, envelope: Envelope, commit: str) -> Reason | None:
-        """I3: the sender repeats the commitment it made. Checked before I4 (who it is)."""
-        if commit != self.state.commitment_of(envelope.role):
-            return Reason.COMMITMENT_MISMATCH
-        return None
-
     def violated(
         self, envelope: Envelope, reason: Reason, detail: str, **prices: Decimal | None
     ) -> None:
@@ -495,28 +489,37 @@ def _ack(step: _Step, envelope: Envelope) -> None:
     step.to_move(B)
 
 
+def _breached(
+    step: _Step,
+    envelope: Envelope,
+    offer: Offer,
+    *,
+    buyer_price: Decimal | None,
+    merchant_price: Decimal | None,
+) -> bool:
+    """I3, then I4: on a breach, log it as evidence, judge the round violated, close."""
+    state, role = step.state, envelope.role
+    if offer.constraints_commit != state.commitment_of(role):
+        reason, detail = Reason.COMMITMENT_MISMATCH, COMMITMENT_DETAIL.format(role=role.value)
+    elif envelope.type is T.OFFER_ACCEPT:
+        return False  # naming the standing price was checked; accepting it is never reneging
+    else:
+        previous = state.previous_buyer_price if role is B else state.merchant_price
+        if previous is None or previous == offer.price or (offer.price > previous) == (role is B):
+            return False
+        verb = "lowered" if role is B else "raised"
+        reason = Reason.BUYER_RENEGED if role is B else Reason.MERCHANT_RENEGED
+        detail = f"the {role.value} {verb} its price from {previous} to {offer.price}"
+    step.violated(envelope, reason, detail, buyer_price=buyer_price, merchant_price=merchant_price)
+    return True
+
+
 def _propose(step: _Step, envelope: Envelope) -> None:
     offer = step.priced(envelope)
     state = step.state
-    standing = state.merchant_price
-    if step.breach(envelope, offer.constraints_commit):
-        step.violated(
-            envelope,
-            Reason.COMMITMENT_MISMATCH,
-            COMMITMENT_DETAIL.format(role="buyer"),
-            buyer_price=offer.price,
-            merchant_price=standing,
-        )
-        return
-    previous = state.previous_buyer_price
-    if previous is not None and offer.price < previous:
-        step.violated(
-            envelope,
-            Reason.BUYER_RENEGED,
-            f"the buyer lowered its price from {previous} to {offer.price}",
-            buyer_price=offer.price,
-            merchant_price=standing,
-        )
+    if _breached(
+        step, envelope, offer, buyer_price=offer.price, merchant_price=state.merchant_price
+    ):
         return
     step.state = replace(state, buyer_price=offer.price)
     step.log(envelope)
@@ -527,24 +530,7 @@ def _counter(step: _Step, envelope: Envelope) -> None:
     offer = step.priced(envelope)
     state = step.state
     assert state.buyer_price is not None
-    if step.breach(envelope, offer.constraints_commit):
-        step.violated(
-            envelope,
-            Reason.COMMITMENT_MISMATCH,
-            COMMITMENT_DETAIL.format(role="merchant"),
-            buyer_price=state.buyer_price,
-            merchant_price=offer.price,
-        )
-        return
-    previous = state.merchant_price
-    if previous is not None and offer.price > previous:
-        step.violated(
-            envelope,
-            Reason.MERCHANT_RENEGED,
-            f"the merchant raised its price from {previous} to {offer.price}",
-            buyer_price=state.buyer_price,
-            merchant_price=offer.price,
-        )
+    if _breached(step, envelope, offer, buyer_price=state.buyer_price, merchant_price=offer.price):
         return
     step.state = replace(state, merchant_price=offer.price)
     step.log(envelope)
@@ -562,14 +548,7 @@ def _accept(step: _Step, envelope: Envelope) -> None:
     if standing is None or offer.price != standing:
         named = "nothing" if standing is None else str(standing)
         raise PriceNotStanding(f"the other side's standing price is {named}, not {offer.price}")
-    if step.breach(envelope, offer.constraints_commit):
-        step.violated(
-            envelope,
-            Reason.COMMITMENT_MISMATCH,
-            COMMITMENT_DETAIL.format(role=envelope.role.value),
-            buyer_price=offer.price,
-            merchant_price=offer.price,
-        )
+    if _breached(step, envelope, offer, buyer_price=offer.price, merchant_price=offer.price):
         return
     step.state = replace(state, buyer_price=offer.price, merchant_price=offer.price)
     step.log(envelope)
