@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
-from oanp.audit import BUNDLE_FORMAT, Report, build_bundle, verify_bundle, verify_log
+from oanp.audit import BUNDLE_FORMAT, Report, build_bundle, extract, verify_bundle, verify_log
 from oanp.canonical import JsonValue, json_value, read_json
 from oanp.commitments import encode_salt
 from oanp.errors import ProtocolError
@@ -217,6 +217,19 @@ def verify(path: Path, *, jwks_path: Path | None, since_path: Path | None, out: 
     return 0 if report.ok else 1
 
 
+def extract_sessions(path: Path, session_ids: Sequence[str], out_path: Path) -> int:
+    """Write the named sessions of a bundle, each entry proven against its signed root."""
+    bundle = load_document(path)
+    if not (isinstance(bundle, dict) and bundle.get("format") == BUNDLE_FORMAT):
+        raise UnreadableInput(f"{path}: not an audit bundle")
+    try:
+        subset = extract(bundle, session_ids)
+    except KeyError as exc:
+        raise UnreadableInput(str(exc.args[0])) from exc
+    out_path.write_text(json.dumps(subset, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oanp", description="OANP v0.1 arbiter tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -229,6 +242,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--since", type=Path, metavar="FILE", help="an earlier bundle this one must extend"
     )
+    cut = commands.add_parser(
+        "extract", help="write some sessions of a bundle, with proofs against its checkpoint"
+    )
+    cut.add_argument("file", type=Path, metavar="BUNDLE")
+    cut.add_argument("--session", action="append", required=True, metavar="ID")
+    cut.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
     return parser
 
 
@@ -237,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return demo(as_json=args.json, bundle_path=args.bundle, out=sys.stdout, err=sys.stderr)
+        if args.command == "extract":
+            return extract_sessions(args.file, args.session, args.output)
         return verify(args.file, jwks_path=args.jwks, since_path=args.since, out=sys.stdout)
     except UnreadableInput as exc:
         print(f"oanp: {exc}", file=sys.stderr)
