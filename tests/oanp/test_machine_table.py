@@ -1,9 +1,11 @@
 """Property: every (state, message) pair transitions as the table says, or is refused and
-changes nothing; and every log the machine writes passes the offline auditor."""
+changes nothing; every state survives a snapshot; every log the machine writes passes the
+offline auditor."""
 
 from __future__ import annotations
 
 import itertools
+import json
 from datetime import timedelta
 
 from hypothesis import HealthCheck, event, given, settings
@@ -13,6 +15,7 @@ from oanp.errors import ProtocolError
 from oanp.invariants import audit_log
 from oanp.log import chain_breaks
 from oanp.machine import MOVE_EXITS, TRANSITIONS, Phase
+from oanp.snapshot import dump_state, load_state
 from tests.oanp.sessions import BUYER_COMMIT, JWKS, MERCHANT_COMMIT, Session, envelope
 
 PARTY_TYPES = [
@@ -99,6 +102,7 @@ def test_every_move_follows_the_table_or_changes_nothing(data, profile, max_roun
             continue
         move = TRANSITIONS[(before.phase, before.turn, env.role, env.type)]
         after = negotiation.state
+        assert load_state(json.loads(json.dumps(dump_state(after)))) == after
         assert after.phase in MOVE_EXITS[move]
         assert after.phase is not Phase.EVALUATING
         assert caused[0].envelope == env.body
