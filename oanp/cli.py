@@ -174,7 +174,9 @@ def load_document(path: Path) -> JsonValue:
     try:
         return json_value(read_json(text), max_depth=_DOCUMENT_DEPTH)
     except ProtocolError as whole_failed:
-        lines = [line for line in text.splitlines() if line.strip()]
+        # JSON lines end at "\n" only: str.splitlines() would also split inside strings at
+        # U+2028, \x0b, \x1c..., which JSON allows unescaped.
+        lines = [line for line in text.split("\n") if line.strip()]
         if len(lines) < 2:
             raise UnreadableInput(f"{path}: {whole_failed.detail}") from whole_failed
         try:
@@ -205,10 +207,14 @@ def verify(path: Path, *, jwks_path: Path | None, since_path: Path | None, out: 
     if jwks is not None and not (isinstance(jwks, dict) and isinstance(jwks.get("keys"), list)):
         raise UnreadableInput(f'{jwks_path}: not a JWKS document (no "keys" list)')
     if isinstance(document, dict) and document.get("format") == BUNDLE_FORMAT:
-        since = load_document(since_path) if since_path else None
-        report = verify_bundle(
-            document, jwks=jwks, since=since if isinstance(since, dict) else None
-        )
+        since: Mapping[str, Any] | None = None
+        if since_path is not None:
+            earlier = load_document(since_path)
+            if not (isinstance(earlier, dict) and earlier.get("format") == BUNDLE_FORMAT):
+                # Dropping it would verify without the prefix check the caller asked for.
+                raise UnreadableInput(f"{since_path}: not an audit bundle ({BUNDLE_FORMAT})")
+            since = earlier
+        report = verify_bundle(document, jwks=jwks, since=since)
     else:
         if since_path is not None:
             raise UnreadableInput("--since compares two audit bundles; FILE is a session log")

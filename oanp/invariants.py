@@ -32,10 +32,12 @@ from oanp.envelope import (
 )
 from oanp.errors import ProtocolError, VerificationError
 from oanp.log import chain_breaks
-from oanp.profiles import PROFILES, Profile, Reason, VerdictStatus
+from oanp.profiles import PROFILES, Profile, Reason, VerdictStatus, breach_invariant
 from oanp.signing import AGREEMENT_TYP, verify_detached
 
 T = MessageType
+#: Stands in for a profile the log names but the auditor does not know (an I5 failure).
+_UNKNOWN_PROFILE = Profile("unknown")
 
 
 class Status(StrEnum):
@@ -240,10 +242,12 @@ def _visit_offer(walk: _Walk, seq: int, env: Envelope, offer: Offer) -> None:
         walk.merchant_price, walk.merchant_moved = offer.price, True
     if walk.pending_breach is not None:
         _complete(walk, (VerdictStatus.VIOLATED, walk.pending_breach))
-    elif env.role is Role.MERCHANT:
-        assert walk.buyer_price is not None and walk.profile is not None
+    elif env.role is Role.MERCHANT and walk.buyer_price is not None:
+        # Without a buyer price the merchant moved out of turn (failed under I2): no spread to
+        # judge. An unknown profile failed under I5; the base rules keep the walk going.
         spread = offer.price - walk.buyer_price
-        judged = walk.profile.judge_counter(walk.round, spread, walk.last_spread)
+        profile = walk.profile or _UNKNOWN_PROFILE
+        judged = profile.judge_counter(walk.round, spread, walk.last_spread)
         walk.last_spread = spread
         walk.stuck = walk.stuck + 1 if judged.status is VerdictStatus.FAIR_BUT_STUCK else 0
         _complete(walk, (judged.status, judged.rationale))
@@ -284,11 +288,20 @@ def _visit_verdict(walk: _Walk, seq: int, verdict: Verdict) -> None:
             f"entry {seq}: round {verdict.round} judged {verdict.status.value}/"
             f"{verdict.rationale.value}, the profile says {expected[0].value}/{expected[1].value}",
         )
+    if expected[0] is VerdictStatus.VIOLATED and verdict.status is not VerdictStatus.VIOLATED:
+        # The breach was the party's; letting it through is the arbiter's, under its invariant.
+        walk.fail(
+            breach_invariant(expected[1]),
+            f"entry {seq}: round {verdict.round}'s breach ({expected[1].value}) was judged "
+            f"{verdict.status.value}",
+        )
     if verdict.buyer_price != walk.buyer_price or verdict.merchant_price != walk.merchant_price:
         walk.fail("I5", f"entry {seq}: the verdict's prices are not the round's prices")
     if verdict.status is VerdictStatus.VIOLATED:
-        invariant = "I3" if verdict.rationale is Reason.COMMITMENT_MISMATCH else "I4"
-        walk.note(invariant, f"entry {seq}: the arbiter judged round {verdict.round} violated")
+        walk.note(
+            breach_invariant(verdict.rationale),
+            f"entry {seq}: the arbiter judged round {verdict.round} violated",
+        )
         return
     if expected[1] is Reason.AGREEMENT:
         return
@@ -311,8 +324,7 @@ def _visit_close(walk: _Walk, seq: int, close: Close) -> None:
     assert opened is not None
     breach = walk.pending_breach
     if breach is not None and close.reason is not breach:
-        invariant = "I3" if breach is Reason.COMMITMENT_MISMATCH else "I4"
-        walk.fail(invariant, f"entry {seq}: a breach closed as {close.reason.value}")
+        walk.fail(breach_invariant(breach), f"entry {seq}: a breach closed as {close.reason.value}")
     if walk.owed_close is not None and close.reason is not walk.owed_close[0]:
         reason, invariant = walk.owed_close
         walk.fail(invariant, f"entry {seq}: closed as {close.reason.value}, owed {reason.value}")
@@ -330,6 +342,11 @@ def _visit_agree(
     walk.terminal_seq = seq
     walk.audit.outcome = "agreed"
     walk.audit.final_price = agree.final_price
+    if walk.pending_breach is not None:
+        walk.fail(
+            breach_invariant(walk.pending_breach),
+            f"entry {seq}: an agreement after a breach ({walk.pending_breach.value})",
+        )
     before = entries[seq - 2]
     head = before.get("entry_hash")
     if agree.session_digest != head:
@@ -376,7 +393,7 @@ def _visit_agree(
 
 
 def _finish(walk: _Walk, count: int) -> None:
-    for round_ in walk.completed:
+    for round_ in dict.fromkeys(walk.completed):
         n = walk.verdicts.get(round_, 0)
         if n != 1:
             walk.fail("I5", f"round {round_} completed with {n} verdicts, not exactly one")
@@ -389,7 +406,18 @@ def _finish(walk: _Walk, count: int) -> None:
     if walk.audit.outcome != "agreed":
         walk.audit.results["I6"].applicable = False
         walk.audit.results["I6"].notes.append("no agreement in this log")
+    # The arbiter writes a round's last move, its verdict and what they owe (a close, an
+    # agreement) in one step, so a log that ends between them was cut short, not live.
     if walk.terminal_seq is None and walk.owed_close is not None:
         walk.fail(walk.owed_close[1], f"the log ends without the owed {walk.owed_close[0].value}")
+    elif walk.terminal_seq is None and walk.pending_breach is not None:
+        walk.fail(
+            breach_invariant(walk.pending_breach),
+            f"the log ends without the close its {walk.pending_breach.value} owes",
+        )
+    elif walk.terminal_seq is None and walk.accepted_price is not None:
+        walk.fail(
+            "I6", f"the log ends after the accept of {walk.accepted_price} without session.agree"
+        )
     elif walk.terminal_seq is None:
         walk.audit.results["I1"].notes.append(f"the session is still live after {count} entries")

@@ -53,7 +53,14 @@ from oanp.errors import (
 )
 from oanp.log import Entry, Head, make_entry
 from oanp.money import fits_currency, minor_units, price_to_json
-from oanp.profiles import PROFILES, Judgement, Profile, Reason, VerdictStatus
+from oanp.profiles import (
+    PROFILES,
+    Judgement,
+    Profile,
+    Reason,
+    VerdictStatus,
+    breach_invariant,
+)
 from oanp.signing import AGREEMENT_TYP
 
 MAX_DEADLINE_AHEAD = timedelta(hours=24)
@@ -445,12 +452,11 @@ class _Step:
     ) -> None:
         """Log the breaching envelope as evidence, judge the round violated, close."""
         self.log(envelope)
-        invariant = "I3" if reason is Reason.COMMITMENT_MISMATCH else "I4"
         self.verdict(
             Judgement(VerdictStatus.VIOLATED, reason),
             buyer_price=prices.get("buyer_price"),
             merchant_price=prices.get("merchant_price"),
-            failed=invariant,
+            failed=breach_invariant(reason),
         )
         self.close(reason, detail)
 

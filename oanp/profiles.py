@@ -38,6 +38,11 @@ class Reason(StrEnum):
     OPERATOR_TERMINATED = "operator_terminated"
 
 
+def breach_invariant(reason: Reason) -> str:
+    """The invariant a breach of this kind falls under: I3 for commitments, I4 for reneging."""
+    return "I3" if reason is Reason.COMMITMENT_MISMATCH else "I4"
+
+
 @dataclass(frozen=True, slots=True)
 class Judgement:
     status: VerdictStatus

@@ -1,0 +1,231 @@
+"""Deterministic finished sessions, logs and audit bundles for the oanp tests.
+
+Everything the CLI's ``demo()`` draws at random is fixed here: the arbiter key comes from a
+seed, salts are constant bytes, the clock advances one second per reading, and message and
+session ids come from counters. The same call always yields the same bytes, so a test can
+compare hashes, signatures and whole files.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any, cast
+
+from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.audit import build_bundle
+from oanp.canonical import ZERO_HASH, JsonObject, canonical_bytes
+from oanp.commitments import encode_salt
+from oanp.envelope import envelope_from_json
+from oanp.log import entry_hash_of
+from oanp.machine import Arbiter, Negotiation
+from oanp.rehearsal import rehearse
+from oanp.signing import AGREEMENT_TYP, ArbiterKey, jwks_document
+from oanp.strategies import (
+    Boulware,
+    Conceder,
+    Linear,
+    ReferenceBuyer,
+    ReferenceMerchant,
+    Strategy,
+)
+
+ARBITER_ID = "arbiter.test"
+JWKS_URI = "https://arbiter.test/.well-known/jwks.json"
+SEED = bytes(range(32))
+#: Another arbiter's key: signatures by it must never verify against :func:`jwks`.
+OTHER_SEED = bytes(range(100, 132))
+START = datetime(2026, 4, 28, 9, 0, tzinfo=UTC)
+BUNDLED_AT = datetime(2026, 4, 28, 18, 0, tzinfo=UTC)
+
+
+def arbiter_key(seed: bytes = SEED) -> ArbiterKey:
+    return ArbiterKey.from_ed25519_seed(seed)
+
+
+def other_key() -> ArbiterKey:
+    return arbiter_key(OTHER_SEED)
+
+
+def jwks(*keys: ArbiterKey) -> dict[str, Any]:
+    """The public key set of ``keys`` (the test arbiter's key when none are named)."""
+    return jwks_document([k.public_jwk() for k in keys or (arbiter_key(),)])
+
+
+class SteppingClock:
+    """A clock that reads ``start``, then one second later at every further reading."""
+
+    def __init__(self, start: datetime = START) -> None:
+        self._next = start
+
+    def __call__(self) -> datetime:
+        now, self._next = self._next, self._next + timedelta(seconds=1)
+        return now
+
+
+def counter_ids(prefix: str) -> Callable[[], str]:
+    """``prefix-0001``, ``prefix-0002``, ...: message ids that never repeat within a session."""
+    numbers: Iterator[int] = itertools.count(1)
+    return lambda: f"{prefix}-{next(numbers):04d}"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One negotiation to rehearse: who, with which private limits and tactics."""
+
+    session_id: str
+    buyer_vault: BuyerVault
+    merchant_vault: MerchantVault
+    buyer_strategy: Strategy = field(default_factory=ReferenceBuyer)
+    merchant_strategy: Strategy = field(default_factory=ReferenceMerchant)
+    item: JsonObject = field(default_factory=lambda: {"route": "SFO-JFK", "date": "2026-04-28"})
+    currency: str = "USD"
+    max_rounds: int = 5
+    start: datetime = START
+
+
+#: The published SFO→JFK session (PROTOCOL section 4): 320/370, then 340 accepted.
+SFO_JFK = Scenario(
+    session_id="sess-sfo-jfk",
+    buyer_vault=BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium"),
+    merchant_vault=MerchantVault(floor_price=Decimal(280), ideal_price=Decimal(400)),
+)
+#: No zone of agreement (the buyer's ceiling is under the merchant's floor): max_rounds_reached.
+NO_DEAL = Scenario(
+    session_id="sess-lax-ord",
+    buyer_vault=BuyerVault(true_ceiling=Decimal(250), budget_cap=Decimal(240)),
+    merchant_vault=MerchantVault(floor_price=Decimal(300), ideal_price=Decimal(380)),
+    buyer_strategy=Boulware(),
+    merchant_strategy=Boulware(),
+    item={"route": "LAX-ORD", "date": "2026-05-02"},
+    max_rounds=3,
+    start=START + timedelta(hours=1),
+)
+#: Time-dependent tactics in four rounds, ending in a deal.
+LINEAR_DEAL = Scenario(
+    session_id="sess-bos-sea",
+    buyer_vault=BuyerVault(true_ceiling=Decimal(500), budget_cap=Decimal(450)),
+    merchant_vault=MerchantVault(floor_price=Decimal(350), ideal_price=Decimal(520)),
+    buyer_strategy=Linear(),
+    merchant_strategy=Conceder(),
+    item={"route": "BOS-SEA", "date": "2026-05-09"},
+    max_rounds=4,
+    start=START + timedelta(hours=2),
+)
+THREE_SESSIONS = (SFO_JFK, NO_DEAL, LINEAR_DEAL)
+
+
+def session_log(scenario: Scenario = SFO_JFK, *, key: ArbiterKey | None = None) -> list[JsonObject]:
+    """The finished log of ``scenario`` as JSON entries, wired like ``oanp demo``."""
+    key = key or arbiter_key()
+    arbiter = Arbiter(ARBITER_ID, key, JWKS_URI)
+    clock = SteppingClock(scenario.start)
+    buyer = BuyerAgent(
+        agent_id="buyer-001",
+        vault=scenario.buyer_vault,
+        strategy=scenario.buyer_strategy,
+        salt=encode_salt(b"\x01" * 32),
+        new_message_id=counter_ids("b"),
+    )
+    merchant = MerchantAgent(
+        agent_id="merchant-sfo",
+        vault=scenario.merchant_vault,
+        strategy=scenario.merchant_strategy,
+        salt=encode_salt(b"\x02" * 32),
+        new_message_id=counter_ids("m"),
+    )
+    opening = buyer.open(
+        session_id=scenario.session_id,
+        merchant_agent_id="merchant-sfo",
+        item=scenario.item,
+        currency=scenario.currency,
+        max_rounds=scenario.max_rounds,
+        now=clock(),
+    )
+    result = rehearse(buyer=buyer, merchant=merchant, arbiter=arbiter, opening=opening, clock=clock)
+    return [entry.as_json() for entry in result.entries]
+
+
+def bundle_of(
+    scenarios: Sequence[Scenario] = THREE_SESSIONS,
+    *,
+    key: ArbiterKey | None = None,
+    created_at: datetime = BUNDLED_AT,
+    previous: Sequence[JsonObject] = (),
+) -> JsonObject:
+    """An audit bundle of the scenarios' logs, in order, signed by ``key``."""
+    key = key or arbiter_key()
+    return build_bundle(
+        logs=[session_log(s, key=key) for s in scenarios],
+        jwks=jwks(key),
+        key=key,
+        arbiter_id=ARBITER_ID,
+        created_at=created_at,
+        scope={"test": True},
+        previous=previous,
+    )
+
+
+def rechain(log: Sequence[JsonObject]) -> list[JsonObject]:
+    """``log`` with seq, prev_hash and entry_hash recomputed in order: after a hand edit, the
+    hash chain is intact again and only the invariant checks can tell."""
+    out: list[JsonObject] = []
+    prev = ZERO_HASH
+    for seq, entry in enumerate(log, start=1):
+        fixed: JsonObject = {**entry, "seq": seq, "prev_hash": prev}
+        fixed["entry_hash"] = prev = entry_hash_of(fixed)
+        out.append(fixed)
+    return out
+
+
+def forge(log: Sequence[JsonObject], *, key: ArbiterKey | None = None) -> list[JsonObject]:
+    """What a faulty arbiter would write: ``log`` rechained, and its ``session.agree`` (if any)
+    pointed at the new head and signed again with the arbiter's real ``key``."""
+    key = key or arbiter_key()
+    entries = rechain(log)
+    last = entries[-1]["envelope"]
+    assert isinstance(last, dict)
+    if last["type"] != "session.agree":
+        return entries
+    head = entries[-2]["entry_hash"]
+    payload = dict(cast(JsonObject, last["payload"]))
+    agreement = dict(cast(JsonObject, payload["agreement"]))
+    agreement.update(session_digest=head, log_length=len(entries) - 1)
+    payload.update(
+        session_digest=head,
+        agreement=agreement,
+        signature=key.sign_detached(canonical_bytes(agreement), typ=AGREEMENT_TYP),
+    )
+    entries[-1] = {**entries[-1], "envelope": {**last, "payload": payload}}
+    return rechain(entries)
+
+
+def caught_renege_log() -> list[JsonObject]:
+    """SFO→JFK where the buyer takes back its 320 with 300 in round 2, fed straight to the
+    arbiter's machine (an agent refuses to send it): evidence, a violated verdict, a close."""
+    honest = session_log()
+    moves = [
+        cast(JsonObject, copy.deepcopy(e["envelope"]))
+        for e in honest
+        if _role(e["envelope"]) != "arbiter"
+    ][:5]
+    cast(JsonObject, moves[4]["payload"])["price"] = 300
+    clock = SteppingClock()
+    arbiter = Arbiter(ARBITER_ID, arbiter_key(), JWKS_URI)
+    negotiation, entries = Negotiation.open(
+        envelope_from_json(moves[0]), received_at=clock(), arbiter=arbiter
+    )
+    for move in moves[1:]:
+        entries += negotiation.feed(envelope_from_json(move), received_at=clock())
+    return [entry.as_json() for entry in entries]
+
+
+def _role(envelope: object) -> object:
+    assert isinstance(envelope, dict)
+    sender = envelope["sender"]
+    assert isinstance(sender, dict)
+    return sender["role"]
