@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from oanp.canonical import JsonValue, canonical_bytes, json_value, tagged_sha256
-from oanp.errors import RevealMismatch
+from oanp.canonical import JsonValue, canonical_bytes, json_value, read_json, tagged_sha256
+from oanp.errors import EnvelopeTooLarge, FieldError, RevealMismatch, SchemaInvalid
 
 SALTED_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
 WEAK_PATTERN = re.compile(r"0x[0-9a-f]{16}")
@@ -164,3 +164,43 @@ def verify_reveal(
     if not opens(commitment, constraints=constraints, item=item, max_rounds=max_rounds, salt=salt):
         raise RevealMismatch("the revealed constraints and salt do not open the commitment")
     return limit_breaches(role, constraints, prices)
+
+
+@dataclass(frozen=True, slots=True)
+class Reveal:
+    """A party's opening of its commitment: ``{"constraints": {...}, "salt": "..."}``."""
+
+    constraints: dict[str, JsonValue]
+    salt: str | None
+
+
+MAX_REVEAL_BYTES = 16 * 1024
+
+
+def parse_reveal(data: bytes | str) -> Reveal:
+    """Read a reveal request body; only :class:`~oanp.errors.ProtocolError` escapes.
+
+    ``salt`` may be ``null`` for a reference (``0x``) commitment, which has none.
+    """
+    size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
+    if size > MAX_REVEAL_BYTES:
+        raise EnvelopeTooLarge(f"reveal is {size} bytes; the limit is {MAX_REVEAL_BYTES}")
+    document = read_json(data)
+    errors: list[FieldError] = []
+    if not isinstance(document, dict):
+        raise SchemaInvalid("a reveal is a JSON object", errors=[FieldError("$", "not an object")])
+    errors += [FieldError(f"$.{k}", "unknown field") for k in document if k not in _REVEAL_KEYS]
+    constraints, salt = document.get("constraints"), document.get("salt")
+    if not isinstance(constraints, dict):
+        errors.append(FieldError("$.constraints", "required, an object"))
+    if salt is not None and not isinstance(salt, str):
+        errors.append(FieldError("$.salt", "a base64url string, or null for a 0x commitment"))
+    if errors:
+        raise SchemaInvalid("the reveal does not match the schema", errors=errors)
+    assert isinstance(constraints, dict)
+    value = json_value(constraints, "$.constraints")
+    assert isinstance(value, dict)
+    return Reveal(value, salt)
+
+
+_REVEAL_KEYS = frozenset({"constraints", "salt"})

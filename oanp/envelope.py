@@ -169,9 +169,18 @@ class _Bad(Exception):
     """A field's value is wrong; the message says how. Never leaves this module."""
 
 
+IDENTIFIER_RULE = "1-64 characters of A-Z a-z 0-9 . _ : -"
+
+
+def is_identifier(value: object) -> bool:
+    """Whether ``value`` may be a session, message or agent id."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
 def _identifier(value: object) -> str:
-    if not isinstance(value, str) or not _ID.fullmatch(value):
-        raise _Bad("must be 1-64 characters of A-Z a-z 0-9 . _ : -")
+    if not is_identifier(value):
+        raise _Bad(f"must be {IDENTIFIER_RULE}")
+    assert isinstance(value, str)
     return value
 
 

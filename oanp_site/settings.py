@@ -1,21 +1,33 @@
 """One settings module for every environment; the environment switches it."""
 
+import base64
+import hashlib
 import os
 from pathlib import Path
+
+import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-dev-only-change-me")
 DEBUG = os.environ.get("DJANGO_DEBUG", "").lower() in {"1", "true", "yes", "on"}
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "").split(",") if h]
+# Without DJANGO_ALLOWED_HOSTS the server answers on this machine only.
+ALLOWED_HOSTS = [
+    h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h
+]
 
 INSTALLED_APPS = [
+    # daphne first: its runserver serves the ASGI application, SSE included.
+    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
     "arbiter_app",
     "sessions_app",
 ]
@@ -53,12 +65,42 @@ TEMPLATES = [
 VAR_DIR = BASE_DIR / "var"
 VAR_DIR.mkdir(exist_ok=True)
 
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": VAR_DIR / "db.sqlite3",
+# With no DATABASE_URL the embedded default is SQLite, so `migrate` and `daphne` just work.
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # Under ASGI every request runs in its own thread; a pool shares connections between
+        # them instead of opening one per request.
+        DATABASES["default"]["OPTIONS"] = {
+            "pool": {"min_size": 2, "max_size": int(os.environ.get("OANP_DB_POOL_SIZE", "20"))}
+        }
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "db.sqlite3",
+            # IMMEDIATE takes the write lock at BEGIN, so two writers queue instead of one
+            # failing at upgrade time: SQLite's stand-in for SELECT ... FOR UPDATE.
+            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20},
+        }
     }
-}
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL:
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -78,3 +120,38 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": ["arbiter_app.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "EXCEPTION_HANDLER": "arbiter_app.problems.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "OANP arbiter",
+    "DESCRIPTION": "The OANP v0.1 protocol endpoints of a neutral negotiation arbiter.",
+    "VERSION": "0.1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "arbiter_app.openapi.add_streams",
+    ],
+}
+
+# The arbiter's identity as it appears in every arbiter envelope and signed agreement.
+OANP_ARBITER_ID = os.environ.get("OANP_ARBITER_ID", "arbiter.local")
+# Where agents and auditors reach this server; the agreement's jwks_uri is built from it.
+OANP_PUBLIC_URL = os.environ.get("OANP_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+OANP_SIGNING_ALG = os.environ.get("OANP_SIGNING_ALG", "Ed25519")
+# Fernet key that encrypts signing keys at rest. Derived from SECRET_KEY when unset, which is
+# only good enough for a development machine.
+OANP_KEY_ENCRYPTION_KEY = (
+    os.environ.get("OANP_KEY_ENCRYPTION_KEY")
+    or base64.urlsafe_b64encode(
+        hashlib.sha256(b"oanp-signing-keys:" + SECRET_KEY.encode()).digest()
+    ).decode()
+)
+# Envelopes per API key and minute: generous for a busy agent, stops a runaway loop.
+OANP_RATE_LIMIT_PER_MINUTE = int(os.environ.get("OANP_RATE_LIMIT_PER_MINUTE", "600"))

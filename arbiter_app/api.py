@@ -1,0 +1,99 @@
+"""The protocol endpoints of PROTOCOL section 7 (the event streams are in :mod:`streams`).
+
+Thin on purpose: read the request, call one service or selector, answer. Every refusal is a
+:class:`~oanp.errors.ProtocolError` or a DRF exception, turned into problem+json by
+:func:`arbiter_app.problems.exception_handler`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpResponse
+from django.http.request import RawPostDataException
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from arbiter_app import selectors, services
+from arbiter_app.auth import ApiKeyRateThrottle
+from arbiter_app.keys import published_jwks
+from arbiter_app.models import AgentCredential
+from oanp.envelope import MAX_ENVELOPE_BYTES, parse_envelope
+from oanp.errors import EnvelopeTooLarge
+
+JSON = "application/json"
+
+
+def _json_response(text: str, status: int = 200) -> HttpResponse:
+    return HttpResponse(text, status=status, content_type=JSON)
+
+
+def _agent(request: Request) -> AgentCredential:
+    assert isinstance(request.auth, AgentCredential)  # IsAuthenticated ran first
+    return request.auth
+
+
+def _body(request: Request) -> bytes:
+    """The raw body, refused with 413 before it is read when it says it is too large."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if declared.isdigit() and int(declared) > MAX_ENVELOPE_BYTES:
+        raise EnvelopeTooLarge(f"body is {declared} bytes; the limit is {MAX_ENVELOPE_BYTES}")
+    try:
+        return request.body
+    except (RequestDataTooBig, RawPostDataException) as exc:
+        raise EnvelopeTooLarge(f"body is over {MAX_ENVELOPE_BYTES} bytes") from exc
+
+
+class AgentView(APIView):
+    throttle_classes = [ApiKeyRateThrottle]
+    schema = None  # described in arbiter_app.openapi, from PROTOCOL section 7
+
+
+class EnvelopesView(AgentView):
+    """Submit one envelope."""
+
+    def post(self, request: Request) -> HttpResponse:
+        envelope = parse_envelope(_body(request))
+        outcome = services.receive_envelope(agent=_agent(request), envelope=envelope)
+        return _json_response(outcome.body, outcome.status)
+
+
+class SessionView(AgentView):
+    """The session summary."""
+
+    def get(self, request: Request, session_id: str) -> HttpResponse:
+        session = selectors.visible_session(agent=_agent(request), session_id=session_id)
+        return _json_response(json.dumps(selectors.summary_of(session)))
+
+
+class SessionLogView(AgentView):
+    """Every entry of the session, in order."""
+
+    def get(self, request: Request, session_id: str) -> HttpResponse:
+        session = selectors.visible_session(agent=_agent(request), session_id=session_id)
+        return _json_response(selectors.log_text(session))
+
+
+class RevealView(AgentView):
+    """A party reveals its constraints and salt after the session ended."""
+
+    def post(self, request: Request, session_id: str) -> HttpResponse:
+        agent = _agent(request)
+        session = selectors.visible_session(agent=agent, session_id=session_id)
+        reveal = services.reveal_constraints(session=session, agent=agent, data=_body(request))
+        return _json_response(json.dumps(reveal))
+
+
+class JwksView(APIView):
+    """The arbiter's public signing keys: the active key and the retiring ones."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    schema = None
+
+    def get(self, request: Request) -> HttpResponse:
+        response = _json_response(json.dumps(published_jwks()))
+        response["Cache-Control"] = "public, max-age=300"
+        return response

@@ -1,0 +1,74 @@
+"""The live-update contract: what the arbiter announces after each commit, and where.
+
+Nothing here runs inside a transaction: :func:`announce` is called from
+``transaction.on_commit``, so a listener never hears of an entry that may still roll back.
+
+- ``entries_committed`` (a Django signal) is sent with ``session_id``, ``buyer_agent_id``,
+  ``merchant_agent_id`` and ``entries`` (their JSON, in seq order). In-process listeners such
+  as hosted agents connect to it.
+- Channel-layer groups :func:`session_group` and :func:`agent_group` receive
+  ``{"type": "oanp.entries", "session_id", "head_seq"}``: a wake-up, not the data. Streams
+  read the entries from the database, so a lost wake-up delays a push but never loses one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.dispatch import Signal
+
+from oanp.canonical import JsonObject
+
+log = logging.getLogger(__name__)
+
+entries_committed = Signal()
+
+MESSAGE_TYPE = "oanp.entries"
+
+
+def _group(kind: str, name: str) -> str:
+    # Group names allow only [A-Za-z0-9._-] and < 100 chars; ids may hold ':' and run to 64.
+    return f"oanp.{kind}.{hashlib.sha256(name.encode()).hexdigest()[:40]}"
+
+
+def session_group(session_id: str) -> str:
+    return _group("session", session_id)
+
+
+def agent_group(agent_id: str) -> str:
+    return _group("agent", agent_id)
+
+
+def announce(
+    *,
+    session_id: str,
+    buyer_agent_id: str,
+    merchant_agent_id: str,
+    entries: Sequence[JsonObject],
+) -> None:
+    """Tell every listener that ``entries`` of ``session_id`` are committed."""
+    entries_committed.send(
+        sender=__name__,
+        session_id=session_id,
+        buyer_agent_id=buyer_agent_id,
+        merchant_agent_id=merchant_agent_id,
+        entries=entries,
+    )
+    layer = get_channel_layer()
+    if layer is None or not entries:
+        return
+    message = {"type": MESSAGE_TYPE, "session_id": session_id, "head_seq": entries[-1]["seq"]}
+    groups = {
+        session_group(session_id),
+        agent_group(buyer_agent_id),
+        agent_group(merchant_agent_id),
+    }
+    try:
+        for group in groups:
+            async_to_sync(layer.group_send)(group, message)
+    except Exception:  # the commit stands; streams fall back to polling the database
+        log.exception("could not wake the streams of session %s", session_id)

@@ -1,0 +1,113 @@
+"""The arbiter's signing keys: generated, encrypted at rest, loaded on demand, rotated.
+
+Private JWKs are stored Fernet-encrypted under ``settings.OANP_KEY_ENCRYPTION_KEY``; public
+JWKs stay in clear forever so that every agreement ever signed stays verifiable.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import cache
+
+from cryptography.fernet import Fernet
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from arbiter_app.models import KeyState, SigningKey
+from oanp.signing import ArbiterKey, jwks_document
+
+ALGORITHMS = ("Ed25519", "ES256")
+
+
+def _fernet() -> Fernet:
+    return Fernet(settings.OANP_KEY_ENCRYPTION_KEY)
+
+
+def generate(alg: str) -> ArbiterKey:
+    if alg == "Ed25519":
+        return ArbiterKey.from_cryptography(ed25519.Ed25519PrivateKey.generate())
+    if alg == "ES256":
+        return ArbiterKey.from_cryptography(ec.generate_private_key(ec.SECP256R1()))
+    raise ValueError(f"unsupported signing algorithm {alg!r}: use one of {', '.join(ALGORITHMS)}")
+
+
+def _store(key: ArbiterKey, *, now: datetime) -> SigningKey:
+    sealed = _fernet().encrypt(json.dumps(key.private_jwk()).encode())
+    return SigningKey.objects.create(
+        kid=key.kid,
+        alg=key.alg,
+        public_jwk=key.public_jwk(),
+        private_jwk_encrypted=sealed,
+        state=KeyState.ACTIVE,
+        activated_at=now,
+    )
+
+
+@cache
+def _unsealed(kid: str) -> ArbiterKey:
+    """The private key of ``kid``; keys never change once stored, so the cache is safe."""
+    row = SigningKey.objects.get(kid=kid)
+    jwk = json.loads(_fernet().decrypt(bytes(row.private_jwk_encrypted)))
+    return ArbiterKey.from_private_jwk(jwk)
+
+
+def ensure_active_key() -> SigningKey:
+    """The active key, created on first use so that no deployment step is needed."""
+    found = SigningKey.objects.filter(state=KeyState.ACTIVE).first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            return _store(generate(settings.OANP_SIGNING_ALG), now=timezone.now())
+    except IntegrityError:  # another process created it first: use theirs
+        return SigningKey.objects.get(state=KeyState.ACTIVE)
+
+
+def active_key() -> ArbiterKey:
+    return _unsealed(ensure_active_key().kid)
+
+
+class ActiveSigner:
+    """The machine's signer: loads the active key only when an agreement is signed, so most
+    envelopes cost no key lookup."""
+
+    def __init__(self) -> None:
+        self._key: ArbiterKey | None = None
+
+    def _loaded(self) -> ArbiterKey:
+        if self._key is None:
+            self._key = active_key()
+        return self._key
+
+    @property
+    def alg(self) -> str:
+        return self._loaded().alg
+
+    @property
+    def kid(self) -> str:
+        return self._loaded().kid
+
+    def sign_detached(self, payload: bytes, *, typ: str) -> str:
+        return self._loaded().sign_detached(payload, typ=typ)
+
+
+def rotate(*, alg: str | None = None, now: datetime | None = None) -> SigningKey:
+    """Make a new key active; the one it replaces retires but stays in the JWKS for now."""
+    now = now or timezone.now()
+    fresh = generate(alg or settings.OANP_SIGNING_ALG)
+    with transaction.atomic():
+        current = list(SigningKey.objects.select_for_update().filter(state=KeyState.ACTIVE))
+        for old in current:
+            old.state, old.retiring_at = KeyState.RETIRING, now
+            old.save(update_fields=["state", "retiring_at"])
+        return _store(fresh, now=now)
+
+
+def published_jwks() -> dict[str, list[dict[str, object]]]:
+    """``/.well-known/jwks.json``: the active key and the retiring ones."""
+    ensure_active_key()
+    rows = SigningKey.objects.filter(state__in=[KeyState.ACTIVE, KeyState.RETIRING])
+    return jwks_document(row.public_jwk for row in rows)

@@ -1,0 +1,352 @@
+"""The OpenAPI 3 document of PROTOCOL section 7, served by drf-spectacular.
+
+The endpoints read raw envelopes with the protocol's own strict parser rather than DRF
+serializers, so the schemas are written here, once, from PROTOCOL.md; :func:`add_streams`
+(a spectacular post-processing hook) puts them into the generated document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oanp.envelope import MessageType
+
+Schema = dict[str, Any]
+
+ID: Schema = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
+TIMESTAMP: Schema = {"type": "string", "format": "date-time"}
+PRICE: Schema = {
+    "type": "number",
+    "exclusiveMinimum": 0,
+    "exclusiveMaximum": 1_000_000_000_000,
+    "description": "Major currency units, exact decimal, no exponent; at most the currency's "
+    "minor-unit decimals (USD 2, JPY 0, KWD 3).",
+}
+COMMITMENT: Schema = {
+    "type": "string",
+    "pattern": "^(sha256:[0-9a-f]{64}|0x[0-9a-f]{16})$",
+    "description": "Salted commitment, or the weak reference-compatible 0x form.",
+}
+HASH: Schema = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
+ROUND: Schema = {"type": "integer", "minimum": 1, "maximum": 20}
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(properties: Schema, required: list[str] | None = None, **extra: Any) -> Schema:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+        "additionalProperties": False,
+        **extra,
+    }
+
+
+OFFER = _object({"round": ROUND, "price": PRICE, "constraints_commit": COMMITMENT})
+PAYLOADS: dict[str, Schema] = {
+    "OpenPayload": _object(
+        {
+            "merchant_agent_id": ID,
+            "item": {"type": "object", "description": "At most 4 KiB."},
+            "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+            "max_rounds": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+            "profile": {"type": "string", "enum": ["default/v0.1", "strict/v0.1"]},
+            "constraints_commit": COMMITMENT,
+            "response_window_s": {
+                "type": "integer",
+                "minimum": 10,
+                "maximum": 3600,
+                "default": 300,
+            },
+            "deadline": {**TIMESTAMP, "description": "At most 24 h ahead."},
+        },
+        required=["merchant_agent_id", "item", "currency", "constraints_commit"],
+    ),
+    "AckPayload": _object({"constraints_commit": COMMITMENT}),
+    "OfferPayload": OFFER,
+    "WithdrawPayload": _object(
+        {"reason": {"type": "string", "enum": ["withdrawn"]}, "constraints_commit": COMMITMENT}
+    ),
+}
+ENVELOPE = _object(
+    {
+        "oanp_version": {"type": "string", "enum": ["0.1"]},
+        "message_id": ID,
+        "session_id": ID,
+        "timestamp": TIMESTAMP,
+        "sender": _object(
+            {"role": {"type": "string", "enum": ["buyer", "merchant", "arbiter"]}, "agent_id": ID}
+        ),
+        "type": {"type": "string", "enum": [t.value for t in MessageType]},
+        "payload": {
+            "oneOf": [_ref(name) for name in PAYLOADS] + [{"type": "object"}],
+            "description": "Party payloads as listed; arbiter payloads (round.verdict, "
+            "session.agree, session.close) as PROTOCOL section 3 defines them.",
+        },
+    },
+    description="At most 64 KiB. A role may only send its own types.",
+)
+ENTRY = _object(
+    {
+        "seq": {"type": "integer", "minimum": 1},
+        "received_at": TIMESTAMP,
+        "envelope": _ref("Envelope"),
+        "prev_hash": HASH,
+        "entry_hash": HASH,
+    }
+)
+PARTY = _object(
+    {
+        "agent_id": ID,
+        "constraints_commit": {**COMMITMENT, "nullable": True},
+        "weak_commitment": {"type": "boolean"},
+        "revealed": {"type": "boolean"},
+    }
+)
+SUMMARY = _object(
+    {
+        "session_id": ID,
+        "state": {
+            "type": "string",
+            "enum": ["OPENING", "NEGOTIATING", "EVALUATING", "AGREED", "CLOSED"],
+        },
+        "round": {"type": "integer", "minimum": 0},
+        "turn": {"type": "string", "enum": ["buyer", "merchant"], "nullable": True},
+        "buyer": PARTY,
+        "merchant": PARTY,
+        "item": {"type": "object"},
+        "currency": {"type": "string"},
+        "max_rounds": {"type": "integer"},
+        "profile": {"type": "string"},
+        "opened_at": TIMESTAMP,
+        "timers": _object(
+            {
+                "response_window_s": {"type": "integer"},
+                "turn_deadline": {**TIMESTAMP, "nullable": True},
+                "deadline": {**TIMESTAMP, "nullable": True},
+            }
+        ),
+        "head": _object({"seq": {"type": "integer"}, "entry_hash": HASH}),
+        "outcome": {
+            **_object(
+                {
+                    "result": {"type": "string", "enum": ["agreed", "closed"]},
+                    "final_price": {**PRICE, "nullable": True},
+                    "close_reason": {"type": "string", "nullable": True},
+                }
+            ),
+            "nullable": True,
+        },
+    }
+)
+SCHEMAS: dict[str, Schema] = {
+    **PAYLOADS,
+    "Envelope": ENVELOPE,
+    "Entry": ENTRY,
+    "SessionSummary": SUMMARY,
+    "SubmitAnswer": _object(
+        {
+            "entry": _ref("Entry"),
+            "arbiter": {"type": "array", "items": _ref("Entry")},
+            "session": _ref("SessionSummary"),
+        }
+    ),
+    "SessionLog": _object({"session_id": ID, "entries": {"type": "array", "items": _ref("Entry")}}),
+    "Reveal": _object(
+        {
+            "constraints": {"type": "object"},
+            "salt": {
+                "type": "string",
+                "nullable": True,
+                "description": "base64url of 32 bytes; null for a 0x commitment",
+            },
+        }
+    ),
+    "RevealAnswer": _object(
+        {
+            "session_id": ID,
+            "role": {"type": "string", "enum": ["buyer", "merchant"]},
+            "opens": {"type": "boolean"},
+            "weak_commitment": {"type": "boolean"},
+            "breaches": {"type": "array", "items": {"type": "string"}},
+        }
+    ),
+    "Jwks": _object({"keys": {"type": "array", "items": {"type": "object"}}}),
+    "Problem": _object(
+        {
+            "type": {"type": "string", "format": "uri"},
+            "title": {"type": "string"},
+            "status": {"type": "integer"},
+            "code": {"type": "string", "description": "Stable; clients branch on it."},
+            "detail": {"type": "string"},
+            "instance": {"type": "string"},
+            "errors": {
+                "type": "array",
+                "items": _object({"field": {"type": "string"}, "message": {"type": "string"}}),
+            },
+        },
+        required=["type", "title", "status", "code", "detail"],
+    ),
+}
+
+#: Why each status happens, with the codes it carries (PROTOCOL section 7).
+PROBLEMS: dict[int, str] = {
+    400: "Malformed or schema-invalid (`malformed_json`, `schema_invalid`, `bad_cursor`); "
+    "`errors` names each bad field.",
+    401: "No or bad API key (`unauthorized`).",
+    403: "The key's agent is not the sender (`sender_mismatch`) or not a party (`not_a_party`).",
+    404: "Unknown session, or one the caller is not a party to (`unknown_session`).",
+    409: "Out of turn, terminal session, reused session_id or message_id, timer expired "
+    "(`out_of_turn`, `session_terminal`, `session_exists`, `message_id_reused`, "
+    "`timer_expired`, `reveal_too_early`, `already_revealed`).",
+    413: "Larger than 64 KiB (`envelope_too_large`).",
+    422: "Wrong round, price precision, accept of a price that is not standing, a type the "
+    "role may not send, unknown merchant, reveal mismatch (`wrong_round`, `price_precision`, "
+    "`price_not_standing`, `role_may_not_send`, `unknown_merchant`, `reveal_mismatch`, "
+    "`deadline_out_of_range`).",
+    429: "Rate limited (`rate_limited`); see `Retry-After`.",
+}
+
+
+def _json(name: str, description: str) -> Schema:
+    return {"description": description, "content": {"application/json": {"schema": _ref(name)}}}
+
+
+def _problems(*statuses: int) -> Schema:
+    return {
+        str(status): {
+            "description": PROBLEMS[status],
+            "content": {"application/problem+json": {"schema": _ref("Problem")}},
+        }
+        for status in statuses
+    }
+
+
+SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": ID}
+LAST_EVENT_ID = {
+    "name": "Last-Event-ID",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "Resume after this event id (also accepted as ?last_event_id=).",
+}
+EVENT_STREAM = {
+    "text/event-stream": {
+        "schema": {
+            "type": "string",
+            "description": "Frames `id: …`, `event: <envelope type>`, `data: <Entry JSON>`.",
+        }
+    }
+}
+AUTHENTICATED = [{"apiKey": []}]
+
+
+def _operation(operation_id: str, summary: str, responses: Schema, **extra: Any) -> Schema:
+    return {
+        "operationId": operation_id,
+        "summary": summary,
+        "tags": ["oanp"],
+        "security": AUTHENTICATED,
+        "responses": responses,
+        **extra,
+    }
+
+
+PATHS: dict[str, Schema] = {
+    "/oanp/v0.1/envelopes": {
+        "post": _operation(
+            "submitEnvelope",
+            "Submit one envelope",
+            {
+                "201": _json("SubmitAnswer", "Applied: its entry, the arbiter's, the session."),
+                "200": _json("SubmitAnswer", "A replay of the same message_id and body."),
+                **_problems(400, 401, 403, 404, 409, 413, 422, 429),
+            },
+            requestBody={
+                "required": True,
+                "content": {"application/json": {"schema": _ref("Envelope")}},
+            },
+        )
+    },
+    "/oanp/v0.1/sessions/{session_id}": {
+        "get": _operation(
+            "getSession",
+            "Session summary",
+            {"200": _json("SessionSummary", "The session."), **_problems(401, 404, 429)},
+            parameters=[SESSION_ID],
+        )
+    },
+    "/oanp/v0.1/sessions/{session_id}/log": {
+        "get": _operation(
+            "getSessionLog",
+            "Every entry, in order",
+            {"200": _json("SessionLog", "The hash-chained log."), **_problems(401, 404, 429)},
+            parameters=[SESSION_ID],
+        )
+    },
+    "/oanp/v0.1/sessions/{session_id}/events": {
+        "get": _operation(
+            "streamSessionEvents",
+            "Server-Sent Events of one session; `id` is the entry seq",
+            {
+                "200": {
+                    "description": "The stream; ends after the last entry.",
+                    "content": EVENT_STREAM,
+                },
+                **_problems(400, 401, 404),
+            },
+            parameters=[SESSION_ID, LAST_EVENT_ID],
+        )
+    },
+    "/oanp/v0.1/inbox": {
+        "get": _operation(
+            "streamInbox",
+            "Server-Sent Events of every session the caller is a party to",
+            {
+                "200": {
+                    "description": "The stream; `id` is an opaque cursor.",
+                    "content": EVENT_STREAM,
+                },
+                **_problems(400, 401),
+            },
+            parameters=[LAST_EVENT_ID],
+        )
+    },
+    "/oanp/v0.1/sessions/{session_id}/reveal": {
+        "post": _operation(
+            "revealConstraints",
+            "Reveal constraints and salt after the session ended",
+            {
+                "200": _json("RevealAnswer", "The reveal opens the commitment."),
+                **_problems(400, 401, 404, 409, 413, 422, 429),
+            },
+            parameters=[SESSION_ID],
+            requestBody={
+                "required": True,
+                "content": {"application/json": {"schema": _ref("Reveal")}},
+            },
+        )
+    },
+    "/.well-known/jwks.json": {
+        "get": {
+            **_operation("getJwks", "Public signing keys", {"200": _json("Jwks", "JWKS.")}),
+            "security": [],
+        }
+    },
+}
+
+
+def add_streams(result: Schema, generator: Any, request: Any, public: bool) -> Schema:
+    """Spectacular post-processing hook: the protocol's paths, schemas and security."""
+    result["paths"] = {**result.get("paths", {}), **PATHS}
+    components = result.setdefault("components", {})
+    components.setdefault("schemas", {}).update(SCHEMAS)
+    components.setdefault("securitySchemes", {})["apiKey"] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An agent's API key: `oanp_<prefix>_<secret>`.",
+    }
+    return result

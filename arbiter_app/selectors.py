@@ -1,0 +1,106 @@
+"""Every read of the arbiter's records, scoped to the agent asking.
+
+A session is visible only to its two parties: to anyone else it does not exist (404), so an
+agent cannot probe for other agents' sessions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.db.models import Q
+
+from arbiter_app.models import AgentCredential, Entry, Role, Session
+from arbiter_app.summary import session_summary
+from oanp.canonical import JsonObject
+from oanp.errors import UnknownSession
+from oanp.snapshot import load_state
+
+
+def _party_filter(agent: AgentCredential, prefix: str = "") -> Q:
+    field = "buyer_agent_id" if agent.role == Role.BUYER else "merchant_agent_id"
+    return Q(**{f"{prefix}{field}": agent.agent_id})
+
+
+def visible_session(*, agent: AgentCredential, session_id: str) -> Session:
+    session = Session.objects.filter(_party_filter(agent), session_id=session_id).first()
+    if session is None:
+        raise UnknownSession(f"no session {session_id!r} that {agent.agent_id!r} is a party to")
+    return session
+
+
+def summary_of(session: Session) -> JsonObject:
+    return session_summary(load_state(json.loads(session.state)), json.loads(session.reveals))
+
+
+def entry_text(entry: Entry) -> str:
+    """The entry's JSON, its envelope spliced in as stored (the very bytes that were hashed)."""
+    return (
+        f'{{"seq":{entry.seq},"received_at":{json.dumps(entry.received_at)},'
+        f'"envelope":{entry.envelope},"prev_hash":"{entry.prev_hash}",'
+        f'"entry_hash":"{entry.entry_hash}"}}'
+    )
+
+
+_ENTRY_FIELDS = ("id", "seq", "type", "received_at", "envelope", "prev_hash", "entry_hash")
+
+
+def entries_after(session: Session, seq: int = 0, limit: int | None = None) -> list[Entry]:
+    rows = Entry.objects.filter(session=session, seq__gt=seq).order_by("seq").only(*_ENTRY_FIELDS)
+    return list(rows if limit is None else rows[:limit])
+
+
+def log_text(session: Session) -> str:
+    """``GET .../log``: every entry in order, as one JSON document."""
+    return '{"session_id":%s,"entries":[%s]}' % (  # noqa: UP031 - JSON braces
+        json.dumps(session.session_id),
+        ",".join(entry_text(e) for e in entries_after(session)),
+    )
+
+
+# The inbox -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InboxPage:
+    entries: list[tuple[int, str, Entry]]
+    """(cursor, session_id, entry) for the caller's entries, in commit-safe order."""
+    scanned_to: int
+    """Every entry id up to here has been looked at; resume after it."""
+    gap_at: int | None
+    """The first id after ``scanned_to`` that is missing: an insert not yet committed, or
+    one rolled back. The caller waits a moment for it before skipping it."""
+
+
+def inbox_start() -> int:
+    """The cursor before the oldest entry."""
+    first = Entry.objects.order_by("id").values_list("id", flat=True).first()
+    return 0 if first is None else first - 1
+
+
+def inbox_page(
+    *, agent: AgentCredential, after: int, skip_gap: bool = False, limit: int = 500
+) -> InboxPage:
+    """The caller's entries after cursor ``after``, stopping at the first hole in entry ids.
+
+    Entry ids are handed out at insert but become visible at commit, so a reader that jumped
+    over a hole could later miss the entry that fills it. Reading only up to the first hole,
+    and passing it once it has stayed open long enough (``skip_gap``), keeps every entry.
+    """
+    ids = list(
+        Entry.objects.filter(id__gt=after).order_by("id").values_list("id", flat=True)[:limit]
+    )
+    scanned_to, gap_at = after, None
+    for i in ids:
+        if i != scanned_to + 1 and not (skip_gap and scanned_to == after):
+            gap_at = scanned_to + 1
+            break
+        scanned_to = i
+    mine = (
+        Entry.objects.filter(_party_filter(agent, "session__"), id__gt=after, id__lte=scanned_to)
+        .order_by("id")
+        .select_related("session")
+        .only(*_ENTRY_FIELDS, "session__session_id")
+    )
+    return InboxPage([(e.id, e.session.session_id, e) for e in mine], scanned_to, gap_at)

@@ -1,0 +1,327 @@
+"""Every write to the arbiter's records. Views, commands and tasks call these; nothing else
+changes a session, an entry, a credential or a key.
+
+Each service runs in one transaction, locks the session row it changes, and announces what it
+committed through :mod:`arbiter_app.events` only after the commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from functools import partial
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from arbiter_app import events
+from arbiter_app.keys import ActiveSigner
+from arbiter_app.models import AgentCredential, Entry, Role, Session
+from arbiter_app.summary import session_summary
+from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
+from oanp.commitments import Role as CommitRole
+from oanp.commitments import is_weak, parse_reveal, verify_reveal
+from oanp.envelope import IDENTIFIER_RULE, Envelope, MessageType, check_sender, is_identifier
+from oanp.envelope import Role as OanpRole
+from oanp.errors import (
+    AlreadyRevealed,
+    MessageIdReused,
+    NotAParty,
+    ProtocolError,
+    RevealTooEarly,
+    SessionExists,
+    TimerExpired,
+)
+from oanp.log import Entry as LogEntry
+from oanp.machine import Arbiter, Negotiation
+from oanp.snapshot import dump_state, load_state
+
+
+class SenderMismatch(ProtocolError):
+    code = "sender_mismatch"
+    status = 403
+    title = "The API key does not speak for this sender"
+
+
+class UnknownMerchant(ProtocolError):
+    code = "unknown_merchant"
+    status = 422
+    title = "No merchant agent with this id is registered"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The answer to a submitted envelope: 201 when it was applied, 200 for a replay."""
+
+    status: int
+    body: str
+
+
+def arbiter() -> Arbiter:
+    return Arbiter(
+        settings.OANP_ARBITER_ID,
+        ActiveSigner(),
+        f"{settings.OANP_PUBLIC_URL}/.well-known/jwks.json",
+    )
+
+
+# Sessions ------------------------------------------------------------------------------------
+
+
+def receive_envelope(
+    *, agent: AgentCredential, envelope: Envelope, now: datetime | None = None
+) -> Outcome:
+    """Apply one party envelope, in PROTOCOL section 7's order of checks.
+
+    Raises a :class:`~oanp.errors.ProtocolError` and changes nothing when it is refused, except
+    that an envelope arriving after its session's timer fell due first lets the timer close
+    the session, then is refused with ``timer_expired``.
+    """
+    if envelope.agent_id != agent.agent_id or envelope.role.value != agent.role:
+        raise SenderMismatch(
+            f"this key speaks for {agent.role} {agent.agent_id!r}, not "
+            f"{envelope.role.value} {envelope.agent_id!r}"
+        )
+    try:
+        with transaction.atomic():
+            result = _receive(envelope, now or timezone.now())
+    except IntegrityError:
+        if envelope.type is not MessageType.SESSION_OPEN:
+            raise
+        # Two opens of one new session_id raced; the loser now finds the winner's row.
+        with transaction.atomic():
+            result = _receive(envelope, now or timezone.now())
+    if isinstance(result, TimerExpired):
+        raise result  # after the commit: the timer's close stands
+    return result
+
+
+def _receive(envelope: Envelope, now: datetime) -> Outcome | TimerExpired:
+    session = Session.objects.select_for_update().filter(session_id=envelope.session_id).first()
+    if session is None:
+        return _open(envelope, now)
+    negotiation = Negotiation(load_state(json.loads(session.state)), arbiter())
+    state = negotiation.state
+    if envelope.type is MessageType.SESSION_OPEN:
+        if envelope.agent_id != state.buyer_agent_id:
+            raise SessionExists(f"session {state.session_id!r} exists")
+    elif not state.party_role(envelope.agent_id, envelope.role):
+        raise NotAParty(f"{envelope.agent_id!r} is not this session's {envelope.role.value}")
+    check_sender(envelope)
+    replay = _replay(session, envelope)
+    if replay is not None:
+        return replay
+    if envelope.type is MessageType.SESSION_OPEN:
+        raise SessionExists(f"session {state.session_id!r} exists")
+    try:
+        entries = negotiation.feed(envelope, received_at=now)
+    except TimerExpired as late:
+        _append(session, negotiation, negotiation.expire(now), now=now)
+        return late
+    return _append(session, negotiation, entries, now=now, envelope=envelope)
+
+
+def _open(envelope: Envelope, now: datetime) -> Outcome:
+    check_sender(envelope)
+    negotiation, entries = Negotiation.open(envelope, received_at=now, arbiter=arbiter())
+    state = negotiation.state
+    if not AgentCredential.objects.filter(
+        agent_id=state.merchant_agent_id, role=Role.MERCHANT
+    ).exists():
+        raise UnknownMerchant(f"no merchant agent {state.merchant_agent_id!r} is registered")
+    session = Session(
+        session_id=state.session_id,
+        buyer_agent_id=state.buyer_agent_id,
+        merchant_agent_id=state.merchant_agent_id,
+        currency=state.currency,
+        profile=state.profile,
+        opened_at=now,
+    )
+    return _append(session, negotiation, entries, now=now, envelope=envelope)
+
+
+def _replay(session: Session, envelope: Envelope) -> Outcome | None:
+    """The first answer again for a retried envelope; 409 for a reused ``message_id``."""
+    first = (
+        Entry.objects.filter(session=session, message_id=envelope.message_id)
+        .only("body_digest", "answer", "sender_agent_id")
+        .first()
+    )
+    if first is None:
+        return None
+    if first.body_digest != _digest(envelope) or first.sender_agent_id != envelope.agent_id:
+        raise MessageIdReused(f"message_id {envelope.message_id!r} was used with another body")
+    return Outcome(200, first.answer)
+
+
+def _digest(envelope: Envelope) -> str:
+    return tagged_sha256(envelope.canonical())
+
+
+def _append(
+    session: Session,
+    negotiation: Negotiation,
+    entries: list[LogEntry],
+    *,
+    now: datetime,
+    envelope: Envelope | None = None,
+) -> Outcome:
+    """Store ``entries`` and the state they lead to; the party's entry keeps its answer."""
+    state = negotiation.state
+    reveals = json.loads(session.reveals) if session.pk else {}
+    as_json = [e.as_json() for e in entries]
+    answer = ""
+    if envelope is not None:
+        answer = json.dumps(
+            {
+                "entry": as_json[0],
+                "arbiter": as_json[1:],
+                "session": session_summary(state, reveals),
+            },
+            separators=(",", ":"),
+        )
+    session.phase = state.phase.value
+    session.round = state.round
+    session.next_deadline = negotiation.next_deadline()
+    session.head_seq, session.head_hash = state.head.seq, state.head.entry_hash
+    session.state = json.dumps(dump_state(state), separators=(",", ":"))
+    if state.terminal and session.ended_at is None:
+        session.ended_at = now
+        session.final_price = state.final_price
+        session.close_reason = "" if state.close_reason is None else state.close_reason.value
+    session.save()
+    rows = [_row(session, entry) for entry in entries]
+    if envelope is not None:
+        rows[0].body_digest, rows[0].answer = _digest(envelope), answer
+    Entry.objects.bulk_create(rows)
+    transaction.on_commit(
+        partial(
+            events.announce,
+            session_id=session.session_id,
+            buyer_agent_id=session.buyer_agent_id,
+            merchant_agent_id=session.merchant_agent_id,
+            entries=as_json,
+        )
+    )
+    return Outcome(201, answer)
+
+
+def _row(session: Session, entry: LogEntry) -> Entry:
+    envelope = entry.envelope
+    sender = envelope["sender"]
+    assert isinstance(sender, dict)
+    return Entry(
+        session=session,
+        seq=entry.seq,
+        message_id=str(envelope["message_id"]),
+        type=entry.type,
+        sender_role=str(sender["role"]),
+        sender_agent_id=str(sender["agent_id"]),
+        received_at=entry.received_at,
+        envelope=canonical_bytes(envelope).decode(),
+        prev_hash=entry.prev_hash,
+        entry_hash=entry.entry_hash,
+    )
+
+
+# Credentials ---------------------------------------------------------------------------------
+
+KEY_PREFIX = "oanp"
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedKey:
+    credential: AgentCredential
+    #: The whole key. It is shown this once; only its SHA-256 is stored.
+    api_key: str
+
+
+def key_digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def issue_credential(*, agent_id: str, role: str, label: str = "") -> IssuedKey:
+    """A new API key for ``agent_id`` speaking as ``role``; ``ValueError`` for a bad id or role."""
+    if not is_identifier(agent_id):
+        raise ValueError(f"agent id {agent_id!r} is not {IDENTIFIER_RULE}")
+    if role not in Role.values:
+        raise ValueError(f"role {role!r} is not one of {', '.join(Role.values)}")
+    prefix = secrets.token_hex(6)
+    api_key = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(24)}"
+    credential = AgentCredential.objects.create(
+        agent_id=agent_id, role=role, prefix=prefix, digest=key_digest(api_key), label=label
+    )
+    return IssuedKey(credential, api_key)
+
+
+def revoke_credential(*, credential: AgentCredential) -> None:
+    AgentCredential.objects.filter(pk=credential.pk, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+
+
+# Reveals -------------------------------------------------------------------------------------
+
+_PRICED = (
+    MessageType.OFFER_PROPOSE.value,
+    MessageType.OFFER_COUNTER.value,
+    MessageType.OFFER_ACCEPT.value,
+)
+
+
+def reveal_constraints(*, session: Session, agent: AgentCredential, data: bytes) -> JsonObject:
+    """Check a party's reveal against its commitment and its own prices, then keep it.
+
+    A reveal that opens the commitment is kept even when it shows the party broke its own
+    limit: that is evidence, reported in ``breaches``.
+    """
+    reveal = parse_reveal(data)
+    role = agent.role
+    party: CommitRole = "buyer" if role == Role.BUYER else "merchant"
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().get(pk=session.pk)
+        state = load_state(json.loads(locked.state))
+        if not state.terminal:
+            raise RevealTooEarly(f"session is {state.phase.value}")
+        reveals = json.loads(locked.reveals)
+        if role in reveals:
+            raise AlreadyRevealed(f"the {role} has already revealed")
+        commitment = state.commitment_of(OanpRole(role))
+        assert commitment is not None  # a terminal session has both, or only a buyer
+        priced = Entry.objects.filter(session=locked, sender_role=role, type__in=_PRICED)
+        prices = [
+            (int(body["payload"]["round"]), Decimal(str(body["payload"]["price"])))
+            for body in (json.loads(e.envelope) for e in priced.order_by("seq"))
+        ]
+        breaches = verify_reveal(
+            commitment,
+            role=party,
+            constraints=reveal.constraints,
+            salt=reveal.salt,
+            item=state.item,
+            max_rounds=state.max_rounds,
+            prices=prices,
+        )
+        answer: JsonObject = {
+            "session_id": state.session_id,
+            "role": role,
+            "opens": True,
+            "weak_commitment": is_weak(commitment),
+            "breaches": [
+                b.describe("buyer" if role == Role.BUYER else "merchant") for b in breaches
+            ],
+        }
+        reveals[role] = {
+            "constraints": reveal.constraints,
+            "salt": reveal.salt,
+            "revealed_at": timezone.now().isoformat(),
+            "breaches": answer["breaches"],
+        }
+        locked.reveals = json.dumps(reveals)
+        locked.save(update_fields=["reveals"])
+    return answer

@@ -1,0 +1,25 @@
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from arbiter_app import services
+from arbiter_app.models import Role
+
+
+class Command(BaseCommand):
+    help = 'Issue an API key for an agent and print {"agent_id", "role", "api_key"} as JSON.'
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--role", required=True, choices=Role.values)
+        parser.add_argument("--agent-id", required=True)
+        parser.add_argument("--label", default="", help="a note for operators")
+
+    def handle(self, *args: Any, role: str, agent_id: str, label: str, **options: Any) -> None:
+        try:
+            issued = services.issue_credential(agent_id=agent_id, role=role, label=label)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(
+            json.dumps({"agent_id": agent_id, "role": role, "api_key": issued.api_key})
+        )
