@@ -47,8 +47,12 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# The suite runs on the real services; a machine may point elsewhere by setting these.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/oanp
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
 test: venv services lint
-	$(BIN)/pytest -q
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest -q
 
 bench: venv
 	$(BIN)/python -m bench

@@ -1,0 +1,116 @@
+"""Agents with API keys, and two reference agents negotiating through the HTTP API."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from itertools import count
+from typing import Any
+
+import httpx
+
+from arbiter_app import services
+from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.commitments import encode_salt
+from oanp.strategies import ReferenceBuyer, ReferenceMerchant
+
+ENVELOPES = "/oanp/v0.1/envelopes"
+
+
+@dataclass(frozen=True)
+class Agent:
+    agent_id: str
+    role: str
+    api_key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+
+def make_agent(agent_id: str, role: str) -> Agent:
+    issued = services.issue_credential(agent_id=agent_id, role=role)
+    return Agent(agent_id, role, issued.api_key)
+
+
+def sfo_jfk_agents(tag: str = "") -> tuple[BuyerAgent, MerchantAgent]:
+    """The published example's agents: ceiling 420 and floor 280, kept in their vaults."""
+    numbers = count(1)
+
+    def new_id() -> str:
+        return f"{tag}msg-{next(numbers):04d}"
+
+    buyer = BuyerAgent(
+        agent_id="buyer-001",
+        vault=BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium"),
+        strategy=ReferenceBuyer(),
+        salt=encode_salt(b"\x01" * 32),
+        new_message_id=new_id,
+    )
+    merchant = MerchantAgent(
+        agent_id="merchant-sfo",
+        vault=MerchantVault(floor_price=Decimal(280), ideal_price=Decimal(400)),
+        strategy=ReferenceMerchant(),
+        salt=encode_salt(b"\x02" * 32),
+        new_message_id=new_id,
+    )
+    return buyer, merchant
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class HttpNegotiation:
+    """Drives one session: posts each agent's envelopes with its own key and shows both
+    agents every new entry of the log, in order, as each would read it from the API."""
+
+    client: httpx.Client
+    buyer: BuyerAgent
+    merchant: MerchantAgent
+    buyer_key: Agent
+    merchant_key: Agent
+    responses: list[httpx.Response] = field(default_factory=list)
+    seen: int = 0
+
+    def run(self, session_id: str, **opening: Any) -> list[dict[str, Any]]:
+        outbox: deque[tuple[Agent, dict[str, Any]]] = deque()
+        first = self.buyer.open(
+            session_id=session_id,
+            merchant_agent_id="merchant-sfo",
+            item=opening.pop("item", {"route": "SFO-JFK", "date": "2026-04-28"}),
+            currency="USD",
+            max_rounds=opening.pop("max_rounds", 5),
+            now=now(),
+            **opening,
+        )
+        outbox.append((self.buyer_key, first))
+        log: list[dict[str, Any]] = []
+        while outbox:
+            key, envelope = outbox.popleft()
+            response = self.client.post(
+                ENVELOPES, content=json.dumps(envelope), headers=key.headers
+            )
+            self.responses.append(response)
+            assert response.status_code == 201, response.text
+            log = self.log(session_id, self.buyer_key)
+            for entry in log[self.seen :]:
+                outbox.extend(
+                    (self.buyer_key, e) for e in self.buyer.receive(entry["envelope"], now())
+                )
+                outbox.extend(
+                    (self.merchant_key, e) for e in self.merchant.receive(entry["envelope"], now())
+                )
+            self.seen = len(log)
+        return log
+
+    def log(self, session_id: str, agent: Agent) -> list[dict[str, Any]]:
+        response = self.client.get(f"/oanp/v0.1/sessions/{session_id}/log", headers=agent.headers)
+        self.responses.append(response)
+        assert response.status_code == 200, response.text
+        entries: list[dict[str, Any]] = response.json()["entries"]
+        return entries
