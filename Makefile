@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 demo: venv
-	$(BIN)/oanp demo
+	$(BIN)/python manage.py demo
 
 services:
 	@$(call ensure_service,PostgreSQL,$(PG_UP),$(PG_START))

@@ -46,7 +46,8 @@ def new_ulid() -> str:
 # oanp demo -----------------------------------------------------------------------------------
 
 
-def _describe(entry: Entry) -> str:
+def describe_entry(entry: Entry) -> str:
+    """One line for a log entry: who sent what, with its prices or reason."""
     envelope = entry.envelope
     sender = envelope["sender"]
     payload = envelope["payload"]
@@ -122,7 +123,7 @@ def demo(*, as_json: bool, bundle_path: Path | None, out: TextIO, err: TextIO) -
         if as_json:
             print(json.dumps(entry.as_json(), separators=(",", ":")), file=out)
         else:
-            print(_describe(entry), file=out)
+            print(describe_entry(entry), file=out)
             print("     " + json.dumps(entry.envelope, separators=(",", ":")), file=out)
 
     result = rehearse(
