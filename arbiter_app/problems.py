@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.views import defaults
 from rest_framework import exceptions
 from rest_framework.response import Response
 
@@ -79,3 +80,25 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     else:
         return None
     return Response(body, status=body["status"], headers=headers, content_type=PROBLEM_TYPE)
+
+
+API_PREFIXES = ("/oanp/", "/.well-known/")
+
+
+def _api_or(default: Any, status: int, code: str, detail: str) -> Any:
+    """A handler answering problem+json under the API's paths, Django's page elsewhere."""
+
+    def handler(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+        if not request.path.startswith(API_PREFIXES):
+            return default(request) if exception is None else default(request, exception)
+        title = code.replace("_", " ").capitalize()
+        body = problem_body(
+            status=status, code=code, title=title, detail=detail, instance=request.path
+        )
+        return problem_response(body)
+
+    return handler
+
+
+handler404 = _api_or(defaults.page_not_found, 404, "not_found", "no such endpoint")
+handler500 = _api_or(defaults.server_error, 500, "internal_error", "the arbiter failed; retry")

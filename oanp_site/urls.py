@@ -8,3 +8,6 @@ urlpatterns = [
     path("oanp/v0.1/", include("arbiter_app.urls")),
     path(".well-known/jwks.json", JwksView.as_view(), name="jwks"),
 ]
+
+handler404 = "arbiter_app.problems.handler404"
+handler500 = "arbiter_app.problems.handler500"
