@@ -365,6 +365,10 @@ def _verify_inclusion(
         paths = proofs["inclusion"].get(session["session_id"], [])
         for i, entry in enumerate(session["log"]):
             total += 1
+            if not isinstance(entry, Mapping):
+                # Not an entry, so not a leaf of the signed tree (and _entry_json would assert).
+                failures += 1
+                continue
             leaf = merkle.leaf_hash(canonical_bytes(_entry_json(entry)))
             path = [bytes.fromhex(p) for p in paths[i]] if i < len(paths) else []
             if not merkle.verify_inclusion(leaf, first + i, size, path, root):

@@ -295,12 +295,19 @@ def _text(limit: int) -> Callable[[object], str]:
 
 
 def _one_of(enum: Callable[[str], T], choices: Any) -> Callable[[object], T]:
+    values = frozenset(c.value for c in choices)
+    expected = "must be one of " + ", ".join(sorted(values))
+
     def read(value: object) -> T:
-        if not isinstance(value, str) or value not in {c.value for c in choices}:
-            raise _Bad("must be one of " + ", ".join(sorted(c.value for c in choices)))
+        if not isinstance(value, str) or value not in values:
+            raise _Bad(expected)
         return enum(value)
 
     return read
+
+
+_MESSAGE_TYPE = _one_of(MessageType, MessageType)
+_ROLE = _one_of(Role, Role)
 
 
 def _withdrawn(value: object) -> str:
@@ -457,12 +464,12 @@ def _envelope(obj: object) -> Envelope:
     version = top.take("oanp_version", _text(8))
     if version is not None and version != OANP_VERSION:
         errors.append(FieldError("$.oanp_version", f'must be "{OANP_VERSION}"'))
-    kind = top.take("type", _one_of(MessageType, MessageType))
+    kind = top.take("type", _MESSAGE_TYPE)
     sender = top.take("sender", _object)
     role, agent_id = None, None
     if sender is not None:
         who = _Fields(sender, "$.sender", errors)
-        role = who.take("role", _one_of(Role, Role))
+        role = who.take("role", _ROLE)
         agent_id = who.take("agent_id", _identifier)
         who.close()
     read_id = _identifier if role is Role.ARBITER else _party_message_id

@@ -371,7 +371,9 @@ def _visit_agree(
             walk.fail("I6", f"entry {seq}: the signed agreement's {name} is not the log's")
     signed_price = agree.agreement.get("final_price")
     if (
-        not isinstance(signed_price, int | float)
+        # bool is an int, but Decimal(repr(True)) raises instead of differing.
+        isinstance(signed_price, bool)
+        or not isinstance(signed_price, int | float)
         or Decimal(repr(signed_price)) != agree.final_price
     ):
         walk.fail("I6", f"entry {seq}: the signed agreement's final_price differs")

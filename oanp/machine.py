@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.envelope import (
@@ -241,8 +241,7 @@ class Negotiation:
             opened_at=received_at,
         )
         step = _Step(state, arbiter, received_at)
-        step.log(envelope)
-        step.state = replace(step.state, turn_deadline=step.window_end())
+        step.log(envelope, turn_deadline=step.window_end())
         return cls(step.state, arbiter), step.entries
 
     # Party moves -----------------------------------------------------------------------------
@@ -319,7 +318,11 @@ class Negotiation:
 
 
 class _Step:
-    """One transition in progress: a working copy of the state and the entries it appends."""
+    """One transition in progress: a working copy of the state and the entries it appends.
+
+    Each method takes the other fields a move changes with it (``**changes``), so a move copies
+    the state once per entry rather than once per field it touches.
+    """
 
     def __init__(self, state: SessionState, arbiter: Arbiter, now: datetime) -> None:
         self.state = state
@@ -330,20 +333,21 @@ class _Step:
     def window_end(self) -> datetime:
         return self.now + timedelta(seconds=self.state.response_window_s)
 
-    def log(self, envelope: Envelope) -> None:
-        self._append(envelope.body)
-        self.state = replace(self.state, message_ids=self.state.message_ids | {envelope.message_id})
+    def log(self, envelope: Envelope, **changes: Any) -> None:
+        self._append(
+            envelope.body, message_ids=self.state.message_ids | {envelope.message_id}, **changes
+        )
 
-    def _append(self, body: JsonObject) -> Entry:
+    def _append(self, body: JsonObject, **changes: Any) -> Entry:
         head = self.state.head
         entry = make_entry(
             seq=head.seq + 1, received_at=self.now, envelope=body, prev_hash=head.entry_hash
         )
         self.entries.append(entry)
-        self.state = replace(self.state, head=head.after(entry))
+        self.state = replace(self.state, head=head.after(entry), **changes)
         return entry
 
-    def _emit(self, kind: MessageType, payload: JsonObject) -> Entry:
+    def _emit(self, kind: MessageType, payload: JsonObject, **changes: Any) -> Entry:
         state = self.state
         return self._append(
             {
@@ -354,12 +358,18 @@ class _Step:
                 "sender": {"role": Role.ARBITER.value, "agent_id": self.arbiter.arbiter_id},
                 "type": kind.value,
                 "payload": payload,
-            }
+            },
+            **changes,
         )
 
-    def to_move(self, turn: Role) -> None:
-        self.state = replace(self.state, phase=Phase.NEGOTIATING, turn=turn)
-        self.state = replace(self.state, turn_deadline=self.window_end())
+    def to_move(self, turn: Role, **changes: Any) -> None:
+        self.state = replace(
+            self.state,
+            phase=Phase.NEGOTIATING,
+            turn=turn,
+            turn_deadline=self.window_end(),
+            **changes,
+        )
 
     def verdict(
         self,
@@ -375,7 +385,6 @@ class _Step:
         checks = dict.fromkeys(INVARIANTS[:5], "pass")
         if failed:
             checks[failed] = "fail"
-        self.state = replace(self.state, phase=Phase.EVALUATING, turn=None)
         self._emit(
             T.ROUND_VERDICT,
             {
@@ -387,14 +396,19 @@ class _Step:
                 "spread": _amount(spread),
                 "checks": dict(checks),
             },
+            phase=Phase.EVALUATING,
+            turn=None,
         )
 
-    def close(self, reason: Reason, detail: str) -> None:
+    def close(self, reason: Reason, detail: str, **changes: Any) -> None:
         self._emit(
-            T.SESSION_CLOSE, {"reason": reason.value, "detail": detail, "round": self.state.round}
-        )
-        self.state = replace(
-            self.state, phase=Phase.CLOSED, turn=None, turn_deadline=None, close_reason=reason
+            T.SESSION_CLOSE,
+            {"reason": reason.value, "detail": detail, "round": self.state.round},
+            phase=Phase.CLOSED,
+            turn=None,
+            turn_deadline=None,
+            close_reason=reason,
+            **changes,
         )
 
     def agree(self, price: Decimal) -> None:
@@ -427,9 +441,10 @@ class _Step:
                 "kid": arbiter.signer.kid,
                 "jwks_uri": arbiter.jwks_uri,
             },
-        )
-        self.state = replace(
-            self.state, phase=Phase.AGREED, turn=None, turn_deadline=None, final_price=price
+            phase=Phase.AGREED,
+            turn=None,
+            turn_deadline=None,
+            final_price=price,
         )
 
     # Checks shared by priced moves -----------------------------------------------------------
@@ -464,20 +479,24 @@ class _Step:
         """After a round's fair or stuck verdict: close at the limit or stall, else go on."""
         state = self.state
         stuck = state.stuck_rounds + 1 if judgement.status is VerdictStatus.FAIR_BUT_STUCK else 0
-        self.state = replace(state, last_spread=spread, stuck_rounds=stuck)
+        progress = {"last_spread": spread, "stuck_rounds": stuck}
         profile = self.arbiter.profiles[state.profile]
         if state.round >= state.max_rounds:
-            self.close(Reason.MAX_ROUNDS_REACHED, f"no agreement after {state.max_rounds} rounds")
+            self.close(
+                Reason.MAX_ROUNDS_REACHED,
+                f"no agreement after {state.max_rounds} rounds",
+                **progress,
+            )
         elif profile.stalled(stuck):
-            self.close(Reason.STALLED, f"{stuck} consecutive rounds without progress")
+            self.close(Reason.STALLED, f"{stuck} consecutive rounds without progress", **progress)
         else:
-            self.state = replace(
-                self.state,
+            self.to_move(
+                B,
                 round=state.round + 1,
                 previous_buyer_price=state.buyer_price,
                 buyer_price=None,
+                **progress,
             )
-            self.to_move(B)
 
 
 def _amount(value: Decimal | None) -> int | float | None:
@@ -490,8 +509,7 @@ COMMITMENT_DETAIL = "the {role}'s constraints_commit differs from the one it com
 def _ack(step: _Step, envelope: Envelope) -> None:
     payload = envelope.payload
     assert isinstance(payload, Ack)
-    step.state = replace(step.state, merchant_commit=payload.constraints_commit, round=1)
-    step.log(envelope)
+    step.log(envelope, merchant_commit=payload.constraints_commit, round=1)
     step.to_move(B)
 
 
@@ -527,8 +545,7 @@ def _propose(step: _Step, envelope: Envelope) -> None:
         step, envelope, offer, buyer_price=offer.price, merchant_price=state.merchant_price
     ):
         return
-    step.state = replace(state, buyer_price=offer.price)
-    step.log(envelope)
+    step.log(envelope, buyer_price=offer.price)
     step.to_move(M)
 
 
@@ -538,8 +555,7 @@ def _counter(step: _Step, envelope: Envelope) -> None:
     assert state.buyer_price is not None
     if _breached(step, envelope, offer, buyer_price=state.buyer_price, merchant_price=offer.price):
         return
-    step.state = replace(state, merchant_price=offer.price)
-    step.log(envelope)
+    step.log(envelope, merchant_price=offer.price)
     spread = offer.price - state.buyer_price
     profile = step.arbiter.profiles[state.profile]
     judgement = profile.judge_counter(state.round, spread, state.last_spread)
@@ -556,8 +572,7 @@ def _accept(step: _Step, envelope: Envelope) -> None:
         raise PriceNotStanding(f"the other side's standing price is {named}, not {offer.price}")
     if _breached(step, envelope, offer, buyer_price=offer.price, merchant_price=offer.price):
         return
-    step.state = replace(state, buyer_price=offer.price, merchant_price=offer.price)
-    step.log(envelope)
+    step.log(envelope, buyer_price=offer.price, merchant_price=offer.price)
     step.verdict(
         Judgement(VerdictStatus.FAIR, Reason.AGREEMENT),
         buyer_price=offer.price,
