@@ -36,6 +36,7 @@ from oanp.errors import (
     RevealTooEarly,
     SessionExists,
     TimerExpired,
+    UnknownSession,
 )
 from oanp.log import Entry as LogEntry
 from oanp.machine import Arbiter, Negotiation
@@ -127,6 +128,10 @@ def _receive(envelope: Envelope, now: datetime) -> Outcome | TimerExpired:
 
 
 def _open(envelope: Envelope, now: datetime) -> Outcome:
+    if envelope.type is not MessageType.SESSION_OPEN:
+        # Section 7 answers 404 before 422: only an open may name a session that does not exist,
+        # so any other type (a buyer's round.verdict included) is about an unknown session.
+        raise UnknownSession(f"no session {envelope.session_id!r}")
     check_sender(envelope)
     negotiation, entries = Negotiation.open(envelope, received_at=now, arbiter=arbiter())
     state = negotiation.state

@@ -36,7 +36,9 @@ def make_agent(agent_id: str, role: str) -> Agent:
     return Agent(agent_id, role, issued.api_key)
 
 
-def sfo_jfk_agents(tag: str = "") -> tuple[BuyerAgent, MerchantAgent]:
+def sfo_jfk_agents(
+    tag: str = "", *, buyer_id: str = "buyer-001", merchant_id: str = "merchant-sfo"
+) -> tuple[BuyerAgent, MerchantAgent]:
     """The published example's agents: ceiling 420 and floor 280, kept in their vaults."""
     numbers = count(1)
 
@@ -44,14 +46,14 @@ def sfo_jfk_agents(tag: str = "") -> tuple[BuyerAgent, MerchantAgent]:
         return f"{tag}msg-{next(numbers):04d}"
 
     buyer = BuyerAgent(
-        agent_id="buyer-001",
+        agent_id=buyer_id,
         vault=BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium"),
         strategy=ReferenceBuyer(),
         salt=encode_salt(b"\x01" * 32),
         new_message_id=new_id,
     )
     merchant = MerchantAgent(
-        agent_id="merchant-sfo",
+        agent_id=merchant_id,
         vault=MerchantVault(floor_price=Decimal(280), ideal_price=Decimal(400)),
         strategy=ReferenceMerchant(),
         salt=encode_salt(b"\x02" * 32),
@@ -81,7 +83,7 @@ class HttpNegotiation:
         outbox: deque[tuple[Agent, dict[str, Any]]] = deque()
         first = self.buyer.open(
             session_id=session_id,
-            merchant_agent_id="merchant-sfo",
+            merchant_agent_id=self.merchant.agent_id,
             item=opening.pop("item", {"route": "SFO-JFK", "date": "2026-04-28"}),
             currency="USD",
             max_rounds=opening.pop("max_rounds", 5),
@@ -114,3 +116,95 @@ class HttpNegotiation:
         assert response.status_code == 200, response.text
         entries: list[dict[str, Any]] = response.json()["entries"]
         return entries
+
+
+# In-process ------------------------------------------------------------------------------------
+
+SFO_JFK_ITEM = {"route": "SFO-JFK", "date": "2026-04-28"}
+
+
+def post(client: Any, agent: Agent | None, body: bytes | str | Any, path: str = ENVELOPES) -> Any:
+    """POST ``body`` (bytes or text as is, anything else as JSON) with ``agent``'s key."""
+    if not isinstance(body, bytes | str):
+        body = json.dumps(body)
+    headers = agent.headers if agent is not None else {}
+    return client.post(path, data=body, content_type="application/json", headers=headers)
+
+
+def read_log(client: Any, agent: Agent, session_id: str) -> list[dict[str, Any]]:
+    response = client.get(f"/oanp/v0.1/sessions/{session_id}/log", headers=agent.headers)
+    assert response.status_code == 200, response.content
+    entries: list[dict[str, Any]] = response.json()["entries"]
+    return entries
+
+
+@dataclass
+class ClientNegotiation:
+    """The SFO→JFK session driven one envelope at a time through Django's test client, so a
+    test can stop anywhere, look at what an agent would send next, and send something else."""
+
+    client: Any
+    buyer_key: Agent
+    merchant_key: Agent
+    session_id: str = "sess-sfo-jfk"
+    tag: str = ""
+    buyer: BuyerAgent = field(init=False)
+    merchant: MerchantAgent = field(init=False)
+    outbox: deque[tuple[Agent, dict[str, Any]]] = field(default_factory=deque)
+    seen: int = 0
+
+    def __post_init__(self) -> None:
+        self.buyer, self.merchant = sfo_jfk_agents(self.tag)
+
+    def open(self, **opening: Any) -> Any:
+        envelope = self.buyer.open(
+            session_id=self.session_id,
+            merchant_agent_id=self.merchant_key.agent_id,
+            item=opening.pop("item", SFO_JFK_ITEM),
+            currency=opening.pop("currency", "USD"),
+            max_rounds=opening.pop("max_rounds", 5),
+            now=now(),
+            **opening,
+        )
+        self.outbox.append((self.buyer_key, envelope))
+        return self.step()
+
+    def peek(self) -> tuple[Agent, dict[str, Any]]:
+        """The next envelope an agent would send, and whose key it goes with."""
+        return self.outbox[0]
+
+    def step(self) -> Any:
+        """Post the next envelope; show both agents the entries it caused."""
+        key, envelope = self.outbox.popleft()
+        response = post(self.client, key, envelope)
+        assert response.status_code == 201, response.content
+        self.catch_up()
+        return response
+
+    def catch_up(self) -> None:
+        log = self.log()
+        for entry in log[self.seen :]:
+            self.outbox.extend(
+                (self.buyer_key, e) for e in self.buyer.receive(entry["envelope"], now())
+            )
+            self.outbox.extend(
+                (self.merchant_key, e) for e in self.merchant.receive(entry["envelope"], now())
+            )
+        self.seen = len(log)
+
+    def run_until(self, kind: str, price: Any = None) -> dict[str, Any]:
+        """Step until the next envelope is of ``kind`` (and ``price``); return it, unsent."""
+        while self.outbox:
+            envelope = self.outbox[0][1]
+            if envelope["type"] == kind and price in (None, envelope["payload"].get("price")):
+                return envelope
+            self.step()
+        raise AssertionError(f"no {kind} {price} was ever about to be sent")
+
+    def finish(self) -> list[dict[str, Any]]:
+        while self.outbox:
+            self.step()
+        return self.log()
+
+    def log(self) -> list[dict[str, Any]]:
+        return read_log(self.client, self.buyer_key, self.session_id)
