@@ -13,9 +13,11 @@ Nothing here runs inside a transaction: :func:`announce` is called from
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -43,6 +45,11 @@ def agent_group(agent_id: str) -> str:
     return _group("agent", agent_id)
 
 
+async def _wake(layer: Any, groups: set[str], message: dict[str, Any]) -> None:
+    # One hop to the event loop for all groups, their sends in parallel.
+    await asyncio.gather(*(layer.group_send(group, message) for group in groups))
+
+
 def announce(
     *,
     session_id: str,
@@ -68,7 +75,6 @@ def announce(
         agent_group(merchant_agent_id),
     }
     try:
-        for group in groups:
-            async_to_sync(layer.group_send)(group, message)
+        async_to_sync(_wake)(layer, groups, message)
     except Exception:  # the commit stands; streams fall back to polling the database
         log.exception("could not wake the streams of session %s", session_id)

@@ -33,13 +33,16 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    f"oanp_site.middleware.{name}"
+    for name in (
+        "SecurityMiddleware",
+        "SessionMiddleware",
+        "CommonMiddleware",
+        "CsrfViewMiddleware",
+        "AuthenticationMiddleware",
+        "MessageMiddleware",
+        "XFrameOptionsMiddleware",
+    )
 ]
 
 ROOT_URLCONF = "oanp_site.urls"
