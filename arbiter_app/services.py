@@ -114,9 +114,11 @@ def _receive(envelope: Envelope, now: datetime) -> Outcome | TimerExpired:
     elif not state.party_role(envelope.agent_id, envelope.role):
         raise NotAParty(f"{envelope.agent_id!r} is not this session's {envelope.role.value}")
     check_sender(envelope)
-    replay = _replay(session, envelope)
-    if replay is not None:
-        return replay
+    # The state knows every message_id the session has seen: only those need the log.
+    if envelope.message_id in state.message_ids:
+        replay = _replay(session, envelope)
+        if replay is not None:
+            return replay
     if envelope.type is MessageType.SESSION_OPEN:
         raise SessionExists(f"session {state.session_id!r} exists")
     try:
