@@ -15,10 +15,14 @@ Schema = dict[str, Any]
 
 ID: Schema = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
 TIMESTAMP: Schema = {"type": "string", "format": "date-time"}
+# OpenAPI 3.0 (what drf-spectacular emits) takes exclusive bounds as booleans beside
+# minimum/maximum; the numeric form is 3.1's and made the document invalid.
 PRICE: Schema = {
     "type": "number",
-    "exclusiveMinimum": 0,
-    "exclusiveMaximum": 1_000_000_000_000,
+    "minimum": 0,
+    "exclusiveMinimum": True,
+    "maximum": 1_000_000_000_000,
+    "exclusiveMaximum": True,
     "description": "Major currency units, exact decimal, no exponent; at most the currency's "
     "minor-unit decimals (USD 2, JPY 0, KWD 3).",
 }

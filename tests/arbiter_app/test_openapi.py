@@ -1,0 +1,119 @@
+"""The OpenAPI 3 document describes every endpoint of PROTOCOL section 7 and its refusals."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from openapi_spec_validator import validate
+
+DOCUMENT = "/oanp/v0.1/openapi.json"
+
+#: (path, method) → the problem statuses PROTOCOL section 7 documents for it.
+ENDPOINTS: dict[tuple[str, str], set[int]] = {
+    ("/oanp/v0.1/envelopes", "post"): {400, 401, 403, 404, 409, 413, 422, 429},
+    ("/oanp/v0.1/sessions/{session_id}", "get"): {401, 404, 429},
+    ("/oanp/v0.1/sessions/{session_id}/log", "get"): {401, 404, 429},
+    ("/oanp/v0.1/sessions/{session_id}/events", "get"): {400, 401, 404},
+    ("/oanp/v0.1/inbox", "get"): {400, 401},
+    ("/oanp/v0.1/sessions/{session_id}/reveal", "post"): {400, 401, 404, 409, 422},
+    ("/.well-known/jwks.json", "get"): set(),
+}
+
+
+@pytest.fixture(scope="module")
+def document(django_db_blocker: Any) -> dict[str, Any]:
+    from django.test import Client
+
+    # Served without a key: clients read it before they have one.
+    with django_db_blocker.unblock():
+        response = Client().get(DOCUMENT)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith(("application/json", "application/vnd.oai"))
+    parsed: dict[str, Any] = json.loads(response.content)
+    return parsed
+
+
+def test_it_is_a_valid_openapi_3_document(document: dict[str, Any]) -> None:
+    assert document["openapi"].startswith("3.")
+    validate(document)
+
+
+@pytest.mark.parametrize(("path", "method"), list(ENDPOINTS))
+def test_every_endpoint_is_described_with_its_problems(
+    document: dict[str, Any], path: str, method: str
+) -> None:
+    operation = document["paths"][path][method]
+    responses = operation["responses"]
+    documented = {int(s) for s in responses if s.startswith(("4", "5"))}
+    assert documented >= ENDPOINTS[(path, method)]
+    for status in documented:
+        content = responses[str(status)]["content"]
+        assert list(content) == ["application/problem+json"]
+        assert content["application/problem+json"]["schema"] == {
+            "$ref": "#/components/schemas/Problem"
+        }
+    assert any(s.startswith("2") for s in responses)
+
+
+def test_no_endpoint_is_undocumented(document: dict[str, Any]) -> None:
+    described = {(p, m) for p, ops in document["paths"].items() for m in ops}
+    assert described - set(ENDPOINTS) <= set()
+    assert set(ENDPOINTS) <= described
+
+
+def test_the_key_less_endpoints_are_marked_so(document: dict[str, Any]) -> None:
+    assert document["paths"]["/.well-known/jwks.json"]["get"]["security"] == []
+    assert document["paths"]["/oanp/v0.1/envelopes"]["post"]["security"] == [{"apiKey": []}]
+    scheme = document["components"]["securitySchemes"]["apiKey"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+
+
+def test_the_problem_schema_carries_a_stable_code(document: dict[str, Any]) -> None:
+    problem = document["components"]["schemas"]["Problem"]
+    assert {"type", "title", "status", "code", "detail"} <= set(problem["required"])
+    assert "errors" in problem["properties"]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "unauthorized",
+        "sender_mismatch",
+        "not_a_party",
+        "unknown_session",
+        "out_of_turn",
+        "session_terminal",
+        "session_exists",
+        "message_id_reused",
+        "envelope_too_large",
+        "malformed_json",
+        "schema_invalid",
+        "wrong_round",
+        "price_precision",
+        "price_not_standing",
+        "role_may_not_send",
+        "unknown_merchant",
+        "rate_limited",
+    ],
+)
+def test_every_refusal_code_of_the_submit_endpoint_is_documented(
+    document: dict[str, Any], code: str
+) -> None:
+    responses = document["paths"]["/oanp/v0.1/envelopes"]["post"]["responses"]
+    assert any(f"`{code}`" in r["description"] for r in responses.values())
+
+
+def test_the_envelope_schema_is_closed(document: dict[str, Any]) -> None:
+    envelope = document["components"]["schemas"]["Envelope"]
+    assert envelope["additionalProperties"] is False
+    assert set(envelope["required"]) == {
+        "oanp_version",
+        "message_id",
+        "session_id",
+        "timestamp",
+        "sender",
+        "type",
+        "payload",
+    }
