@@ -101,8 +101,20 @@ async def _authorized(request: HttpRequest) -> AgentCredential | HttpResponse:
     return credential
 
 
+#: The first bytes of every stream. Daphne sends the status line and headers only with the
+#: first body bytes, so a stream with nothing to send yet (an idle inbox, a resume at the
+#: head) would leave the client waiting for its response, and an EventSource never "open".
+OPENING = b": stream open\n\n"
+
+
+async def _opened(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield OPENING
+    async for chunk in chunks:
+        yield chunk
+
+
 def _stream(chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(chunks, content_type="text/event-stream")
+    response = StreamingHttpResponse(_opened(chunks), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
@@ -126,7 +138,8 @@ async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
 def _seq_cursor(value: str | None) -> int:
     if value is None:
         return 0
-    if not value.isdigit() or len(value) > 9:
+    # isdigit() alone lets through "٣" and "²" (int() of the latter raises: a 500).
+    if not (value.isascii() and value.isdigit()) or len(value) > 9:
         raise BadCursor(f"Last-Event-ID {value[:40]!r} is not an entry seq")
     return int(value)
 
@@ -169,7 +182,11 @@ def _inbox_cursor(value: str | None) -> int | None:
     if value is None:
         return None
     digits = value.removeprefix(CURSOR_PREFIX)
-    if not value.startswith(CURSOR_PREFIX) or not digits.isdigit() or len(digits) > 18:
+    if (
+        not value.startswith(CURSOR_PREFIX)
+        or not (digits.isascii() and digits.isdigit())  # see _seq_cursor
+        or len(digits) > 18
+    ):
         raise BadCursor(f"Last-Event-ID {value[:40]!r} is not an inbox cursor")
     return int(digits)
 
