@@ -1,0 +1,543 @@
+"""service: whole SFO→JFK sessions over HTTP on PostgreSQL, against a bare Django JSON endpoint.
+
+Everything runs as deployed, on this machine, in one run:
+
+- a fresh PostgreSQL database of the bench's own on the server ``DATABASE_URL`` names (or
+  127.0.0.1 as ``postgres``), migrated, with API keys issued by the arbiter's own service
+  (:mod:`bench.prepare`); Redis database 13 for the cache, the throttle and the channel layer;
+- one Daphne process serving ``oanp_site.asgi:application`` with the bench's settings
+  (:mod:`bench.site`: the product's, plus the peer's URL of :mod:`bench.urls`);
+- the client in a separate process (:mod:`bench.load`), asyncio and ``httpx.AsyncClient``.
+
+For each concurrency, N agent pairs (each a buyer and a merchant with their own keys) negotiate
+whole sessions at once, each pair one envelope in flight at a time, reading what to send next
+from each 201 answer. Then N workers post the very same bodies, pair by pair, to the peer:
+parse the JSON, one INSERT, a small JSON answer. Latency is the client's round trip of one
+POST. CPU time of the client, of Daphne and of the whole machine over each run is reported, so
+a reader can tell which side ran out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+import httpx
+import psycopg
+from psycopg import sql
+
+from bench.peer import BARE_PATH
+from bench.report import Options, Row, Section, SectionResult, judged, rate, times
+
+#: From the issue: envelopes/s and p99 at 10 pairs, and the arbiter within 3× of the peer.
+AIM_ENVELOPES_PER_S = 500
+AIM_P99_MS = 50.0
+AIM_PAIRS = 10
+AIM_BARE_OVER_ARBITER = 3.0
+
+REDIS_URL = "redis://127.0.0.1:6379/13"
+#: The product's throttle still runs; it is only raised so a busy pair is not refused.
+RATE_LIMIT_PER_MINUTE = 1_000_000_000
+ROOT = Path(__file__).resolve().parent.parent
+TITLE = "sessions over HTTP on PostgreSQL, against a bare Django JSON endpoint"
+
+
+@dataclass(frozen=True)
+class Size:
+    levels: tuple[int, ...]
+    #: Sessions each pair negotiates at a level of this many pairs.
+    sessions: dict[int, int]
+    warmup_sessions: int
+
+    def sessions_per_pair(self, pairs: int) -> int:
+        return self.sessions[pairs]
+
+
+FULL = Size(levels=(1, 10, 50), sessions={1: 100, 10: 25, 50: 8}, warmup_sessions=20)
+QUICK = Size(levels=(1, 2), sessions={1: 2, 2: 2}, warmup_sessions=1)
+
+
+# The database ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Database:
+    host: str
+    port: int
+    user: str
+    password: str
+    name: str
+
+    def conninfo(self, dbname: str) -> str:
+        return psycopg.conninfo.make_conninfo(
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            password=self.password or None,
+            dbname=dbname,
+        )
+
+    @property
+    def url(self) -> str:
+        secret = f":{quote(self.password, safe='')}" if self.password else ""
+        user = quote(self.user, safe="")
+        return f"postgres://{user}{secret}@{self.host}:{self.port}/{self.name}"
+
+
+def bench_database(name: str, environ: dict[str, str] | None = None) -> Database:
+    """The server ``DATABASE_URL`` points at (127.0.0.1 as ``postgres`` by default), with the
+    bench's own database ``name`` on it."""
+    url = (environ if environ is not None else os.environ).get("DATABASE_URL", "")
+    parts = urlsplit(url) if url.startswith(("postgres://", "postgresql://")) else None
+    if parts is None:
+        return Database("127.0.0.1", 5432, "postgres", "", name)
+    return Database(
+        parts.hostname or "127.0.0.1",
+        parts.port or 5432,
+        unquote(parts.username or "postgres"),
+        unquote(parts.password or ""),
+        name,
+    )
+
+
+@contextmanager
+def fresh_database(database: Database) -> Iterator[str]:
+    """Create ``database`` anew (dropping any left over), yield the server's version, drop it."""
+    admin = database.conninfo("postgres")
+    ident = sql.Identifier(database.name)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(ident))
+        version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+    try:
+        yield version
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+
+
+# The server ------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_environment(database: Database, port: int) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DJANGO_", "OANP_")) and key not in ("DATABASE_URL", "REDIS_URL")
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="bench.site",
+        DATABASE_URL=database.url,
+        REDIS_URL=REDIS_URL,
+        OANP_PUBLIC_URL=f"http://127.0.0.1:{port}",
+        OANP_RATE_LIMIT_PER_MINUTE=str(RATE_LIMIT_PER_MINUTE),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def prepare(env: dict[str, str], pairs: int) -> list[dict[str, str]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.prepare", str(pairs)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.prepare failed:\n{done.stderr[-4000:]}")
+    issued: list[dict[str, str]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return issued
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+
+@contextmanager
+def daphne(env: dict[str, str], port: int) -> Iterator[Server]:
+    """One Daphne process serving the project's ASGI application, as in production."""
+    log_path = ROOT / "var" / f"bench-daphne-{port}.log"
+    log_path.parent.mkdir(exist_ok=True)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "oanp_site.asgi:application",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        server = Server(f"http://127.0.0.1:{port}", process, log_path)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx.get(f"{server.url}/.well-known/jwks.json", timeout=2).is_success:
+                        break
+                except httpx.TransportError:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"daphne did not start:\n{server.log_tail()}")
+                time.sleep(0.1)
+            print(f"bench: service: daphne pid {process.pid} on {server.url}", file=sys.stderr)
+            yield server
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    log_path.unlink(missing_ok=True)
+
+
+# CPU -------------------------------------------------------------------------------------------
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 where /proc is not there)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine spent not idle so far, summed over cores."""
+    try:
+        first = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return 0.0
+    ticks = [int(v) for v in first[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / _TICKS
+
+
+# Load ------------------------------------------------------------------------------------------
+
+
+def backend_pids(database: Database) -> set[int]:
+    """The PostgreSQL backends serving the bench's database (Daphne's pooled connections)."""
+    with psycopg.connect(database.conninfo("postgres"), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", [database.name]
+        ).fetchall()
+    return {int(pid) for (pid,) in rows}
+
+
+def load(
+    env: dict[str, str], server: Server, database: Database, job: dict[str, Any]
+) -> dict[str, Any]:
+    """Run one load in a client process of its own; its report plus the server side's CPU."""
+    client = subprocess.Popen(
+        [sys.executable, "-m", "bench.load"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert client.stdin is not None
+    assert client.stdout is not None
+    client.stdin.write(json.dumps(job) + "\n")
+    client.stdin.flush()
+    if client.stdout.readline().strip() != "ready":
+        client.kill()
+        raise RuntimeError(f"bench.load did not get ready:\n{server.log_tail()}")
+    backends = backend_pids(database)
+    backends_before = {pid: process_cpu_s(pid) for pid in backends}
+    server_before, machine_before = process_cpu_s(server.process.pid), machine_busy_s()
+    started = time.monotonic()
+    client.stdin.write("go\n")
+    client.stdin.flush()
+    out, _ = client.communicate()
+    window = time.monotonic() - started
+    server_cpu = process_cpu_s(server.process.pid) - server_before
+    machine_cpu = machine_busy_s() - machine_before
+    # Backends opened during the run count from zero; those closed during it are lost.
+    backends_cpu = sum(
+        process_cpu_s(pid) - backends_before.get(pid, 0.0)
+        for pid in backends | backend_pids(database)
+    )
+    if client.returncode != 0:
+        raise RuntimeError(f"bench.load failed; the server said:\n{server.log_tail()}")
+    report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    report["server_cpu_s"] = server_cpu
+    report["machine_cpu_s"] = machine_cpu
+    report["postgres_cpu_s"] = backends_cpu
+    report["window_s"] = window
+    return report
+
+
+def percentile_ms(latencies_s: Sequence[float], percent: int) -> float:
+    """The nearest-rank percentile, in milliseconds."""
+    ordered = sorted(latencies_s)
+    rank = max(1, -(-percent * len(ordered) // 100))
+    return ordered[rank - 1] * 1000
+
+
+def summary(report: dict[str, Any]) -> dict[str, Any]:
+    wall = report["wall_s"]
+    window = report["window_s"]
+    latencies = report["latencies_s"]
+    return {
+        "requests": report["requests"],
+        "wall_s": round(wall, 4),
+        "requests_per_s": report["requests"] / wall,
+        "p50_ms": percentile_ms(latencies, 50),
+        "p99_ms": percentile_ms(latencies, 99),
+        "mean_ms": statistics.fmean(latencies) * 1000,
+        "max_ms": max(latencies) * 1000,
+        "client_cpu_cores": report["cpu_s"] / wall,
+        "server_cpu_cores": report["server_cpu_s"] / window,
+        "postgres_cpu_cores": report["postgres_cpu_s"] / window,
+        "machine_busy_cores": report["machine_cpu_s"] / window,
+    }
+
+
+def measure_level(
+    env: dict[str, str],
+    server: Server,
+    database: Database,
+    pairs: list[dict[str, str]],
+    sessions: int,
+    tag: str,
+) -> dict[str, Any]:
+    """The arbiter with these pairs at once, then the peer with the same bodies and workers."""
+    arbiter_report = load(
+        env,
+        server,
+        database,
+        {
+            "kind": "arbiter",
+            "url": server.url,
+            "pairs": pairs,
+            "sessions_per_pair": sessions,
+            "tag": tag,
+        },
+    )
+    bare_report = load(
+        env,
+        server,
+        database,
+        {
+            "kind": "bare",
+            "url": server.url,
+            "path": "/" + BARE_PATH,
+            "bodies": arbiter_report["bodies"],
+        },
+    )
+    arbiter = summary(arbiter_report)
+    arbiter["envelopes"] = arbiter.pop("requests")
+    arbiter["envelopes_per_s"] = arbiter.pop("requests_per_s")
+    arbiter["sessions"] = sum(arbiter_report["states"].values())
+    arbiter["states"] = arbiter_report["states"]
+    arbiter["agreed"] = arbiter_report["states"].get("AGREED", 0)
+    arbiter["sessions_per_s"] = arbiter["sessions"] / arbiter_report["wall_s"]
+    arbiter["envelopes_per_session"] = arbiter["envelopes"] / max(1, arbiter["sessions"])
+    bare = summary(bare_report)
+    return {
+        "pairs": len(pairs),
+        "sessions_per_pair": sessions,
+        "arbiter": arbiter,
+        "bare": bare,
+        "bare_over_arbiter": bare["requests_per_s"] / arbiter["envelopes_per_s"],
+    }
+
+
+# The section -----------------------------------------------------------------------------------
+
+
+def _pair_word(pairs: int) -> str:
+    return f"{pairs} pair" if pairs == 1 else f"{pairs} pairs"
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def _cpu_words(run: dict[str, Any]) -> str:
+    return (
+        f"PostgreSQL backends {run['postgres_cpu_cores']:.2f}, client "
+        f"{run['client_cpu_cores']:.2f}, whole machine {run['machine_busy_cores']:.2f} busy"
+    )
+
+
+def rows_for(level: dict[str, Any], judged_at: int) -> list[Row]:
+    pairs = level["pairs"]
+    arbiter, bare = level["arbiter"], level["bare"]
+    who = f"arbiter, {_pair_word(pairs)}"
+    aimed = pairs == judged_at
+    states = ", ".join(f"{count} {state}" for state, count in sorted(arbiter["states"].items()))
+    return [
+        Row(
+            f"{who}: envelopes/s",
+            rate(arbiter["envelopes_per_s"]),
+            f"bare endpoint: {rate(bare['requests_per_s'], 'req/s')}",
+            judged(
+                f"≥ {AIM_ENVELOPES_PER_S:,} /s", arbiter["envelopes_per_s"] >= AIM_ENVELOPES_PER_S
+            )
+            if aimed
+            else "",
+        ),
+        Row(
+            f"{who}: sessions/s",
+            f"{arbiter['sessions_per_s']:,.1f} /s",
+            f"{arbiter['sessions']} sessions ({states}), "
+            f"{arbiter['envelopes_per_session']:g} party envelopes each",
+        ),
+        Row(
+            f"{who}: envelope latency p50 / p99",
+            f"{_ms(arbiter['p50_ms'])} / {_ms(arbiter['p99_ms'])} ms",
+            f"bare endpoint: {_ms(bare['p50_ms'])} / {_ms(bare['p99_ms'])} ms",
+            judged(f"p99 < {AIM_P99_MS:g} ms", arbiter["p99_ms"] < AIM_P99_MS) if aimed else "",
+        ),
+        Row(
+            f"{who}: bare endpoint throughput / arbiter throughput",
+            times(level["bare_over_arbiter"]),
+            "same bodies, same concurrency, same server",
+            judged(
+                f"≤ {AIM_BARE_OVER_ARBITER:g}×",
+                level["bare_over_arbiter"] <= AIM_BARE_OVER_ARBITER,
+            ),
+        ),
+        Row(
+            f"{who}: CPU, in cores, during the arbiter's run",
+            f"Daphne {arbiter['server_cpu_cores']:.2f}",
+            _cpu_words(arbiter) + " (bare run: Daphne "
+            f"{bare['server_cpu_cores']:.2f}, {_cpu_words(bare)})",
+        ),
+    ]
+
+
+def aims_of(levels: list[dict[str, Any]], judged_at: int) -> dict[str, Any]:
+    at = next(level for level in levels if level["pairs"] == judged_at)
+    worst = max(level["bare_over_arbiter"] for level in levels)
+    return {
+        "envelopes_per_s": {
+            "aim": AIM_ENVELOPES_PER_S,
+            "pairs": judged_at,
+            "value": at["arbiter"]["envelopes_per_s"],
+            "met": at["arbiter"]["envelopes_per_s"] >= AIM_ENVELOPES_PER_S,
+        },
+        "p99_ms": {
+            "aim": AIM_P99_MS,
+            "pairs": judged_at,
+            "value": at["arbiter"]["p99_ms"],
+            "met": at["arbiter"]["p99_ms"] < AIM_P99_MS,
+        },
+        "bare_over_arbiter": {
+            "aim": AIM_BARE_OVER_ARBITER,
+            "pairs": "every level",
+            "value": worst,
+            "met": worst <= AIM_BARE_OVER_ARBITER,
+        },
+    }
+
+
+def run(options: Options) -> SectionResult:
+    size = QUICK if options.quick else FULL
+    name = f"oanp_bench_quick_{os.getpid()}" if options.quick else "oanp_bench"
+    database = bench_database(name)
+    port = _free_port()
+    env = server_environment(database, port)
+    run_tag = f"r{int(time.time()) % 1_000_000:06d}"
+    with fresh_database(database) as version:
+        issued = prepare(env, 1 + sum(size.levels))
+        warmup_pair, rest = issued[:1], issued[1:]
+        with daphne(env, port) as server:
+            # Untimed: loads the code paths, fills the connection pool and the key cache.
+            measure_level(env, server, database, warmup_pair, size.warmup_sessions, f"{run_tag}-w")
+            levels = []
+            for pairs in size.levels:
+                chosen, rest = rest[:pairs], rest[pairs:]
+                level = measure_level(
+                    env,
+                    server,
+                    database,
+                    chosen,
+                    size.sessions_per_pair(pairs),
+                    f"{run_tag}-c{pairs}",
+                )
+                levels.append(level)
+                print(
+                    f"bench: service: {_pair_word(pairs)}: "
+                    f"{level['arbiter']['envelopes_per_s']:.0f} envelopes/s, "
+                    f"bare {level['bare']['requests_per_s']:.0f} req/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    judged_at = AIM_PAIRS if AIM_PAIRS in size.levels else max(size.levels)
+    figures = {
+        "server": {
+            "asgi": "daphne oanp_site.asgi:application (settings bench.site)",
+            "processes": 1,
+            "postgresql": version,
+            "db_pool_max_size": 20,
+            "redis": REDIS_URL,
+            "rate_limit_per_minute": RATE_LIMIT_PER_MINUTE,
+        },
+        "client": {"processes": 1, "library": f"asyncio + httpx {httpx.__version__}"},
+        "levels": levels,
+        "aims": aims_of(levels, judged_at),
+    }
+    rows = [row for level in levels for row in rows_for(level, judged_at)]
+    notes = [
+        "Each pair is a buyer and a merchant agent with their own API keys, negotiating whole "
+        "SFO→JFK sessions with the reference strategies (ceiling 420, floor 280), one envelope "
+        "in flight at a time, each next move read from the 201 answer (no log fetches). "
+        "Latency is the client's round trip of one POST.",
+        "The bare endpoint is a plain Django view in the same Daphne process, behind the same "
+        "middleware: parse the JSON body, one INSERT, a small JSON answer. It is loaded with "
+        "the same bodies the pairs sent, by as many workers as there were pairs.",
+        "One Daphne process, one client process (asyncio + httpx) and PostgreSQL share the "
+        f"machine's {os.cpu_count()} cores. CPU is in cores used over the run: a Daphne figure "
+        "near 1.0 means the server's one Python process is the limit; a whole-machine figure "
+        "near the core count means the machine is.",
+        "The arbiter's throttle runs as in production with its limit raised, so that a busy "
+        "pair is not refused; each level uses agent pairs of its own.",
+        f"The aims on envelopes/s and p99 are judged at {_pair_word(judged_at)}; "
+        "the throughput ratio at every level.",
+    ]
+    return SectionResult("service", TITLE, figures, rows, notes)
+
+
+SECTION = Section("service", TITLE, run)

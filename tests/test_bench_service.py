@@ -1,0 +1,96 @@
+"""The service section in quick mode: a real Daphne on a PostgreSQL database of its own."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.__main__ import main
+from bench.service import QUICK, bench_database
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("bench-service")
+    assert main(["--quick", "--only", "service", "--out", str(directory)]) == 0
+    return directory
+
+
+@pytest.fixture(scope="module")
+def service(out: Path) -> dict[str, Any]:
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    section: dict[str, Any] = results["sections"]["service"]
+    return section
+
+
+def test_every_level_of_the_quick_run_was_measured(service: dict[str, Any]) -> None:
+    assert service["quick"] is True
+    assert [level["pairs"] for level in service["figures"]["levels"]] == list(QUICK.levels)
+
+
+def test_every_session_ended_agreed_with_six_party_envelopes(service: dict[str, Any]) -> None:
+    for level in service["figures"]["levels"]:
+        arbiter = level["arbiter"]
+        sessions = level["pairs"] * level["sessions_per_pair"]
+        assert arbiter["sessions"] == sessions > 0
+        assert arbiter["states"] == {"AGREED": sessions}
+        assert arbiter["agreed"] == sessions
+        assert arbiter["envelopes"] == 6 * sessions
+
+
+def test_the_arbiter_and_the_bare_endpoint_have_positive_rates(service: dict[str, Any]) -> None:
+    for level in service["figures"]["levels"]:
+        arbiter, bare = level["arbiter"], level["bare"]
+        assert arbiter["envelopes_per_s"] > 0
+        assert arbiter["sessions_per_s"] > 0
+        assert 0 < arbiter["p50_ms"] <= arbiter["p99_ms"]
+        # The peer saw the very bodies the pairs sent, one request each.
+        assert bare["requests"] == arbiter["envelopes"]
+        assert bare["requests_per_s"] > 0
+        assert 0 < bare["p50_ms"] <= bare["p99_ms"]
+        assert level["bare_over_arbiter"] == pytest.approx(
+            bare["requests_per_s"] / arbiter["envelopes_per_s"]
+        )
+
+
+def test_cpu_of_both_sides_is_reported(service: dict[str, Any]) -> None:
+    for level in service["figures"]["levels"]:
+        for run in (level["arbiter"], level["bare"]):
+            assert run["client_cpu_cores"] > 0
+            assert run["server_cpu_cores"] > 0
+            assert run["machine_busy_cores"] > 0
+
+
+def test_aims_are_judged(service: dict[str, Any]) -> None:
+    aims = service["figures"]["aims"]
+    assert aims["envelopes_per_s"]["aim"] == 500
+    assert aims["p99_ms"]["aim"] == 50
+    assert aims["bare_over_arbiter"]["aim"] == 3.0
+    assert all(isinstance(aim["met"], bool) for aim in aims.values())
+
+
+def test_markdown_holds_the_service_table(out: Path) -> None:
+    text = (out / "BENCHMARKS.md").read_text(encoding="utf-8")
+    assert "## service:" in text
+    assert "| Measure | Figure | Beside it, same run | Aim |" in text
+    for pairs in ("1 pair", "2 pairs"):
+        assert f"| arbiter, {pairs}: envelopes/s |" in text
+        assert f"| arbiter, {pairs}: envelope latency p50 / p99 |" in text
+        assert f"| arbiter, {pairs}: bare endpoint throughput / arbiter throughput |" in text
+    assert "bare endpoint:" in text
+
+
+def test_the_bench_database_is_its_own_on_the_configured_server() -> None:
+    database = bench_database(
+        "oanp_bench", {"DATABASE_URL": "postgres://alice:s%40cret@db.example:6543/oanp"}
+    )
+    assert (database.host, database.port, database.user, database.password) == (
+        "db.example",
+        6543,
+        "alice",
+        "s@cret",
+    )
+    assert database.url == "postgres://alice:s%40cret@db.example:6543/oanp_bench"
+    default = bench_database("oanp_bench", {})
+    assert default.url == "postgres://postgres@127.0.0.1:5432/oanp_bench"
