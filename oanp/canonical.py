@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, TypeAlias
@@ -128,9 +129,93 @@ def _number(value: Decimal | float, path: str) -> int | float:
     return as_float
 
 
+class _Slow(Exception):
+    """The value holds something the C encoder would not spell as RFC 8785 does."""
+
+
+#: Compact, keys sorted, non-ASCII written as itself. A cycle never reaches it: the walk of
+#: :func:`_jcs_ready` fails on it first, with the ``RecursionError`` ``rfc8785`` raises too.
+_encode = json.JSONEncoder(
+    ensure_ascii=False, check_circular=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+).encode
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+#: Non-integral doubles at least this large print the same in ``repr`` and ECMAScript.
+_FIXED_FROM = 1e-4
+
+
+def _jcs_ready(value: Any) -> Any:
+    """``value`` as the C encoder spells in RFC 8785, or raise :class:`_Slow`.
+
+    Returns ``value`` itself unless a whole float had to become an ``int``, in which case the
+    containers on its path are copied. Exact types only: subclasses, ``Decimal`` and anything
+    else go the slow way, which then raises whatever ``rfc8785`` raises.
+    """
+    kind = type(value)
+    if kind is dict:
+        copy: dict[str, Any] | None = None
+        for key, item in value.items():
+            if type(key) is not str or (not key.isascii() and _ASTRAL.search(key)):
+                raise _Slow
+            kind = type(item)
+            if kind is str or item is None or kind is bool:
+                continue  # the common leaves, without a call
+            if kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                continue
+            ready = _jcs_ready(item)
+            if ready is not item:
+                if copy is None:
+                    copy = dict(value)
+                copy[key] = ready
+        return value if copy is None else copy
+    if kind is list or kind is tuple:
+        converted: list[Any] | None = None
+        for index, item in enumerate(value):
+            ready = _jcs_ready(item)
+            if ready is not item:
+                if converted is None:
+                    converted = list(value)
+                converted[index] = ready
+        return value if converted is None else converted
+    if kind is str or value is None or kind is bool:
+        return value
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+    elif kind is float:
+        if value.is_integer():
+            if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                return int(value)  # 340.0 -> 340, -0.0 -> 0
+        elif _FIXED_FROM <= abs(value) < 1e16:  # the bound refuses the infinities; NaN fails both
+            return value
+    raise _Slow
+
+
 def canonical_bytes(value: JsonValue) -> bytes:
-    """RFC 8785 bytes of an already normalized value (see :func:`json_value`)."""
-    return rfc8785.dumps(value)
+    """RFC 8785 bytes of an already normalized value (see :func:`json_value`).
+
+    Byte for byte what ``rfc8785.dumps`` gives, and the same error class for what it refuses.
+    Values :func:`_jcs_ready` vouches for take the C :mod:`json` encoder, which then writes
+    RFC 8785 exactly; anything else takes the ``rfc8785`` package:
+
+    - strings: with ``ensure_ascii=False`` it escapes ``"``, ``\\`` and the controls below
+      U+0020 (``\\b \\t \\n \\f \\r``, the rest as lowercase ``\\u00xx``) and nothing
+      else, as RFC 8785 section 3.2.2.2 does; a lone surrogate fails the UTF-8 encoding and goes
+      the slow way, which refuses it;
+    - keys: exact ``str``, sorted by code point, which is RFC 8785's UTF-16 order unless a key
+      holds a character beyond U+FFFF: such objects go the slow way;
+    - integers: the same decimal digits, within ±(2^53-1); beyond it the slow way refuses;
+    - floats: ``rfc8785`` lays out the shortest round-trip digits of ``repr``, as ECMAScript
+      does. A non-integral double of magnitude at least 1e-4 (and below 2^52, as every
+      non-integral double is) is written by ``repr`` in plain positional form, as ECMAScript
+      writes it; a whole float within ±(2^53-1) becomes an ``int``, whose digits are ECMAScript's
+      (``340.0`` is ``340``, ``-0.0`` is ``0``). The rest goes the slow way: below 1e-4 ``repr``
+      writes ``1e-05`` where ECMAScript writes ``0.00001``, larger whole floats ``1e+16`` or a
+      trailing ``.0``, and NaN and the infinities are refused.
+    """
+    try:
+        return _encode(_jcs_ready(value)).encode("utf-8")
+    except (_Slow, UnicodeEncodeError):
+        return rfc8785.dumps(value)
 
 
 def sha256_hex(data: bytes) -> str:
