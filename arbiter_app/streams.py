@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
 
 from arbiter_app import events, selectors
 from arbiter_app.auth import credential_for
@@ -98,6 +99,17 @@ async def _authorized(request: HttpRequest) -> AgentCredential | HttpResponse:
             instance=request.path,
         )
         return problem_response(body, {"WWW-Authenticate": 'Bearer realm="oanp"'})
+    if request.method != "GET":
+        # Without this, POST met the CSRF middleware (403 HTML) and OPTIONS or HEAD opened a
+        # stream. Checked after the key, as DRF does for the other endpoints.
+        body = problem_body(
+            status=405,
+            code="method_not_allowed",
+            title="Method not allowed",
+            detail=f"{request.method} is not allowed here; use GET",
+            instance=request.path,
+        )
+        return problem_response(body, {"Allow": "GET"})
     return credential
 
 
@@ -123,6 +135,7 @@ def _stream(chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
 # One session --------------------------------------------------------------------------------
 
 
+@csrf_exempt  # API keys, not cookies, authenticate these; any method gets its problem+json
 async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
     agent = await _authorized(request)
     if isinstance(agent, HttpResponse):
@@ -191,6 +204,7 @@ def _inbox_cursor(value: str | None) -> int | None:
     return int(digits)
 
 
+@csrf_exempt
 async def inbox_events(request: HttpRequest) -> HttpResponse:
     agent = await _authorized(request)
     if isinstance(agent, HttpResponse):

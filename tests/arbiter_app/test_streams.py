@@ -476,6 +476,40 @@ def test_streams_refuse_outsiders_strangers_and_bad_cursors(
             _problem(refused, 400, "bad_cursor")
 
 
+def test_streams_answer_other_methods_with_405(
+    live_arbiter: LiveServer, keys: tuple[Agent, Agent]
+) -> None:
+    with live_client(live_arbiter) as client:
+        run = Stepper(client, *keys, session_id="sess-methods")
+        run.open()
+        for path in (events_path(run.session_id), INBOX):
+            for method in ("POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
+                response = client.request(method, path, headers=keys[0].headers, content=b"{}")
+                _problem(response, 405, "method_not_allowed")
+                assert response.headers["allow"] == "GET"
+            response = client.head(path, headers=keys[0].headers)
+            assert (response.status_code, response.headers["allow"]) == (405, "GET")
+            # Strangers still learn nothing but that a key is needed.
+            _problem(client.post(path), 401, "unauthorized")
+
+
+def test_a_stream_ends_after_a_close_too(
+    live_arbiter: LiveServer, keys: tuple[Agent, Agent]
+) -> None:
+    with live_client(live_arbiter) as client:
+        run = Stepper(client, *keys, session_id="sess-withdrawn")
+        run.open()
+        run.until(3)  # open, ack, propose
+        run.outbox.clear()
+        run.outbox.append((keys[1], run.merchant.withdraw(now())))
+        log = run.finish()
+        with event_stream(client, events_path(run.session_id), keys[0]) as stream:
+            frames = list(stream)
+    assert_frames_are_the_log(frames, log)
+    assert frames[-1].event == "session.close"
+    assert frames[-1].entry["envelope"]["sender"]["role"] == "arbiter"
+
+
 # Frames while the negotiation runs ----------------------------------------------------------
 
 
