@@ -70,6 +70,10 @@ def read_json(data: bytes | str) -> Any:
         raise MalformedEnvelope(f"body is not valid JSON: {exc}") from exc
 
 
+class _Slow(Exception):
+    """A fast path declines the value; the general one answers for it."""
+
+
 def json_value(
     value: object, path: str = "$", depth: int = 0, *, max_depth: int = MAX_DEPTH
 ) -> JsonValue:
@@ -77,6 +81,57 @@ def json_value(
 
     ``Decimal`` becomes ``int`` when whole and within I-JSON, ``float`` otherwise.
     """
+    try:
+        plain: JsonValue = _plain_json(value, depth, max_depth)
+    except _Slow:
+        return _json_value(value, path, depth, max_depth=max_depth)
+    return plain
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _plain_json(value: Any, depth: int, max_depth: int) -> Any:
+    """:func:`_json_value` for the exact JSON types, keeping no path; :class:`_Slow` wherever
+    it would raise, and for any other type (subclasses too), so that it says where."""
+    if depth > max_depth:
+        raise _Slow
+    kind = type(value)
+    if kind is dict:
+        out: dict[str, Any] = {}
+        depth += 1
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or _encodes(key)):
+                raise _Slow
+            if type(item) is str and item.isascii() and depth <= max_depth:
+                out[key] = item  # the common leaf, without a call
+            else:
+                out[key] = _plain_json(item, depth, max_depth)
+        return out
+    if kind is list or kind is tuple:
+        return [_plain_json(item, depth + 1, max_depth) for item in value]
+    if kind is str:
+        if value.isascii() or _encodes(value):
+            return value
+    elif value is None or kind is bool:
+        return value
+    elif kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+    elif kind is Decimal or kind is ExponentDecimal or kind is float:
+        try:
+            return _number(value, "$")
+        except SchemaInvalid:
+            raise _Slow from None
+    raise _Slow
+
+
+def _json_value(value: object, path: str, depth: int, *, max_depth: int) -> JsonValue:
     if depth > max_depth:
         raise SchemaInvalid("too deeply nested", errors=[FieldError(path, "nests too deeply")])
     if value is None or isinstance(value, bool):
@@ -104,12 +159,12 @@ def json_value(
                 raise SchemaInvalid(
                     "invalid key", errors=[FieldError(path, "keys must be strings")]
                 )
-            json_value(key, path)  # a key must be a valid string too
-            out[key] = json_value(item, f"{path}.{key}", depth + 1, max_depth=max_depth)
+            _json_value(key, path, 0, max_depth=MAX_DEPTH)  # a key must be a valid string too
+            out[key] = _json_value(item, f"{path}.{key}", depth + 1, max_depth=max_depth)
         return out
     if isinstance(value, list | tuple):
         return [
-            json_value(item, f"{path}[{i}]", depth + 1, max_depth=max_depth)
+            _json_value(item, f"{path}[{i}]", depth + 1, max_depth=max_depth)
             for i, item in enumerate(value)
         ]
     raise SchemaInvalid(
@@ -127,10 +182,6 @@ def _number(value: Decimal | float, path: str) -> int | float:
     if as_float in (float("inf"), float("-inf")):
         raise SchemaInvalid("number out of range", errors=[FieldError(path, "overflows a double")])
     return as_float
-
-
-class _Slow(Exception):
-    """The value holds something the C encoder would not spell as RFC 8785 does."""
 
 
 #: Compact, keys sorted, non-ASCII written as itself. A cycle never reaches it: the walk of

@@ -12,6 +12,7 @@ import math
 import struct
 import sys
 from decimal import Decimal
+from enum import IntEnum, StrEnum
 from typing import Any
 
 import pytest
@@ -19,7 +20,15 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oanp.canonical import MAX_SAFE_INTEGER, canonical_bytes, json_value
+from oanp.canonical import (
+    MAX_DEPTH,
+    MAX_SAFE_INTEGER,
+    ExponentDecimal,
+    _json_value,
+    canonical_bytes,
+    json_value,
+)
+from oanp.errors import SchemaInvalid
 
 
 def same_as_reference(value: Any) -> None:
@@ -192,3 +201,56 @@ def test_deep_nesting_fails_as_the_reference_does() -> None:
     for _ in range(sys.getrecursionlimit() + 10):
         value = [value]
     same_as_reference(value)
+
+
+# json_value: its fast path and its general one ------------------------------------------------
+
+
+def typed(value: Any) -> Any:
+    """``value`` with every type spelled out, so ``1``, ``1.0`` and ``True`` stay apart."""
+    if isinstance(value, dict):
+        return ("dict", [(typed(k), typed(v)) for k, v in value.items()])
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [typed(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+class Tag(StrEnum):
+    A = "a"
+
+
+class Level(IntEnum):
+    HIGH = 3
+
+
+parsed_values = st.recursive(
+    st.one_of(
+        scalars,
+        st.decimals(allow_nan=False, allow_infinity=False),
+        st.decimals(),
+        st.sampled_from([Decimal("1e400"), ExponentDecimal("3.4e2"), Tag.A, Level.HIGH, b"x"]),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.lists(inner, max_size=5).map(tuple),
+        st.dictionaries(st.one_of(keys, st.sampled_from([Tag.A, 1])), inner, max_size=5),
+    ),
+    max_leaves=30,
+)
+
+
+def general(value: Any, max_depth: int) -> Any:
+    try:
+        return typed(_json_value(value, "$", 0, max_depth=max_depth))
+    except SchemaInvalid as exc:
+        return ("refused", str(exc), exc.errors)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(parsed_values, st.sampled_from([0, 1, 2, 3, MAX_DEPTH]))
+def test_json_value_answers_as_its_general_path(value: Any, max_depth: int) -> None:
+    try:
+        fast = typed(json_value(value, max_depth=max_depth))
+    except SchemaInvalid as exc:
+        fast = ("refused", str(exc), exc.errors)
+    assert fast == general(value, max_depth)
