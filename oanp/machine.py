@@ -15,10 +15,11 @@ which leaves by :data:`EVALUATION_EXITS`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any, Protocol
 
 from oanp.canonical import JsonObject, canonical_bytes
@@ -188,6 +189,17 @@ class SessionState:
         return self.buyer_commit if role is B else self.merchant_commit
 
 
+_STATE_FIELDS = tuple(f.name for f in fields(SessionState))
+_state_values = attrgetter(*_STATE_FIELDS)
+
+
+def _evolve(state: SessionState, changes: dict[str, Any]) -> SessionState:
+    """``dataclasses.replace`` without its scan of the fields on every call (all are init)."""
+    values = dict(zip(_STATE_FIELDS, _state_values(state), strict=True))
+    values.update(changes)
+    return SessionState(**values)
+
+
 class Negotiation:
     """One session as the arbiter runs it. Create with :meth:`open`, then :meth:`feed`."""
 
@@ -344,7 +356,7 @@ class _Step:
             seq=head.seq + 1, received_at=self.now, envelope=body, prev_hash=head.entry_hash
         )
         self.entries.append(entry)
-        self.state = replace(self.state, head=head.after(entry), **changes)
+        self.state = _evolve(self.state, {"head": head.after(entry), **changes})
         return entry
 
     def _emit(self, kind: MessageType, payload: JsonObject, **changes: Any) -> Entry:
@@ -362,14 +374,12 @@ class _Step:
             **changes,
         )
 
+    def moving(self, turn: Role) -> dict[str, Any]:
+        """The changes that hand the turn to ``turn``, whose response window starts now."""
+        return {"phase": Phase.NEGOTIATING, "turn": turn, "turn_deadline": self.window_end()}
+
     def to_move(self, turn: Role, **changes: Any) -> None:
-        self.state = replace(
-            self.state,
-            phase=Phase.NEGOTIATING,
-            turn=turn,
-            turn_deadline=self.window_end(),
-            **changes,
-        )
+        self.state = _evolve(self.state, {**self.moving(turn), **changes})
 
     def verdict(
         self,
@@ -509,8 +519,7 @@ COMMITMENT_DETAIL = "the {role}'s constraints_commit differs from the one it com
 def _ack(step: _Step, envelope: Envelope) -> None:
     payload = envelope.payload
     assert isinstance(payload, Ack)
-    step.log(envelope, merchant_commit=payload.constraints_commit, round=1)
-    step.to_move(B)
+    step.log(envelope, merchant_commit=payload.constraints_commit, round=1, **step.moving(B))
 
 
 def _breached(
@@ -545,8 +554,7 @@ def _propose(step: _Step, envelope: Envelope) -> None:
         step, envelope, offer, buyer_price=offer.price, merchant_price=state.merchant_price
     ):
         return
-    step.log(envelope, buyer_price=offer.price)
-    step.to_move(M)
+    step.log(envelope, buyer_price=offer.price, **step.moving(M))
 
 
 def _counter(step: _Step, envelope: Envelope) -> None:
