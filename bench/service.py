@@ -329,6 +329,7 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
         "client_cpu_cores": report["cpu_s"] / wall,
         "server_cpu_cores": report["server_cpu_s"] / window,
         "postgres_cpu_cores": report["postgres_cpu_s"] / window,
+        "server_cpu_ms_per_request": report["server_cpu_s"] * 1000 / report["requests"],
         "machine_busy_cores": report["machine_cpu_s"] / window,
     }
 
@@ -440,6 +441,11 @@ def rows_for(level: dict[str, Any], judged_at: int) -> list[Row]:
             ),
         ),
         Row(
+            f"{who}: Daphne CPU per request",
+            f"{arbiter['server_cpu_ms_per_request']:.1f} ms",
+            f"bare endpoint: {bare['server_cpu_ms_per_request']:.1f} ms",
+        ),
+        Row(
             f"{who}: CPU, in cores, during the arbiter's run",
             f"Daphne {arbiter['server_cpu_cores']:.2f}",
             _cpu_words(arbiter) + " (bare run: Daphne "
@@ -531,7 +537,10 @@ def run(options: Options) -> SectionResult:
         "One Daphne process, one client process (asyncio + httpx) and PostgreSQL share the "
         f"machine's {os.cpu_count()} cores. CPU is in cores used over the run: a Daphne figure "
         "near 1.0 means the server's one Python process is the limit; a whole-machine figure "
-        "near the core count means the machine is.",
+        "near the core count means the machine is; whatever the machine figure holds beyond "
+        "Daphne, its PostgreSQL backends and the client was other work on the machine "
+        "(Redis, PostgreSQL's own processes, anything else running). Daphne CPU per request "
+        "is the figure least moved by such neighbours.",
         "The arbiter's throttle runs as in production with its limit raised, so that a busy "
         "pair is not refused; each level uses agent pairs of its own.",
         f"The aims on envelopes/s and p99 are judged at {_pair_word(judged_at)}; "

@@ -60,6 +60,7 @@ def test_cpu_of_both_sides_is_reported(service: dict[str, Any]) -> None:
             assert run["client_cpu_cores"] > 0
             assert run["server_cpu_cores"] > 0
             assert run["machine_busy_cores"] > 0
+            assert run["server_cpu_ms_per_request"] > 0
 
 
 def test_aims_are_judged(service: dict[str, Any]) -> None:
