@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import hmac
+import time
+from functools import cache
 
 from django.conf import settings
+from django.core.cache import DEFAULT_CACHE_ALIAS, caches
+from django.core.cache.backends.base import BaseCache
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle
 
 from arbiter_app.models import AgentCredential
 from arbiter_app.services import KEY_PREFIX, key_digest
@@ -44,16 +48,41 @@ class ApiKeyAuthentication(BaseAuthentication):
         return 'Bearer realm="oanp"'
 
 
-class ApiKeyRateThrottle(SimpleRateThrottle):
-    """Requests per API key and minute, ``settings.OANP_RATE_LIMIT_PER_MINUTE``."""
+WINDOW_SECONDS = 60
 
-    scope = "api_key"
 
-    def get_rate(self) -> str:
-        return f"{settings.OANP_RATE_LIMIT_PER_MINUTE}/min"
+@cache
+def _budgets() -> BaseCache:
+    # Django gives every request context a cache object of its own, and with Redis a connection
+    # pool of its own: under ASGI that is a new connection per request. One object for the
+    # process keeps one pool.
+    return caches.create_connection(DEFAULT_CACHE_ALIAS)
 
-    def get_cache_key(self, request: Request, view: object) -> str | None:
+
+class ApiKeyRateThrottle(BaseThrottle):
+    """``settings.OANP_RATE_LIMIT_PER_MINUTE`` requests per API key in each clock minute,
+    counted with one atomic increment in the shared cache."""
+
+    def __init__(self) -> None:
+        self.retry_after: float | None = None
+
+    def allow_request(self, request: Request, view: object) -> bool:
         credential = request.auth
         if not isinstance(credential, AgentCredential):
-            return None
-        return self.cache_format % {"scope": self.scope, "ident": credential.prefix}
+            return True
+        now = time.time()
+        window = int(now // WINDOW_SECONDS) * WINDOW_SECONDS
+        key = f"oanp-rate:{credential.prefix}:{window}"
+        store = _budgets()
+        store.add(key, 0, timeout=2 * WINDOW_SECONDS)
+        try:
+            count = store.incr(key)
+        except ValueError:  # the counter expired between the two calls: a new window
+            count = 1
+        if count <= settings.OANP_RATE_LIMIT_PER_MINUTE:
+            return True
+        self.retry_after = window + WINDOW_SECONDS - now
+        return False
+
+    def wait(self) -> float | None:
+        return self.retry_after
