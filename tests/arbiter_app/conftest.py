@@ -19,7 +19,7 @@ import httpx
 import pytest
 from django.db import connection
 
-from tests.arbiter_app.factories import Agent, make_agent
+from tests.arbiter_app.factories import Agent, ClientNegotiation, make_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,3 +105,12 @@ def live_arbiter(django_db_setup: None, django_db_blocker: Any) -> Iterator[Live
     process.terminate()
     process.wait(10)
     log.close()
+
+
+@pytest.fixture
+def logged(client: Any, buyer: Agent, merchant: Agent) -> ClientNegotiation:
+    """A finished SFO→JFK session: nine entries on the record."""
+    run = ClientNegotiation(client, buyer, merchant)
+    run.open()
+    run.finish()
+    return run

@@ -30,15 +30,6 @@ def _fresh_throttle() -> Iterator[None]:
     cache.clear()
 
 
-@pytest.fixture
-def logged(client: Any, buyer: Agent, merchant: Agent) -> ClientNegotiation:
-    """A finished SFO→JFK session: nine entries on the record."""
-    run = ClientNegotiation(client, buyer, merchant)
-    run.open()
-    run.finish()
-    return run
-
-
 def entries() -> list[tuple[Any, ...]]:
     return list(Entry.objects.order_by("id").values_list())
 
