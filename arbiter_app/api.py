@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from arbiter_app import selectors, services
 from arbiter_app.auth import ApiKeyRateThrottle
-from arbiter_app.keys import published_jwks
+from arbiter_app.keys import key_history, published_jwks
 from arbiter_app.models import AgentCredential
 from oanp.envelope import MAX_ENVELOPE_BYTES, parse_envelope
 from oanp.errors import EnvelopeTooLarge
@@ -84,6 +84,17 @@ class RevealView(AgentView):
         session = selectors.visible_session(agent=agent, session_id=session_id)
         reveal = services.reveal_constraints(session=session, agent=agent, data=_body(request))
         return _json_response(json.dumps(reveal))
+
+
+class KeysView(APIView):
+    """Every public key the arbiter ever signed with, with its validity window, for good."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    schema = None
+
+    def get(self, request: Request) -> HttpResponse:
+        return _json_response(json.dumps({"keys": key_history()}))
 
 
 class JwksView(APIView):

@@ -7,7 +7,7 @@ JWKs stay in clear forever so that every agreement ever signed stays verifiable.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 
 from cryptography.fernet import Fernet
@@ -111,3 +111,37 @@ def published_jwks() -> dict[str, list[dict[str, object]]]:
     ensure_active_key()
     rows = SigningKey.objects.filter(state__in=[KeyState.ACTIVE, KeyState.RETIRING])
     return jwks_document(row.public_jwk for row in rows)
+
+
+def maintain(*, now: datetime | None = None) -> tuple[SigningKey | None, int]:
+    """The rotation policy: a new key when the active one is ``OANP_KEY_ROTATION_DAYS`` old;
+    a retiring key retired ``OANP_KEY_OVERLAP_DAYS`` after it was replaced.
+
+    Returns the new active key, if one was made, and how many keys retired. Retired keys
+    leave the JWKS but stay at ``/oanp/v0.1/keys`` for good.
+    """
+    now = now or timezone.now()
+    active = ensure_active_key()
+    rotated = None
+    if now - active.activated_at >= timedelta(days=settings.OANP_KEY_ROTATION_DAYS):
+        rotated = rotate(now=now)
+    overlap_ended = now - timedelta(days=settings.OANP_KEY_OVERLAP_DAYS)
+    retired = SigningKey.objects.filter(
+        state=KeyState.RETIRING, retiring_at__lte=overlap_ended
+    ).update(state=KeyState.RETIRED, retired_at=now)
+    return rotated, retired
+
+
+def key_history() -> list[dict[str, object]]:
+    """Every public key the arbiter ever signed with, and when it was valid."""
+    ensure_active_key()
+    return [
+        {
+            **row.public_jwk,
+            "state": row.state,
+            "activated_at": row.activated_at.isoformat(),
+            "retiring_at": row.retiring_at.isoformat() if row.retiring_at else None,
+            "retired_at": row.retired_at.isoformat() if row.retired_at else None,
+        }
+        for row in SigningKey.objects.order_by("activated_at")
+    ]

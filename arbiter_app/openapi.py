@@ -179,6 +179,18 @@ SCHEMAS: dict[str, Schema] = {
         }
     ),
     "Jwks": _object({"keys": {"type": "array", "items": {"type": "object"}}}),
+    "KeyHistory": _object(
+        {
+            "keys": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "description": "A public JWK plus state (active, retiring, retired), "
+                    "activated_at, retiring_at and retired_at.",
+                },
+            }
+        }
+    ),
     "Problem": _object(
         {
             "type": {"type": "string", "format": "uri"},
@@ -333,6 +345,16 @@ PATHS: dict[str, Schema] = {
                 "content": {"application/json": {"schema": _ref("Reveal")}},
             },
         )
+    },
+    "/oanp/v0.1/keys": {
+        "get": {
+            **_operation(
+                "getKeyHistory",
+                "Every signing key ever used, with its state and validity window",
+                {"200": _json("KeyHistory", "Active, retiring and retired public keys.")},
+            ),
+            "security": [],
+        }
     },
     "/.well-known/jwks.json": {
         "get": {

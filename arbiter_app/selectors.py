@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import Q
+from django.utils import timezone
 
 from arbiter_app.models import AgentCredential, Entry, Role, Session
 from arbiter_app.summary import session_summary
@@ -104,3 +106,9 @@ def inbox_page(
         .only(*_ENTRY_FIELDS, "session__session_id")
     )
     return InboxPage([(e.id, e.session.session_id, e) for e in mine], scanned_to, gap_at)
+
+
+def due_sessions(now: datetime | None = None, limit: int = 1000) -> list[str]:
+    """Live sessions whose next timer has fallen due, the most overdue first."""
+    due = Session.objects.filter(next_deadline__lte=now or timezone.now()).order_by("next_deadline")
+    return list(due.values_list("session_id", flat=True)[:limit])

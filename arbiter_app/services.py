@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from arbiter_app import events
+from arbiter_app import events, timers
 from arbiter_app.keys import ActiveSigner
 from arbiter_app.models import AgentCredential, Entry, Role, Session
 from arbiter_app.summary import session_summary
@@ -106,7 +106,7 @@ def _receive(envelope: Envelope, now: datetime) -> Outcome | TimerExpired:
     session = Session.objects.select_for_update().filter(session_id=envelope.session_id).first()
     if session is None:
         return _open(envelope, now)
-    negotiation = Negotiation(load_state(json.loads(session.state)), arbiter())
+    negotiation = _negotiation(session)
     state = negotiation.state
     if envelope.type is MessageType.SESSION_OPEN:
         if envelope.agent_id != state.buyer_agent_id:
@@ -127,6 +127,29 @@ def _receive(envelope: Envelope, now: datetime) -> Outcome | TimerExpired:
         _append(session, negotiation, negotiation.expire(now), now=now)
         return late
     return _append(session, negotiation, entries, now=now, envelope=envelope)
+
+
+def _negotiation(session: Session) -> Negotiation:
+    return Negotiation(load_state(json.loads(session.state)), arbiter())
+
+
+def expire_session(*, session_id: str, now: datetime | None = None) -> bool:
+    """Close the session if its timer fell due by ``now``; whoever calls, it closes once.
+
+    The row lock orders this against envelopes: one arriving first moves the timer; one
+    arriving after finds the session closed.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        session = Session.objects.select_for_update().filter(session_id=session_id).first()
+        if session is None or session.next_deadline is None or session.next_deadline > now:
+            return False
+        negotiation = _negotiation(session)
+        entries = negotiation.expire(now)
+        if not entries:
+            return False
+        _append(session, negotiation, entries, now=now)
+    return True
 
 
 def _open(envelope: Envelope, now: datetime) -> Outcome:
@@ -206,6 +229,7 @@ def _append(
     if envelope is not None:
         rows[0].body_digest, rows[0].answer = _digest(envelope), answer
     Entry.objects.bulk_create(rows)
+    # robust: the commit stands whatever a listener or the broker does afterwards.
     transaction.on_commit(
         partial(
             events.announce,
@@ -213,8 +237,14 @@ def _append(
             buyer_agent_id=session.buyer_agent_id,
             merchant_agent_id=session.merchant_agent_id,
             entries=as_json,
-        )
+        ),
+        robust=True,
     )
+    if session.next_deadline is not None:
+        transaction.on_commit(
+            partial(timers.arm, session_id=session.session_id, due=session.next_deadline, now=now),
+            robust=True,
+        )
     return Outcome(201, answer)
 
 

@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "channels",
+    "django_celery_beat",
     "arbiter_app",
     "sessions_app",
 ]
@@ -158,3 +159,49 @@ OANP_KEY_ENCRYPTION_KEY = (
 )
 # Envelopes per API key and minute: generous for a busy agent, stops a runaway loop.
 OANP_RATE_LIMIT_PER_MINUTE = int(os.environ.get("OANP_RATE_LIMIT_PER_MINUTE", "600"))
+
+# Background work: Celery with Redis as the broker. Without REDIS_URL, a broker that keeps its
+# queue in files under var/, so the embedded default needs no server and timers still fire.
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+else:
+    CELERY_BROKER_URL = "filesystem://"
+    _QUEUE_DIR = VAR_DIR / "celery"
+    for _folder in ("queue", "processed"):
+        (_QUEUE_DIR / _folder).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_QUEUE_DIR / "queue"),
+        "data_folder_out": str(_QUEUE_DIR / "queue"),
+        "processed_folder": str(_QUEUE_DIR / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+# A task is acknowledged when it finished, and given back when its worker dies mid-way.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+
+# How often the sweep closes every session whose timer fell due: it backs up the task each
+# timer schedules, and catches up after the worker was down.
+OANP_TIMER_SWEEP_SECONDS = float(os.environ.get("OANP_TIMER_SWEEP_SECONDS", "30"))
+# Timers due within this horizon get a task of their own at the due time; later ones wait for
+# the sweep (a broker may hand a long-waiting task out twice).
+OANP_TIMER_HORIZON_SECONDS = float(os.environ.get("OANP_TIMER_HORIZON_SECONDS", "900"))
+OANP_KEY_ROTATION_DAYS = float(os.environ.get("OANP_KEY_ROTATION_DAYS", "30"))
+# How long a replaced key stays in the JWKS, for agents that cached it.
+OANP_KEY_OVERLAP_DAYS = float(os.environ.get("OANP_KEY_OVERLAP_DAYS", "7"))
+
+CELERY_BEAT_SCHEDULE = {
+    "sweep-timers": {
+        "task": "arbiter_app.tasks.sweep_timers",
+        "schedule": OANP_TIMER_SWEEP_SECONDS,
+    },
+    # Hourly, the key policy: rotate every OANP_KEY_ROTATION_DAYS, retire after the overlap.
+    "maintain-signing-keys": {
+        "task": "arbiter_app.tasks.maintain_signing_keys",
+        "schedule": float(os.environ.get("OANP_KEY_CHECK_SECONDS", "3600")),
+    },
+}

@@ -1,0 +1,24 @@
+"""Celery tasks: thin, each calls one service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from arbiter_app import keys, selectors, services
+
+
+@shared_task
+def expire_session(session_id: str) -> bool:
+    return services.expire_session(session_id=session_id)
+
+
+@shared_task
+def sweep_timers() -> int:
+    """Close every session whose timer fell due, however its own task fared."""
+    return sum(services.expire_session(session_id=s) for s in selectors.due_sessions())
+
+
+@shared_task
+def maintain_signing_keys() -> str | None:
+    rotated, _ = keys.maintain()
+    return None if rotated is None else rotated.kid

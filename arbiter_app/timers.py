@@ -1,0 +1,28 @@
+"""Arming session timers: a task at the due time, backed up by the periodic sweep."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.conf import settings
+
+from oanp_site.celery import app
+
+log = logging.getLogger(__name__)
+
+EXPIRE_TASK = "arbiter_app.tasks.expire_session"
+
+
+def arm(*, session_id: str, due: datetime, now: datetime) -> None:
+    """Ask the worker to close ``session_id`` at ``due``, if it is due soon enough.
+
+    A timer that moves arms a new task; the old one then finds nothing due and does nothing.
+    Far timers are left to the sweep, so no task waits for hours in the broker.
+    """
+    if (due - now).total_seconds() > settings.OANP_TIMER_HORIZON_SECONDS:
+        return
+    try:
+        app.send_task(EXPIRE_TASK, args=[session_id], eta=due)
+    except Exception:  # the broker is away: the sweep closes the session instead
+        log.warning("could not arm the timer of session %s; the sweep will", session_id)
