@@ -61,6 +61,96 @@ def _database_url() -> str:
     return f"postgres://{at}{host}:{port}/{settings['NAME']}"
 
 
+class Worker:
+    """A real Celery worker with beat, on the test database and the test broker."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env = env
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "oanp_site",
+                "worker",
+                "-B",
+                "--scheduler",
+                "celery.beat:PersistentScheduler",
+                "--schedule",
+                str(self.log_path.with_suffix(".beat")),
+                "--pool",
+                "threads",
+                "--concurrency",
+                "4",
+                "--loglevel",
+                "INFO",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while b" ready." not in self.log_path.read_bytes()[offset:]:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the Celery worker did not start; see {self.log_path}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: no chance to finish or hand anything back."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="session")
+def worker_env(django_db_setup: None, django_db_blocker: Any) -> dict[str, str]:
+    with django_db_blocker.unblock():
+        database_url = _database_url()
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "OANP_TIMER_SWEEP_SECONDS": "1",
+        "OANP_ALLOW_PRIVATE_TARGETS": "true",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(worker_env: dict[str, str]) -> Iterator[Worker]:
+    """The worker runs for the whole session; tests that kill it start it again."""
+    subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "oanp_site", "purge", "-f"],
+        cwd=ROOT,
+        env=worker_env,
+        check=True,
+        capture_output=True,
+    )
+    log_path = ROOT / "var" / f"worker-{os.getpid()}.log"
+    worker = Worker(worker_env, log_path)
+    worker.start()
+    yield worker
+    worker.stop()
+
+
 @pytest.fixture(scope="session")
 def live_arbiter(django_db_setup: None, django_db_blocker: Any) -> Iterator[LiveServer]:
     """Daphne serving the project's ASGI application on the test database, as in production."""
