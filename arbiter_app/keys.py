@@ -145,3 +145,9 @@ def key_history() -> list[dict[str, object]]:
         }
         for row in SigningKey.objects.order_by("activated_at")
     ]
+
+
+def every_public_jwk() -> dict[str, list[dict[str, object]]]:
+    """A JWKS of every key ever used, retired ones included: what old agreements need."""
+    ensure_active_key()
+    return jwks_document(row.public_jwk for row in SigningKey.objects.order_by("activated_at"))

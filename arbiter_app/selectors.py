@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from arbiter_app.models import AgentCredential, Entry, Role, Session
@@ -112,3 +112,19 @@ def due_sessions(now: datetime | None = None, limit: int = 1000) -> list[str]:
     """Live sessions whose next timer has fallen due, the most overdue first."""
     due = Session.objects.filter(next_deadline__lte=now or timezone.now()).order_by("next_deadline")
     return list(due.values_list("session_id", flat=True)[:limit])
+
+
+# The dashboard's reads: sessions of some merchant agents (None: every session) ------------
+
+
+def sessions_of(merchant_agent_ids: list[str] | None) -> QuerySet[Session]:
+    """Sessions whose merchant agent is one of ``merchant_agent_ids``; all when ``None``."""
+    sessions = Session.objects.all()
+    if merchant_agent_ids is not None:
+        sessions = sessions.filter(merchant_agent_id__in=merchant_agent_ids)
+    return sessions
+
+
+def session_entries(session: Session) -> list[JsonObject]:
+    """Every entry of the session as JSON, in order."""
+    return [e.as_json() for e in entries_after(session)]

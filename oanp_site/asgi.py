@@ -1,8 +1,11 @@
-"""The ASGI entry point (Daphne): HTTP, event streams included, through Channels' router."""
+"""The ASGI entry point (Daphne): HTTP, event streams included, and the dashboard's
+WebSockets, through Channels' router."""
 
 import os
 
-from channels.routing import ProtocolTypeRouter
+from channels.auth import AuthMiddlewareStack
+from channels.routing import ProtocolTypeRouter, URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oanp_site.settings")
@@ -10,4 +13,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oanp_site.settings")
 # Django first: it sets up the app registry that everything routed below relies on.
 django_application = get_asgi_application()
 
-application = ProtocolTypeRouter({"http": django_application})
+from sessions_app.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_application,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
+    }
+)

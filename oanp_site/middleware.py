@@ -15,6 +15,7 @@ from django.middleware.clickjacking import XFrameOptionsMiddleware as _XFrameOpt
 from django.middleware.common import CommonMiddleware as _Common
 from django.middleware.csrf import CsrfViewMiddleware as _CsrfView
 from django.middleware.security import SecurityMiddleware as _Security
+from whitenoise.middleware import WhiteNoiseMiddleware as _WhiteNoise
 
 
 class SecurityMiddleware(_Security):
@@ -42,4 +43,8 @@ class MessageMiddleware(_Message):
 
 
 class XFrameOptionsMiddleware(_XFrameOptions):
+    async_capable = False
+
+
+class WhiteNoiseMiddleware(_WhiteNoise):
     async_capable = False

@@ -37,6 +37,7 @@ MIDDLEWARE = [
     f"oanp_site.middleware.{name}"
     for name in (
         "SecurityMiddleware",
+        "WhiteNoiseMiddleware",
         "SessionMiddleware",
         "CommonMiddleware",
         "CsrfViewMiddleware",
@@ -124,6 +125,16 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+# Daphne serves the dashboard's files itself, straight from static/, no collectstatic step.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+MEDIA_ROOT = VAR_DIR / "media"
+
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -155,6 +166,13 @@ OANP_KEY_ENCRYPTION_KEY = (
     os.environ.get("OANP_KEY_ENCRYPTION_KEY")
     or base64.urlsafe_b64encode(
         hashlib.sha256(b"oanp-signing-keys:" + SECRET_KEY.encode()).digest()
+    ).decode()
+)
+# Fernet key of merchants' vaults (private limits), apart from the arbiter's keys on purpose.
+OANP_VAULT_KEY = (
+    os.environ.get("OANP_VAULT_KEY")
+    or base64.urlsafe_b64encode(
+        hashlib.sha256(b"oanp-merchant-vaults:" + SECRET_KEY.encode()).digest()
     ).decode()
 )
 # Envelopes per API key and minute: generous for a busy agent, stops a runaway loop.

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from arbiter_app.api import JwksView
@@ -7,6 +8,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("oanp/v0.1/", include("arbiter_app.urls")),
     path(".well-known/jwks.json", JwksView.as_view(), name="jwks"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("sessions_app.urls")),
 ]
 
 handler404 = "arbiter_app.problems.handler404"

@@ -1,1 +1,130 @@
-"""Tenant-side records: Merchant, Membership, AgentProfile, Export, AuditEvent."""
+"""Where people and hosted agents work: merchants, who belongs to which, the agents merchants
+configure, exports and the admin audit log.
+
+A merchant's private limits live here, encrypted with the vault key; the arbiter has no
+import path to them (``arbiter_app`` never imports ``sessions_app``).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Merchant(models.Model):
+    """A merchant organisation: the tenant its members, agents and sessions belong to."""
+
+    name = models.CharField(max_length=200, unique=True)
+    slug = models.SlugField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Role(models.TextChoices):
+    MERCHANT = "merchant", "Merchant member"
+    OPERATOR = "operator", "Operator"
+    ADMIN = "admin", "Admin"
+
+
+class Membership(models.Model):
+    """What a user may see and do: a merchant member sees its merchant only; operators see
+    every session, read-only but for terminating one; admins also manage keys and exports."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.CASCADE, null=True, blank=True, related_name="members"
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(role="merchant", merchant__isnull=False)
+                | ~models.Q(role="merchant"),
+                name="merchant_member_has_merchant",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.role})"
+
+
+class Mode(models.TextChoices):
+    EXTERNAL = "external", "External (its own process, through the API)"
+    HOSTED = "hosted", "Hosted here with a strategy"
+
+
+class AgentProfile(models.Model):
+    """A merchant's agent. ``vault`` holds its private limits, Fernet-encrypted with
+    ``settings.OANP_VAULT_KEY``: no page, API answer or arbiter table shows them in clear."""
+
+    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE, related_name="agents")
+    agent_id = models.CharField(max_length=64, unique=True)
+    display_name = models.CharField(max_length=200, blank=True)
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.HOSTED)
+    strategy = models.CharField(max_length=32, default="reference")
+    vault = models.BinaryField(default=b"")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["merchant__name", "agent_id"]
+
+    def __str__(self) -> str:
+        return self.agent_id
+
+
+class HostedSession(models.Model):
+    """A hosted agent's side of one session: the salt of its commitment, sealed like the
+    vault, so the agent can be rebuilt to answer the next envelope."""
+
+    agent = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="sessions")
+    session_id = models.CharField(max_length=64, unique=True)
+    sealed_salt = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class Export(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="exports"
+    )
+    scope = models.JSONField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    progress = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    bundle = models.FileField(upload_to="exports/", blank=True)
+    summary_csv = models.FileField(upload_to="exports/", blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+
+class AuditEvent(models.Model):
+    """Who did what that an auditor must be able to see: key actions, exports, terminations."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="audit_events"
+    )
+    action = models.CharField(max_length=64)
+    target = models.CharField(max_length=200, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-at"]

@@ -1,0 +1,61 @@
+"""The dashboard's reads, every one scoped by tenant.
+
+A merchant member sees the sessions of its own merchant's agents and nothing else: to it,
+another merchant's session does not exist (404, as for an unknown id). Operators and admins
+see every session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+from django.http import Http404
+
+from arbiter_app import selectors as arbiter
+from arbiter_app.models import Session
+from sessions_app.models import AgentProfile, Membership, Role
+
+
+@dataclass(frozen=True)
+class Scope:
+    role: str
+    merchant_id: int | None
+    #: The merchant agents whose sessions are visible; ``None`` means every session.
+    agent_ids: list[str] | None
+
+    @property
+    def is_staff_role(self) -> bool:
+        return self.role in (Role.OPERATOR, Role.ADMIN)
+
+
+def scope_of(user: AbstractBaseUser | AnonymousUser) -> Scope | None:
+    """What ``user`` may see; ``None`` for a user with no membership (sees nothing)."""
+    membership = Membership.objects.filter(user_id=user.pk).first()
+    if membership is None:
+        return None
+    if membership.role != Role.MERCHANT:
+        return Scope(membership.role, None, None)
+    agent_ids = list(
+        AgentProfile.objects.filter(merchant_id=membership.merchant_id).values_list(
+            "agent_id", flat=True
+        )
+    )
+    return Scope(membership.role, membership.merchant_id, agent_ids)
+
+
+def sessions(scope: Scope) -> QuerySet[Session]:
+    return arbiter.sessions_of(scope.agent_ids)
+
+
+def session(scope: Scope, session_id: str) -> Session:
+    found = sessions(scope).filter(session_id=session_id).first()
+    if found is None:
+        raise Http404("no such session")
+    return found
+
+
+def entries(found: Session) -> list[dict[str, Any]]:
+    return arbiter.session_entries(found)

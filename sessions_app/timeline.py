@@ -1,0 +1,98 @@
+"""What the session page shows, read from the log alone: rounds, prices, verdicts, checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from oanp.commitments import is_weak
+from oanp.envelope import INVARIANTS
+from oanp.invariants import audit_log
+
+
+@dataclass
+class RoundRow:
+    round: int
+    buyer_price: Any = None
+    merchant_price: Any = None
+    accepted_by: str | None = None
+    verdict: str | None = None
+    rationale: str | None = None
+    verdict_seq: int | None = None
+
+    @property
+    def spread(self) -> Any:
+        if self.buyer_price is None or self.merchant_price is None:
+            return None
+        return round(self.merchant_price - self.buyer_price, 6)
+
+
+@dataclass
+class Check:
+    invariant: str
+    status: str
+    why: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Timeline:
+    rounds: list[RoundRow]
+    checks: list[Check]
+    commitments: list[tuple[str, str, bool]]
+    agreement: dict[str, Any] | None
+    agreement_valid: bool | None
+    close: dict[str, Any] | None
+    head_seq: int
+    violations: int
+
+
+def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
+    """Fold the log into rounds, and audit it with :func:`oanp.invariants.audit_log`."""
+    rounds: dict[int, RoundRow] = {}
+    commitments: list[tuple[str, str, bool]] = []
+    agreement = close = None
+    violations = 0
+    for entry in entries:
+        envelope = entry["envelope"]
+        kind, payload = envelope["type"], envelope["payload"]
+        role = envelope["sender"]["role"]
+        if kind in ("session.open", "session.ack"):
+            commit = payload["constraints_commit"]
+            commitments.append((role, commit, is_weak(commit)))
+        elif kind.startswith("offer."):
+            row = rounds.setdefault(payload["round"], RoundRow(payload["round"]))
+            if role == "buyer":
+                row.buyer_price = payload["price"]
+            else:
+                row.merchant_price = payload["price"]
+            if kind == "offer.accept":
+                row.accepted_by = role
+        elif kind == "round.verdict":
+            row = rounds.setdefault(payload["round"], RoundRow(payload["round"]))
+            row.verdict, row.rationale = payload["status"], payload["rationale"]
+            row.buyer_price, row.merchant_price = payload["buyer_price"], payload["merchant_price"]
+            row.verdict_seq = entry["seq"]
+            violations += payload["status"] == "violated"
+        elif kind == "session.agree":
+            agreement = payload
+        elif kind == "session.close" and role == "arbiter":
+            close = payload
+    audit = audit_log(entries, jwks) if entries else None
+    checks = [
+        Check(
+            i,
+            audit.results[i].status.value if audit else "n/a",
+            (audit.results[i].problems or audit.results[i].notes) if audit else [],
+        )
+        for i in INVARIANTS
+    ]
+    return Timeline(
+        rounds=[rounds[r] for r in sorted(rounds)],
+        checks=checks,
+        commitments=commitments,
+        agreement=agreement,
+        agreement_valid=audit.agreement_valid if audit else None,
+        close=close,
+        head_seq=entries[-1]["seq"] if entries else 0,
+        violations=violations,
+    )
