@@ -26,7 +26,7 @@ ensure_service = if ! { $(2); }; then \
 	{ $(2); } || { echo "$(1) did not answer on 127.0.0.1 within $(SERVICE_WAIT)s" >&2; exit 1; }; \
 	fi
 
-.PHONY: venv demo services lint test bench clean
+.PHONY: venv demo services browser lint test bench clean
 
 venv: $(STAMP)
 
@@ -43,6 +43,12 @@ services:
 	@$(call ensure_service,PostgreSQL,$(PG_UP),$(PG_START))
 	@$(call ensure_service,Redis,$(REDIS_UP),$(REDIS_START))
 
+# The dashboard's tests drive Debian's Chromium; install it when it is missing.
+browser:
+	@command -v chromium >/dev/null || { echo "installing chromium"; \
+		apt-get install -y -q chromium >/dev/null || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; }
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
@@ -51,7 +57,7 @@ lint: venv
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/oanp
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-test: venv services lint
+test: venv services browser lint
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest -q
 
 bench: venv
