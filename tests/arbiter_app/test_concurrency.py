@@ -18,7 +18,6 @@ import pytest
 from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.audit import verify_log
 from oanp.log import chain_breaks
-from tests.arbiter_app.conftest import LiveServer
 from tests.arbiter_app.factories import (
     ENVELOPES,
     Agent,
@@ -28,6 +27,7 @@ from tests.arbiter_app.factories import (
     sfo_jfk_agents,
 )
 from tests.arbiter_app.test_streams import INBOX, Frame, event_stream, live_client
+from tests.conftest import LiveServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

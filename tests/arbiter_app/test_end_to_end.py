@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from oanp.audit import verify_log
-from tests.arbiter_app.conftest import LiveServer
 from tests.arbiter_app.factories import HttpNegotiation, make_agent, sfo_jfk_agents
+from tests.conftest import LiveServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -22,7 +22,6 @@ import pytest
 
 from oanp.agents import BuyerAgent, MerchantAgent, PartyAgent
 from oanp.audit import verify_log
-from tests.arbiter_app.conftest import LiveServer
 from tests.arbiter_app.factories import (
     ENVELOPES,
     Agent,
@@ -31,6 +30,7 @@ from tests.arbiter_app.factories import (
     now,
     sfo_jfk_agents,
 )
+from tests.conftest import LiveServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

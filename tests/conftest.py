@@ -1,0 +1,186 @@
+"""Fixtures shared by every test package: a live ASGI server and a real Celery worker, both
+on the test database, as they run in production.
+
+The tests run against the database ``DATABASE_URL`` names (PostgreSQL under ``make test``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=10, **kwargs)
+
+
+def _database_url() -> str:
+    settings = connection.settings_dict
+    if connection.vendor != "postgresql":
+        pytest.fail("the live-server tests need DATABASE_URL to name a PostgreSQL server")
+    user = settings.get("USER") or ""
+    password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
+    at = f"{user}{password}@" if user else ""
+    host = settings.get("HOST") or "127.0.0.1"
+    port = settings.get("PORT") or "5432"
+    return f"postgres://{at}{host}:{port}/{settings['NAME']}"
+
+
+class Worker:
+    """A real Celery worker with beat, on the test database and the test broker."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env = env
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "oanp_site",
+                "worker",
+                "-B",
+                "--scheduler",
+                "celery.beat:PersistentScheduler",
+                "--schedule",
+                str(self.log_path.with_suffix(".beat")),
+                "--pool",
+                "threads",
+                "--concurrency",
+                "4",
+                "--loglevel",
+                "INFO",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while b" ready." not in self.log_path.read_bytes()[offset:]:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the Celery worker did not start; see {self.log_path}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: no chance to finish or hand anything back."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="session")
+def worker_env(django_db_setup: None, django_db_blocker: Any) -> dict[str, str]:
+    with django_db_blocker.unblock():
+        database_url = _database_url()
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "OANP_TIMER_SWEEP_SECONDS": "1",
+        "OANP_ALLOW_PRIVATE_TARGETS": "true",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(worker_env: dict[str, str]) -> Iterator[Worker]:
+    """The worker runs for the whole session; tests that kill it start it again."""
+    subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "oanp_site", "purge", "-f"],
+        cwd=ROOT,
+        env=worker_env,
+        check=True,
+        capture_output=True,
+    )
+    log_path = ROOT / "var" / f"worker-{os.getpid()}.log"
+    worker = Worker(worker_env, log_path)
+    worker.start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture(scope="session")
+def live_arbiter(django_db_setup: None, django_db_blocker: Any) -> Iterator[LiveServer]:
+    """Daphne serving the project's ASGI application on the test database, as in production."""
+    with django_db_blocker.unblock():
+        database_url = _database_url()
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "OANP_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = (ROOT / "var" / f"daphne-{port}.log").open("wb")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "oanp_site.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"{url}/oanp/v0.1/openapi.json", timeout=2)
+            break
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"daphne did not start; see {log.name}")
+            time.sleep(0.1)
+    yield LiveServer(url, process)
+    process.terminate()
+    process.wait(10)
+    log.close()
