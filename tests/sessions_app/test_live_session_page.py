@@ -1,0 +1,113 @@
+"""An operator watches a session live: each round arrives without a reload, verdicts are
+announced, and the chart's table holds exactly the log's prices."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+from django.contrib.auth.models import User
+
+from sessions_app.models import Membership, Role
+from tests.arbiter_app.factories import Agent, make_agent, sfo_jfk_agents
+from tests.conftest import LiveServer
+from tests.sessions_app.browser import chromium, screenshot, sign_in
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SESSION = "sess-live-page"
+
+
+class Stepper:
+    """Two reference agents; each call to :meth:`step` posts exactly one envelope."""
+
+    def __init__(self, client: httpx.Client, buyer_key: Agent, merchant_key: Agent) -> None:
+        self.client = client
+        self.buyer, self.merchant = sfo_jfk_agents(tag="live-")
+        self.keys = {"buyer": buyer_key, "merchant": merchant_key}
+        self.outbox: deque[tuple[str, dict[str, Any]]] = deque()
+        self.log: list[dict[str, Any]] = []
+
+    def open(self) -> None:
+        opening = self.buyer.open(
+            session_id=SESSION,
+            merchant_agent_id="merchant-sfo",
+            item={"route": "SFO-JFK", "date": "2026-04-28"},
+            currency="USD",
+            now=datetime.now(UTC),
+        )
+        self.outbox.append(("buyer", opening))
+        self.step()
+
+    def step(self) -> str:
+        role, envelope = self.outbox.popleft()
+        answer = self.client.post(
+            "/oanp/v0.1/envelopes", content=json.dumps(envelope), headers=self.keys[role].headers
+        )
+        assert answer.status_code == 201, answer.text
+        body = answer.json()
+        for entry in [body["entry"], *body["arbiter"]]:
+            self.log.append(entry)
+            now = datetime.now(UTC)
+            self.outbox.extend(("buyer", e) for e in self.buyer.receive(entry["envelope"], now))
+            self.outbox.extend(
+                ("merchant", e) for e in self.merchant.receive(entry["envelope"], now)
+            )
+        return str(envelope["type"])
+
+
+@pytest.fixture
+def operator() -> tuple[str, str]:
+    user = User.objects.create_user("operator", password="correct horse battery")
+    Membership.objects.create(user=user, role=Role.OPERATOR)
+    return "operator", "correct horse battery"
+
+
+def test_an_operator_watches_each_round_arrive(
+    live_arbiter: LiveServer, operator: tuple[str, str]
+) -> None:
+    buyer_key = make_agent("buyer-001", "buyer")
+    merchant_key = make_agent("merchant-sfo", "merchant")
+    with live_arbiter.client() as client, chromium() as browser:
+        run = Stepper(client, buyer_key, merchant_key)
+        run.open()
+        assert run.step() == "session.ack"
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        sign_in(page, live_arbiter.url, *operator)
+        page.goto(f"{live_arbiter.url}/sessions/{SESSION}/")
+        page.wait_for_selector("#connection[data-state=live]")
+        page.evaluate("window.loadedOnce = true")
+        screenshot(page, "session-opened")
+
+        while run.step() != "offer.counter":
+            pass
+        page.wait_for_selector("#round-1 .verdict.fair")
+        page.wait_for_function(
+            "document.getElementById('announcer').textContent.includes('Round 1: fair')"
+        )
+        screenshot(page, "session-round-1")
+
+        while run.outbox:
+            run.step()
+        page.wait_for_selector("#round-2 .verdict.fair")
+        page.wait_for_selector("text=signature verifies")
+        assert page.evaluate("window.loadedOnce") is True  # the page was never reloaded
+        screenshot(page, "session-agreed")
+
+        shown = page.eval_on_selector_all(
+            "#rounds tbody tr",
+            "rows => rows.map("
+            "r => [...r.querySelectorAll('th, td')].map(c => c.textContent.trim()))",
+        )
+    verdicts = [
+        e["envelope"]["payload"] for e in run.log if e["envelope"]["type"] == "round.verdict"
+    ]
+    logged = [
+        [str(v["round"]), str(v["buyer_price"]), str(v["merchant_price"]), v["status"]]
+        for v in verdicts
+    ]
+    assert [[row[0], row[1], row[2].split(" ")[0], row[4]] for row in shown] == logged
