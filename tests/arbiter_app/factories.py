@@ -154,7 +154,9 @@ class ClientNegotiation:
     seen: int = 0
 
     def __post_init__(self) -> None:
-        self.buyer, self.merchant = sfo_jfk_agents(self.tag)
+        self.buyer, self.merchant = sfo_jfk_agents(
+            self.tag, buyer_id=self.buyer_key.agent_id, merchant_id=self.merchant_key.agent_id
+        )
 
     def open(self, **opening: Any) -> Any:
         envelope = self.buyer.open(
