@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import timedelta
 from typing import Any
 
@@ -35,7 +36,34 @@ def overview(request: HttpRequest) -> HttpResponse:
     scope = _scope(request)
     sessions = selectors.sessions(scope)
     by_state = dict(sessions.values_list("phase").annotate(n=Count("id")).order_by())
-    since = timezone.now() - timedelta(hours=24)
+    now = timezone.now()
+    hours = [
+        now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=h)
+        for h in range(23, -1, -1)
+    ]
+    agreed = Counter(
+        ended.replace(minute=0, second=0, microsecond=0)
+        for ended in sessions.filter(phase="AGREED", ended_at__gte=hours[0]).values_list(
+            "ended_at", flat=True
+        )
+    )
+    per_hour = [(hour, agreed.get(hour, 0)) for hour in hours]
+    rates = (
+        sessions.annotate(violated=_violated())
+        .values("merchant_agent_id")
+        .annotate(total=Count("id"), violations=Count("id", filter=Q(violated=True)))
+        .order_by("-violations", "merchant_agent_id")[:20]
+    )
+    violation_rates = [
+        (r["merchant_agent_id"], r["total"], r["violations"], r["violations"] / r["total"])
+        for r in rates
+    ]
+    charts = {
+        "hours": [hour.strftime("%H:00") for hour, _ in per_hour],
+        "agreements": [n for _, n in per_hour],
+        "agents": [agent for agent, *_ in violation_rates],
+        "rates": [round(100 * rate, 1) for *_, rate in violation_rates],
+    }
     return render(
         request,
         "sessions_app/overview.html",
@@ -43,7 +71,10 @@ def overview(request: HttpRequest) -> HttpResponse:
             "scope": scope,
             "by_state": [(state, by_state.get(state, 0)) for state in STATES],
             "total": sum(by_state.values()),
-            "agreed_24h": sessions.filter(phase="AGREED", ended_at__gte=since).count(),
+            "agreed_24h": sum(agreed.values()),
+            "per_hour": per_hour,
+            "violation_rates": violation_rates,
+            "charts_json": json.dumps(charts),
             "recent": sessions.order_by("-opened_at")[:10],
         },
     )
