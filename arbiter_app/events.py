@@ -37,6 +37,10 @@ def _group(kind: str, name: str) -> str:
     return f"oanp.{kind}.{hashlib.sha256(name.encode()).hexdigest()[:40]}"
 
 
+#: Every session's wake-ups, for views of many sessions (the dashboard's list).
+ALL_SESSIONS_GROUP = "oanp.sessions"
+
+
 def session_group(session_id: str) -> str:
     return _group("session", session_id)
 
@@ -70,6 +74,7 @@ def announce(
         return
     message = {"type": MESSAGE_TYPE, "session_id": session_id, "head_seq": entries[-1]["seq"]}
     groups = {
+        ALL_SESSIONS_GROUP,
         session_group(session_id),
         agent_group(buyer_agent_id),
         agent_group(merchant_agent_id),
