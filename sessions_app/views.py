@@ -17,10 +17,13 @@ from django.utils import timezone
 from arbiter_app.keys import every_public_jwk
 from arbiter_app.models import Entry
 from sessions_app import selectors
+from sessions_app.models import AgentProfile, Merchant
 from sessions_app.timeline import timeline
 
 PAGE_SIZE = 50
 STATES = ("OPENING", "NEGOTIATING", "AGREED", "CLOSED")
+VERDICTS = ("fair", "fair_but_stuck", "violated")
+FILTERS = ("state", "merchant", "agent", "verdict", "violation", "range", "q")
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
 
 
@@ -80,12 +83,17 @@ def overview(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _violated() -> Exists:
+def _judged(status: str) -> Exists:
+    """Whether some round of the session was judged ``status``."""
     return Exists(
         Entry.objects.filter(
-            session=OuterRef("pk"), type="round.verdict", envelope__contains='"status":"violated"'
+            session=OuterRef("pk"), type="round.verdict", envelope__contains=f'"status":"{status}"'
         )
     )
+
+
+def _violated() -> Exists:
+    return _judged("violated")
 
 
 @login_required
@@ -99,6 +107,11 @@ def session_list(request: HttpRequest) -> HttpResponse:
         sessions = sessions.filter(Q(merchant_agent_id=agent) | Q(buyer_agent_id=agent))
     if params.get("violation") == "yes":
         sessions = sessions.filter(violated=True)
+    if params.get("verdict") in VERDICTS:
+        sessions = sessions.filter(_judged(params["verdict"]))
+    if scope.is_staff_role and (merchant := params.get("merchant", "")):
+        agent_ids = AgentProfile.objects.filter(merchant__slug=merchant).values("agent_id")
+        sessions = sessions.filter(merchant_agent_id__in=agent_ids)
     if params.get("range") in RANGES:
         sessions = sessions.filter(opened_at__gte=timezone.now() - RANGES[params["range"]])
     if query := params.get("q", "").strip():
@@ -122,10 +135,10 @@ def session_list(request: HttpRequest) -> HttpResponse:
             "sessions": page,
             "next_cursor": page[-1].pk if more else None,
             "states": STATES,
+            "verdicts": VERDICTS,
             "ranges": RANGES,
-            "filters": {
-                k: params.get(k, "") for k in ("state", "agent", "violation", "range", "q")
-            },
+            "merchants": Merchant.objects.all() if scope.is_staff_role else [],
+            "filters": {k: params.get(k, "") for k in FILTERS},
         },
     )
 
