@@ -7,6 +7,7 @@ The tests run against the database ``DATABASE_URL`` names (PostgreSQL under ``ma
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -88,6 +89,9 @@ class Worker:
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            # Beat runs in a child process of the worker: a group of its own lets kill() take
+            # both down, as a crash of the machine would, with no beat left behind.
+            start_new_session=True,
         )
         deadline = time.monotonic() + 60
         while b" ready." not in self.log_path.read_bytes()[offset:]:
@@ -98,7 +102,7 @@ class Worker:
     def kill(self) -> None:
         """SIGKILL, as a crash would: no chance to finish or hand anything back."""
         assert self.process is not None
-        self.process.kill()
+        os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
 
     def stop(self) -> None:
@@ -119,6 +123,8 @@ def worker_env(django_db_setup: None, django_db_blocker: Any) -> dict[str, str]:
         "DATABASE_URL": database_url,
         "OANP_TIMER_SWEEP_SECONDS": "1",
         "OANP_ALLOW_PRIVATE_TARGETS": "true",
+        # Retries of deliveries 0.2 s, 0.4 s, … apart, so a test sees several in a second.
+        "OANP_DELIVERY_RETRY_BASE_SECONDS": "0.2",
         "PYTHONUNBUFFERED": "1",
     }
 
