@@ -1,16 +1,23 @@
-"""Timers fire on a real Celery worker: a session left waiting closes on time, exactly once."""
+"""Timers fire on a real Celery worker: a session left waiting closes on time, exactly once,
+however a late move races the timer and whether or not the worker was up when it fell due."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 
 from arbiter_app.models import Entry, Session
-from tests.arbiter_app.conftest import Worker
-from tests.arbiter_app.factories import Agent, ClientNegotiation
+from oanp.audit import verify_log
+from tests.arbiter_app.factories import ENVELOPES, Agent, ClientNegotiation
+from tests.conftest import ROOT, LiveServer, Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,3 +53,132 @@ def test_a_session_past_its_deadline_closes_on_time(
     assert session.ended_at is not None
     assert session.ended_at >= deadline
     assert closes("sess-deadline") == 1
+
+
+def expire_tasks_received(worker: Worker) -> int:
+    """How many timer tasks the worker has taken from the broker, as its log tells."""
+    lines = worker.log_path.read_bytes().splitlines()
+    return sum(b"tasks.expire_session[" in line and line.endswith(b"] received") for line in lines)
+
+
+def last_move_at(run: ClientNegotiation) -> datetime:
+    return datetime.fromisoformat(run.log()[-1]["received_at"])
+
+
+def test_a_party_that_does_not_answer_within_its_window_times_out(
+    celery_worker_process: Worker, client: Any, buyer: Agent, merchant: Agent
+) -> None:
+    run = ClientNegotiation(client, buyer, merchant, session_id="sess-window")
+    run.open(response_window_s=10)  # the protocol's shortest window
+    run.run_until("offer.counter")  # the buyer proposed; the merchant never answers
+    due = last_move_at(run) + timedelta(seconds=10)
+    assert Session.objects.get(session_id="sess-window").next_deadline == due
+
+    wait_for(lambda: closed("sess-window"), timeout=15)
+    session = Session.objects.get(session_id="sess-window")
+    assert session.close_reason == "response_timeout"
+    assert due <= session.ended_at <= due + timedelta(seconds=2)
+    assert closes("sess-window") == 1
+    close = run.log()[-1]["envelope"]
+    assert close["type"] == "session.close"
+    assert close["payload"]["reason"] == "response_timeout"
+
+
+RACERS = 6
+
+
+def test_a_move_racing_its_timer_is_either_taken_or_refused_never_both(
+    celery_worker_process: Worker,
+    live_arbiter: LiveServer,
+    client: Any,
+    buyer: Agent,
+    merchant: Agent,
+) -> None:
+    """Each buyer moves between 300 ms before and 150 ms after its session's deadline, as the
+    timer fires: the move is applied before the close, or refused with ``timer_expired``."""
+    deadline = datetime.now(UTC) + timedelta(seconds=4)
+    runs = []
+    for i in range(RACERS):
+        run = ClientNegotiation(client, buyer, merchant, session_id=f"sess-race-{i}", tag=f"r{i}")
+        run.open(deadline=deadline)
+        run.run_until("offer.propose")
+        runs.append(run)
+    due = Session.objects.get(session_id="sess-race-0").next_deadline
+    assert due == deadline
+
+    answers: dict[str, tuple[float, httpx.Response]] = {}
+
+    def move_at(run: ClientNegotiation, offset: float) -> None:
+        key, envelope = run.peek()
+        body = json.dumps(envelope)
+        with live_arbiter.client() as http:
+            time.sleep(max(0.0, due.timestamp() + offset - time.time()))  # schedules, not waits
+            sent = time.time() - due.timestamp()
+            answers[run.session_id] = sent, http.post(ENVELOPES, content=body, headers=key.headers)
+
+    offsets = [-0.3 + 0.45 * i / (RACERS - 1) for i in range(RACERS)]
+    assert datetime.now(UTC) < due - timedelta(seconds=0.5), "the sessions took too long to set up"
+    threads = [
+        threading.Thread(target=move_at, args=(run, offset))
+        for run, offset in zip(runs, offsets, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert len(answers) == RACERS
+
+    jwks = client.get("/.well-known/jwks.json").json()
+    for run in runs:
+        sid = run.session_id
+        wait_for(lambda sid=sid: closed(sid))
+        sent, answer = answers[sid]
+        log = run.log()
+        types = [e["envelope"]["type"] for e in log]
+        assert closes(sid) == 1, types
+        assert types[-1] == "session.close"
+        assert log[-1]["envelope"]["payload"]["reason"] == "deadline_expired"
+        if answer.status_code == 201:
+            # Applied before the deadline, and ahead of the close.
+            assert types == ["session.open", "session.ack", "offer.propose", "session.close"]
+            assert sent < 0
+            assert datetime.fromisoformat(log[2]["received_at"]) < due
+        else:  # refused: always so when sent after the deadline
+            assert (answer.status_code, answer.json()["code"]) == (409, "timer_expired")
+            assert types == ["session.open", "session.ack", "session.close"]
+        assert datetime.fromisoformat(log[-1]["received_at"]) >= due
+        report = verify_log(log, jwks)
+        assert report.ok, [c.line() for c in report.checks if not c.ok]
+
+
+def test_timers_fall_due_while_the_worker_is_down_still_close_once(
+    celery_worker_process: Worker, client: Any, buyer: Agent, merchant: Agent
+) -> None:
+    """One timer was armed and held by the worker when it died; the other was armed while
+    it was down and its task lost. Back up, the sweep closes both, once each."""
+    soon = datetime.now(UTC) + timedelta(seconds=2)
+    received = expire_tasks_received(celery_worker_process)
+    held = ClientNegotiation(client, buyer, merchant, session_id="sess-held", tag="h")
+    held.open(deadline=soon)
+    wait_for(lambda: expire_tasks_received(celery_worker_process) > received)
+    celery_worker_process.kill()
+    try:
+        lost = ClientNegotiation(client, buyer, merchant, session_id="sess-lost", tag="l")
+        lost.open(deadline=soon)
+        purge = subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "oanp_site", "purge", "-f"],
+            cwd=ROOT,
+            env=celery_worker_process.env,
+            capture_output=True,
+            check=True,
+        )
+        assert b"1 message" in purge.stdout, purge.stdout  # the lost timer's task, gone
+        wait_for(lambda: datetime.now(UTC) > soon + timedelta(seconds=1))
+        assert not closed("sess-held")  # nobody is there to close them
+        assert not closed("sess-lost")
+    finally:
+        celery_worker_process.start()
+    for sid in ("sess-held", "sess-lost"):
+        wait_for(lambda sid=sid: closed(sid))
+        assert closes(sid) == 1
+        assert Session.objects.get(session_id=sid).close_reason == "deadline_expired"
