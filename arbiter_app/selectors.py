@@ -128,3 +128,20 @@ def sessions_of(merchant_agent_ids: list[str] | None) -> QuerySet[Session]:
 def session_entries(session: Session) -> list[JsonObject]:
     """Every entry of the session as JSON, in order."""
     return [e.as_json() for e in entries_after(session)]
+
+
+# Credentials ---------------------------------------------------------------------------------
+
+
+def credentials_of(*, agent_id: str, role: str) -> QuerySet[AgentCredential]:
+    """Every API key ever issued to ``agent_id`` as ``role``, revoked ones included."""
+    return AgentCredential.objects.filter(agent_id=agent_id, role=role).order_by("-created_at")
+
+
+def agent_id_in_use(agent_id: str) -> bool:
+    """Whether any key, of either role, speaks for ``agent_id``."""
+    return AgentCredential.objects.filter(agent_id=agent_id).exists()
+
+
+def session_named(session_id: str) -> Session | None:
+    return Session.objects.filter(session_id=session_id).first()

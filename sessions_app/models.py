@@ -83,11 +83,17 @@ class AgentProfile(models.Model):
 
 class HostedSession(models.Model):
     """A hosted agent's side of one session: the salt of its commitment, sealed like the
-    vault, so the agent can be rebuilt to answer the next envelope."""
+    vault, so the agent can be rebuilt to answer the next envelope.
+
+    The limits and strategy are copied here when the session opens: the commitment is made
+    over those limits, so a merchant editing its agent mid-session must not change them.
+    """
 
     agent = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="sessions")
     session_id = models.CharField(max_length=64, unique=True)
     sealed_salt = models.BinaryField()
+    sealed_limits = models.BinaryField(default=b"")
+    strategy = models.CharField(max_length=32, default="reference")
     created_at = models.DateTimeField(auto_now_add=True)
 
 

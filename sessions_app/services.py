@@ -1,0 +1,175 @@
+"""Every write of the merchant side: agents, their API keys, hosted agents' sessions.
+
+API keys are the arbiter's business (who may speak for which agent id), so these services ask
+:mod:`arbiter_app.services` for them; private limits are not, so they are sealed here with the
+vault key and never leave this package in clear. Key actions are recorded as
+:class:`~sessions_app.models.AuditEvent` rows; no audit detail ever holds a limit.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from arbiter_app import selectors as arbiter
+from arbiter_app import services as arbiter_services
+from arbiter_app.models import AgentCredential
+from oanp.commitments import SALT_BYTES, encode_salt
+from oanp.envelope import IDENTIFIER_RULE, is_identifier
+from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Mode
+from sessions_app.vault import Limits, seal, seal_text, unseal
+
+MERCHANT_ROLE = "merchant"
+#: The label of the key a hosted agent's answers are submitted with. Nobody ever sees it.
+HOSTED_KEY_LABEL = "hosted runner (never shown)"
+
+
+class AgentIdTaken(ValueError):
+    """The id names another agent already: taking it would show its sessions to this tenant."""
+
+
+class NoLimits(ValueError):
+    """A hosted agent without limits cannot commit to anything."""
+
+
+class HostedKey(ValueError):
+    """The hosted runner's key is not the merchant's to revoke."""
+
+
+def _audit(actor: AbstractBaseUser, action: str, target: str, **detail: Any) -> None:
+    AuditEvent.objects.create(actor=actor, action=action, target=target, detail=detail)
+
+
+def check_agent_id(agent_id: str) -> None:
+    """Refuse an id that is malformed or that any agent, ours or an API client's, uses.
+
+    Sessions are shown to the merchant whose agent id they name: reusing an id that already
+    holds keys would hand another party's sessions to this tenant.
+    """
+    if not is_identifier(agent_id):
+        raise ValueError(f"an agent id is {IDENTIFIER_RULE}")
+    if AgentProfile.objects.filter(agent_id=agent_id).exists() or arbiter.agent_id_in_use(agent_id):
+        raise AgentIdTaken(f"the agent id {agent_id!r} is taken")
+
+
+@transaction.atomic
+def create_agent(
+    *,
+    actor: AbstractBaseUser,
+    merchant: Merchant,
+    agent_id: str,
+    display_name: str,
+    mode: str,
+    strategy: str,
+    limits: Limits | None,
+) -> AgentProfile:
+    check_agent_id(agent_id)
+    if mode == Mode.HOSTED and limits is None:
+        raise NoLimits("a hosted agent needs its limits")
+    profile = AgentProfile.objects.create(
+        merchant=merchant,
+        agent_id=agent_id,
+        display_name=display_name,
+        mode=mode,
+        strategy=strategy,
+        vault=b"" if limits is None else seal(limits),
+    )
+    if mode == Mode.HOSTED:
+        hosted_credential(agent_id)  # the arbiter opens sessions only to a registered merchant
+    _audit(actor, "agent.created", agent_id, merchant=merchant.slug, mode=mode, strategy=strategy)
+    return profile
+
+
+@transaction.atomic
+def update_agent(
+    *,
+    actor: AbstractBaseUser,
+    profile: AgentProfile,
+    display_name: str,
+    mode: str,
+    strategy: str,
+    limits: Limits | None,
+) -> AgentProfile:
+    """Change an agent; ``limits`` ``None`` keeps the sealed ones. The agent id never changes:
+    it is the identity its keys and sessions are bound to."""
+    if mode == Mode.HOSTED and limits is None and not profile.vault:
+        raise NoLimits("a hosted agent needs its limits")
+    changed = [
+        name
+        for name, value in (("display_name", display_name), ("mode", mode), ("strategy", strategy))
+        if getattr(profile, name) != value
+    ]
+    profile.display_name, profile.mode, profile.strategy = display_name, mode, strategy
+    if limits is not None:
+        profile.vault = seal(limits)
+        changed.append("limits")
+    profile.save()
+    if mode == Mode.HOSTED:
+        hosted_credential(profile.agent_id)
+    _audit(actor, "agent.updated", profile.agent_id, changed=changed)
+    return profile
+
+
+@transaction.atomic
+def issue_key(
+    *, actor: AbstractBaseUser, profile: AgentProfile, label: str
+) -> arbiter_services.IssuedKey:
+    issued = arbiter_services.issue_credential(
+        agent_id=profile.agent_id, role=MERCHANT_ROLE, label=label
+    )
+    _audit(actor, "key.issued", profile.agent_id, prefix=issued.credential.prefix, label=label)
+    return issued
+
+
+@transaction.atomic
+def revoke_key(
+    *, actor: AbstractBaseUser, profile: AgentProfile, credential: AgentCredential
+) -> None:
+    if credential.agent_id != profile.agent_id or credential.role != MERCHANT_ROLE:
+        raise ValueError("this key does not belong to this agent")
+    if credential.label == HOSTED_KEY_LABEL:
+        raise HostedKey("the hosted runner's key is never shown, so it cannot leak")
+    if credential.revoked_at is not None:
+        return
+    arbiter_services.revoke_credential(credential=credential)
+    _audit(actor, "key.revoked", profile.agent_id, prefix=credential.prefix, label=credential.label)
+
+
+def hosted_credential(agent_id: str) -> AgentCredential:
+    """The key a hosted agent's answers go in with; issued on first need, its secret dropped."""
+    existing = (
+        arbiter.credentials_of(agent_id=agent_id, role=MERCHANT_ROLE)
+        .filter(label=HOSTED_KEY_LABEL, revoked_at__isnull=True)
+        .first()
+    )
+    if existing is not None:
+        return existing
+    return arbiter_services.issue_credential(
+        agent_id=agent_id, role=MERCHANT_ROLE, label=HOSTED_KEY_LABEL
+    ).credential
+
+
+def open_hosted_session(
+    *, profile: AgentProfile, session_id: str, item: dict[str, Any]
+) -> HostedSession:
+    """The hosted agent's side of ``session_id``, created on its first answer with a fresh salt
+    and a copy of today's limits for ``item`` and strategy; the same row on every later call."""
+    existing = HostedSession.objects.filter(session_id=session_id).select_related("agent").first()
+    if existing is not None:
+        return existing
+    if not profile.vault:
+        raise NoLimits(f"hosted agent {profile.agent_id} has no limits")
+    vault = unseal(profile.vault).for_item(item)
+    hosted, _ = HostedSession.objects.get_or_create(
+        session_id=session_id,
+        defaults={
+            "agent": profile,
+            "sealed_salt": seal_text(encode_salt(secrets.token_bytes(SALT_BYTES))),
+            "sealed_limits": seal(Limits(vault.floor_price, vault.ideal_price, {})),
+            "strategy": profile.strategy,
+        },
+    )
+    return hosted
