@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from sessions_app import runner
+from sessions_app import exports, runner
 
 
 @shared_task
 def answer_session(session_id: str) -> int:
     return runner.answer(session_id)
+
+
+@shared_task
+def run_export(export_id: int) -> None:
+    exports.run(export_id=export_id)

@@ -1,0 +1,75 @@
+"""The audited actions of operators and admins: terminating a session, rotating the signing
+key. Each checks the role itself, so no view or command can skip the check, and records an
+:class:`~sessions_app.models.AuditEvent` in the same transaction as its effect.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import QuerySet
+
+from arbiter_app import keys, services
+from arbiter_app.models import KeyState, SigningKey
+from sessions_app import selectors
+from sessions_app.models import AuditEvent, Role
+from sessions_app.selectors import Scope
+
+# What the parties read in the arbiter's session.close when the operator gives no reason.
+DEFAULT_TERMINATE_DETAIL = "terminated by the arbiter's operator"
+
+
+def require_admin(scope: Scope) -> None:
+    if scope.role != Role.ADMIN:
+        raise PermissionDenied("only admins may do this")
+
+
+def require_staff(scope: Scope) -> None:
+    if not scope.is_staff_role:
+        raise PermissionDenied("only operators and admins may do this")
+
+
+def terminate_session(
+    *, actor: AbstractBaseUser, scope: Scope, session_id: str, detail: str = ""
+) -> bool:
+    """End a live session as ``operator_terminated``; ``False`` when it had already ended.
+
+    Only operators and admins may; the attempt is audited either way, since an operator
+    pressing the button on a session that just agreed is worth knowing too.
+    """
+    require_staff(scope)
+    found = selectors.session(scope, session_id)
+    detail = detail.strip() or DEFAULT_TERMINATE_DETAIL
+    with transaction.atomic():
+        closed = services.terminate_session(session_id=found.session_id, detail=detail)
+        AuditEvent.objects.create(
+            actor=actor,
+            action="session.terminate",
+            target=found.session_id,
+            detail={"detail": detail, "closed": closed},
+        )
+    return closed
+
+
+def rotate_signing_key(*, actor: AbstractBaseUser, scope: Scope, alg: str) -> SigningKey:
+    """Make a fresh key active now; the one it replaces stays in the JWKS while it retires."""
+    require_admin(scope)
+    if alg not in keys.ALGORITHMS:
+        raise ValueError(f"unsupported signing algorithm {alg!r}")
+    with transaction.atomic():
+        replaced = [k["kid"] for k in keys.key_history() if k["state"] == KeyState.ACTIVE]
+        fresh = keys.rotate(alg=alg)
+        AuditEvent.objects.create(
+            actor=actor,
+            action="key.rotate",
+            target=fresh.kid,
+            detail={"alg": fresh.alg, "replaced": replaced},
+        )
+    return fresh
+
+
+def audit_log(scope: Scope, limit: int = 200) -> QuerySet[AuditEvent]:
+    """The latest admin audit events, newest first: admins only."""
+    require_admin(scope)
+    return AuditEvent.objects.select_related("actor")[:limit]

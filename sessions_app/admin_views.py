@@ -1,0 +1,195 @@
+"""Operator and admin pages: terminating a session, the signing keys, audit exports and the
+admin audit log. Thin: the role checks live in :mod:`sessions_app.actions` and
+:mod:`sessions_app.exports`, so these only parse, call and render.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from arbiter_app import keys
+from sessions_app import actions, exports, selectors
+from sessions_app.models import Export, Merchant, Role
+from sessions_app.views import _scope
+
+TERMINAL = ("AGREED", "CLOSED")
+
+
+# Terminating a session -------------------------------------------------------------------
+
+
+class TerminateForm(forms.Form):
+    detail = forms.CharField(
+        label="Reason (the parties read it in the arbiter's close message)",
+        required=False,
+        max_length=1000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def terminate(request: HttpRequest, session_id: str) -> HttpResponse:
+    """GET asks to confirm; POST terminates."""
+    scope = _scope(request)
+    actions.require_staff(scope)
+    found = selectors.session(scope, session_id)
+    form = TerminateForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        closed = actions.terminate_session(
+            actor=request.user,
+            scope=scope,
+            session_id=found.session_id,
+            detail=form.cleaned_data["detail"],
+        )
+        if closed:
+            return redirect("session", session_id=found.session_id)
+        form.add_error(None, "The session had already ended; nothing was changed.")
+    return render(
+        request,
+        "sessions_app/terminate_confirm.html",
+        {"scope": scope, "session": found, "form": form, "ended": found.phase in TERMINAL},
+    )
+
+
+# Signing keys ----------------------------------------------------------------------------
+
+
+def _dated(key: dict[str, Any]) -> dict[str, Any]:
+    """The key history's ISO times as datetimes, so the page shows them in its one zone."""
+    return {
+        **key,
+        **{
+            field: datetime.fromisoformat(key[field]) if key[field] else None
+            for field in ("activated_at", "retiring_at", "retired_at")
+        },
+    }
+
+
+@login_required
+@require_GET
+def keys_page(request: HttpRequest) -> HttpResponse:
+    scope = _scope(request)
+    actions.require_admin(scope)
+    return render(
+        request,
+        "sessions_app/keys.html",
+        {
+            "scope": scope,
+            "keys": [_dated(key) for key in reversed(keys.key_history())],
+            "algorithms": keys.ALGORITHMS,
+            "jwks_json": json.dumps(keys.published_jwks(), indent=2),
+        },
+    )
+
+
+@login_required
+@require_POST
+def rotate_key(request: HttpRequest) -> HttpResponse:
+    scope = _scope(request)
+    actions.require_admin(scope)
+    alg = request.POST.get("alg", "")
+    if alg not in keys.ALGORITHMS:
+        return HttpResponse("unsupported signing algorithm", status=400)
+    actions.rotate_signing_key(actor=request.user, scope=scope, alg=alg)
+    return redirect("keys")
+
+
+# Exports ---------------------------------------------------------------------------------
+
+
+class ExportForm(forms.Form):
+    kind = forms.ChoiceField(
+        label="Export",
+        choices=[
+            ("session", "One session"),
+            ("merchant", "A merchant's sessions"),
+            ("range", "Sessions opened in a time range"),
+        ],
+        widget=forms.RadioSelect,
+        initial="range",
+    )
+    session_id = forms.CharField(label="Session id", required=False, max_length=64)
+    merchant = forms.ChoiceField(label="Merchant", required=False)
+    preset = forms.ChoiceField(
+        label="Time range",
+        required=False,
+        choices=[(key, label) for key, (label, _) in exports.PRESETS.items()],
+    )
+
+    def __init__(self, *args: Any, merchants: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["merchant"].choices = merchants
+
+
+def _merchant_choices(scope: selectors.Scope) -> list[tuple[str, str]]:
+    merchants = Merchant.objects.all()
+    if scope.role == Role.MERCHANT:
+        merchants = merchants.filter(pk=scope.merchant_id)
+    return [(m.slug, m.name) for m in merchants]
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def exports_page(request: HttpRequest) -> HttpResponse:
+    scope = _scope(request)
+    listed = exports.exports_of(scope)  # refuses operators before anything is read
+    form = ExportForm(
+        request.POST if request.method == "POST" else None, merchants=_merchant_choices(scope)
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            exports.request_export(actor=request.user, scope=scope, **form.cleaned_data)
+        except exports.ExportRefused as refused:
+            form.add_error(None, str(refused))
+        else:
+            return redirect("exports")
+    return render(
+        request,
+        "sessions_app/exports.html",
+        {"scope": scope, "form": form, "exports": listed[:50]},
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+@require_GET
+def export_status(request: HttpRequest, export_id: int) -> HttpResponse:
+    """The small fragment the exports page polls while an export runs."""
+    found = exports.export_of(_scope(request), export_id)
+    return render(request, "sessions_app/_export_status.html", {"export": found})
+
+
+@login_required
+@require_GET
+def export_download(request: HttpRequest, export_id: int, part: str) -> FileResponse:
+    found = exports.export_of(_scope(request), export_id)
+    # Only a finished export has files; a failed one kept none.
+    if found.state != Export.State.DONE:
+        raise Http404("this export has no files")
+    stored = {"bundle": found.bundle, "csv": found.summary_csv}.get(part)
+    if stored is None or not stored:
+        raise Http404("no such file")
+    exports.record_download(actor=request.user, export=found, part=part)
+    return FileResponse(stored.open("rb"), as_attachment=True, filename=Path(stored.name).name)
+
+
+# The admin audit log ---------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def audit_page(request: HttpRequest) -> HttpResponse:
+    scope = _scope(request)
+    return render(
+        request, "sessions_app/audit.html", {"scope": scope, "events": actions.audit_log(scope)}
+    )

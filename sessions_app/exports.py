@@ -1,0 +1,256 @@
+"""Audit exports: the bundle ``oanp verify`` checks and a CSV summary, one row per session.
+
+An export is requested here (recorded in the admin audit log) and run by a Celery task. The
+sessions it holds are chosen again when it runs, through the requester's scope at that
+moment: a merchant member's export holds its own merchant's sessions and nothing else,
+whatever its request said.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.core.files.base import ContentFile
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import Http404
+from django.utils import timezone
+
+from arbiter_app import keys
+from arbiter_app.models import Session
+from oanp.audit import build_bundle
+from sessions_app import selectors
+from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant, Role
+from sessions_app.selectors import Scope
+
+# Sessions read per step: the page's progress bar moves once per batch.
+BATCH_SESSIONS = 100
+PRESETS = {
+    "24h": ("Last 24 hours", timedelta(days=1)),
+    "7d": ("Last 7 days", timedelta(days=7)),
+    "30d": ("Last 30 days", timedelta(days=30)),
+}
+KINDS = ("session", "merchant", "range")
+CSV_COLUMNS = (
+    "session_id",
+    "buyer_agent_id",
+    "merchant_agent_id",
+    "state",
+    "rounds",
+    "outcome",
+    "final_price",
+    "currency",
+    "violations",
+    "opened_at",
+    "ended_at",
+)
+
+
+class ExportRefused(ValueError):
+    """A request that names nothing the requester may export; the message is for the form."""
+
+
+def may_export(scope: Scope) -> bool:
+    # Operators watch sessions; exporting them is an admin's job, or a merchant's for its own.
+    return scope.role in (Role.ADMIN, Role.MERCHANT)
+
+
+def _require_export(scope: Scope) -> None:
+    if not may_export(scope):
+        raise PermissionDenied("only admins and merchant members may export")
+
+
+def request_export(
+    *,
+    actor: AbstractBaseUser,
+    scope: Scope,
+    kind: str,
+    session_id: str = "",
+    merchant: str = "",
+    preset: str = "",
+    now: datetime | None = None,
+) -> Export:
+    """Queue an export of one session, one merchant's sessions or a time range.
+
+    A time range is fixed at request time, so the bundle says exactly which window it covers.
+    """
+    _require_export(scope)
+    now = now or timezone.now()
+    tenant = None
+    if scope.role == Role.MERCHANT:
+        tenant = Merchant.objects.get(pk=scope.merchant_id).slug
+    if kind == "session":
+        try:
+            found = selectors.session(scope, session_id.strip())
+        except Http404:
+            raise ExportRefused(f"no session {session_id.strip()!r}") from None
+        request: dict[str, Any] = {"kind": kind, "session_id": found.session_id}
+    elif kind == "merchant":
+        slug = tenant or merchant
+        if not Merchant.objects.filter(slug=slug).exists():
+            raise ExportRefused(f"no merchant {merchant!r}")
+        request = {"kind": kind, "merchant": slug}
+    elif kind == "range" and preset in PRESETS:
+        start = now - PRESETS[preset][1]
+        request = {"kind": kind, "preset": preset, "from": start.isoformat(), "to": now.isoformat()}
+    else:
+        raise ExportRefused("choose a session, a merchant or a time range")
+    request["tenant"] = tenant
+    with transaction.atomic():
+        export = Export.objects.create(requested_by=actor, scope=request)
+        AuditEvent.objects.create(
+            actor=actor, action="export.request", target=f"export {export.pk}", detail=request
+        )
+        from sessions_app import tasks  # here, not above: the task module imports this one
+
+        transaction.on_commit(partial(tasks.run_export.delay, export.pk))
+    return export
+
+
+def exports_of(scope: Scope) -> QuerySet[Export]:
+    """Exports the scope may see and download: all for admins; a merchant's members see
+    those any of its members requested."""
+    _require_export(scope)
+    exports = Export.objects.select_related("requested_by")
+    if scope.role == Role.MERCHANT:
+        exports = exports.filter(requested_by__membership__merchant_id=scope.merchant_id)
+    return exports
+
+
+def export_of(scope: Scope, export_id: int) -> Export:
+    found = exports_of(scope).filter(pk=export_id).first()
+    if found is None:
+        raise Http404("no such export")
+    return found
+
+
+def record_download(*, actor: AbstractBaseUser, export: Export, part: str) -> None:
+    AuditEvent.objects.create(
+        actor=actor, action="export.download", target=f"export {export.pk}", detail={"part": part}
+    )
+
+
+# Running an export (the Celery task's work) ----------------------------------------------
+
+
+def sessions_for(export: Export) -> QuerySet[Session]:
+    """The sessions ``export`` holds, chosen through its requester's scope as it is now."""
+    scope = selectors.scope_of(export.requested_by)
+    if scope is None or not may_export(scope):
+        raise PermissionDenied("the requester may no longer export")
+    found = selectors.sessions(scope)
+    request = export.scope
+    if request["kind"] == "session":
+        found = found.filter(session_id=request["session_id"])
+    elif request["kind"] == "merchant":
+        agent_ids = AgentProfile.objects.filter(merchant__slug=request["merchant"]).values_list(
+            "agent_id", flat=True
+        )
+        found = found.filter(merchant_agent_id__in=list(agent_ids))
+    else:
+        found = found.filter(
+            opened_at__gte=datetime.fromisoformat(request["from"]),
+            opened_at__lt=datetime.fromisoformat(request["to"]),
+        )
+    return found.order_by("opened_at", "session_id")
+
+
+def run(*, export_id: int) -> None:
+    """Build the export's files; on any failure, record why and keep no file.
+
+    A task handed out again after its worker died finds the export running and starts over;
+    one that already finished is left alone.
+    """
+    export = Export.objects.select_related("requested_by").get(pk=export_id)
+    if export.state in (Export.State.DONE, Export.State.FAILED):
+        return
+    written: list[str] = []
+    try:
+        _build(export, written)
+    except Exception as exc:
+        for name in written:
+            export.bundle.storage.delete(name)
+        Export.objects.filter(pk=export.pk).update(
+            state=Export.State.FAILED,
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+            finished_at=timezone.now(),
+        )
+        raise
+
+
+def _build(export: Export, written: list[str]) -> None:
+    ids = list(sessions_for(export).values_list("pk", flat=True))
+    Export.objects.filter(pk=export.pk).update(
+        state=Export.State.RUNNING, total=len(ids), progress=0, error=""
+    )
+    logs: list[list[dict[str, Any]]] = []
+    rows: list[list[str]] = []
+    for start in range(0, len(ids), BATCH_SESSIONS):
+        chunk = ids[start : start + BATCH_SESSIONS]
+        for session in Session.objects.filter(pk__in=chunk).order_by("opened_at", "session_id"):
+            log = selectors.entries(session)
+            logs.append(log)
+            rows.append(summary_row(session, log))
+        Export.objects.filter(pk=export.pk).update(progress=start + len(chunk))
+    created_at = timezone.now()
+    bundle = build_bundle(
+        logs=logs,
+        jwks=keys.every_public_jwk(),
+        key=keys.active_key(),
+        arbiter_id=settings.OANP_ARBITER_ID,
+        created_at=created_at,
+        scope=export.scope,
+    )
+    stem = f"export-{export.pk}-{created_at:%Y%m%dT%H%M%SZ}"
+    storage = export.bundle.storage
+    bundle_name = storage.save(
+        f"exports/{stem}.json", ContentFile(json.dumps(bundle, separators=(",", ":")).encode())
+    )
+    written.append(bundle_name)
+    csv_name = storage.save(f"exports/{stem}.csv", ContentFile(_csv(rows).encode()))
+    written.append(csv_name)
+    Export.objects.filter(pk=export.pk).update(
+        state=Export.State.DONE,
+        bundle=bundle_name,
+        summary_csv=csv_name,
+        finished_at=timezone.now(),
+    )
+
+
+def summary_row(session: Session, log: Iterable[dict[str, Any]]) -> list[str]:
+    violations = sum(
+        e["envelope"]["type"] == "round.verdict"
+        and e["envelope"]["payload"]["status"] == "violated"
+        for e in log
+    )
+    outcome = "agreed" if session.phase == "AGREED" else session.close_reason or "in progress"
+    return [
+        session.session_id,
+        session.buyer_agent_id,
+        session.merchant_agent_id,
+        session.phase.lower(),
+        str(session.round),
+        outcome,
+        "" if session.final_price is None else format(session.final_price.normalize(), "f"),
+        session.currency,
+        str(violations),
+        session.opened_at.isoformat(),
+        "" if session.ended_at is None else session.ended_at.isoformat(),
+    ]
+
+
+def _csv(rows: list[list[str]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    writer.writerows(rows)
+    return out.getvalue()
