@@ -1,0 +1,85 @@
+"""Admins list the signing keys and rotate one now; the JWKS then publishes both; the
+rotation is in the audit log; nobody else sees the page or rotates."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from sessions_app.models import AuditEvent, Membership, Merchant, Role
+
+pytestmark = pytest.mark.django_db
+
+PASSWORD = "correct horse battery"
+
+
+def member(username: str, role: str, merchant: Merchant | None = None) -> Client:
+    user = User.objects.create_user(username, password=PASSWORD)
+    Membership.objects.create(user=user, role=role, merchant=merchant)
+    browser = Client(HTTP_HOST="localhost")
+    assert browser.login(username=username, password=PASSWORD)
+    return browser
+
+
+def test_an_admin_rotates_now_and_the_jwks_publishes_both_keys() -> None:
+    admin = member("admin", Role.ADMIN)
+    before = admin.get("/.well-known/jwks.json").json()["keys"]
+    assert len(before) == 1
+    page = admin.get("/keys/").content.decode()
+    assert before[0]["kid"] in page
+    assert 'href="/.well-known/jwks.json"' in page
+    assert 'href="/oanp/v0.1/keys"' in page
+
+    answer = admin.post("/keys/rotate/", {"alg": "ES256"})
+    assert answer.status_code == 302
+    assert answer["Location"] == "/keys/"
+
+    jwks = admin.get("/.well-known/jwks.json").json()["keys"]
+    assert len(jwks) == 2
+    fresh = next(k for k in jwks if k["kid"] != before[0]["kid"])
+    assert fresh["alg"] == "ES256"
+    history = {k["kid"]: k["state"] for k in admin.get("/oanp/v0.1/keys").json()["keys"]}
+    assert history == {before[0]["kid"]: "retiring", fresh["kid"]: "active"}
+
+    page = admin.get("/keys/").content.decode()
+    assert fresh["kid"] in page
+    assert "retiring" in page
+
+    event = AuditEvent.objects.get()
+    assert (event.action, event.target) == ("key.rotate", fresh["kid"])
+    assert event.actor.get_username() == "admin"
+    assert event.detail == {"alg": "ES256", "replaced": [before[0]["kid"]]}
+    assert fresh["kid"] in admin.get("/audit/").content.decode()
+
+
+def test_an_unknown_algorithm_is_refused_and_changes_nothing() -> None:
+    admin = member("admin", Role.ADMIN)
+    kids = [k["kid"] for k in admin.get("/.well-known/jwks.json").json()["keys"]]
+    assert admin.post("/keys/rotate/", {"alg": "HS256"}).status_code == 400
+    assert [k["kid"] for k in admin.get("/.well-known/jwks.json").json()["keys"]] == kids
+    assert not AuditEvent.objects.exists()
+
+
+@pytest.mark.parametrize("role", [Role.OPERATOR, Role.MERCHANT])
+def test_only_admins_see_keys_and_rotate(role: str) -> None:
+    merchant = Merchant.objects.create(name="Skyways", slug="skyways")
+    browser = member("someone", role, merchant if role == Role.MERCHANT else None)
+    kids = [k["kid"] for k in browser.get("/.well-known/jwks.json").json()["keys"]]
+    assert browser.get("/keys/").status_code == 403
+    assert browser.post("/keys/rotate/", {"alg": "Ed25519"}).status_code == 403
+    assert browser.get("/audit/").status_code == 403
+    assert [k["kid"] for k in browser.get("/.well-known/jwks.json").json()["keys"]] == kids
+    assert not AuditEvent.objects.exists()
+    nav = browser.get("/").content.decode()
+    assert 'href="/keys/"' not in nav
+    assert 'href="/audit/"' not in nav
+
+
+def test_rotating_requires_csrf() -> None:
+    User.objects.create_user("admin", password=PASSWORD)
+    Membership.objects.create(user=User.objects.get(username="admin"), role=Role.ADMIN)
+    strict = Client(HTTP_HOST="localhost", enforce_csrf_checks=True)
+    assert strict.login(username="admin", password=PASSWORD)
+    assert strict.post("/keys/rotate/", {"alg": "Ed25519"}).status_code == 403
+    assert not AuditEvent.objects.exists()
