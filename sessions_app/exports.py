@@ -39,7 +39,6 @@ PRESETS = {
     "7d": ("Last 7 days", timedelta(days=7)),
     "30d": ("Last 30 days", timedelta(days=30)),
 }
-KINDS = ("session", "merchant", "range")
 CSV_COLUMNS = (
     "session_id",
     "buyer_agent_id",
