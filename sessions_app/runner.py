@@ -136,4 +136,12 @@ def answer(session_id: str) -> int:
             log.error("the arbiter refused hosted answer in %s: %s", session_id, refused.code)
             continue
         applied += outcome.status == 201
+        log.info(
+            "hosted agent %s sent %s %s in %s (%d)",
+            profile.agent_id,
+            envelope["type"],
+            envelope["message_id"],
+            session_id,
+            outcome.status,
+        )
     return applied

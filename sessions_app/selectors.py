@@ -15,8 +15,9 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from arbiter_app import selectors as arbiter
-from arbiter_app.models import Session
+from arbiter_app.models import AgentCredential, Session
 from sessions_app.models import AgentProfile, Membership, Role
+from sessions_app.vault import unseal
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,32 @@ def session(scope: Scope, session_id: str) -> Session:
 
 def entries(found: Session) -> list[dict[str, Any]]:
     return arbiter.session_entries(found)
+
+
+# Agents --------------------------------------------------------------------------------------
+
+
+def agents(scope: Scope) -> QuerySet[AgentProfile]:
+    """A merchant member's own merchant's agents; every agent for operators and admins."""
+    found = AgentProfile.objects.select_related("merchant")
+    if scope.merchant_id is not None:
+        found = found.filter(merchant_id=scope.merchant_id)
+    return found
+
+
+def agent(scope: Scope, agent_id: str) -> AgentProfile:
+    found = agents(scope).filter(agent_id=agent_id).first()
+    if found is None:
+        raise Http404("no such agent")
+    return found
+
+
+def keys_of(profile: AgentProfile) -> QuerySet[AgentCredential]:
+    return arbiter.credentials_of(agent_id=profile.agent_id, role="merchant")
+
+
+def limit_items(profile: AgentProfile) -> list[str] | None:
+    """The item keys with limits of their own, never the limits; ``None`` when none are set."""
+    if not profile.vault:
+        return None
+    return sorted(unseal(profile.vault).per_item)

@@ -1,0 +1,180 @@
+"""The /agents/ pages: merchants configure their agents and API keys.
+
+Who may do what: a merchant member manages its own merchant's agents and nothing else (another
+merchant's agent is a 404, as an unknown one); an admin manages every merchant's agents;
+an operator may look (list and agent pages) but changes nothing, since its job is watching
+sessions. Private limits are never shown: pages say only whether they are set.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from sessions_app import forms, selectors, services
+from sessions_app.models import AgentProfile, Merchant, Role
+from sessions_app.vault import Limits
+from sessions_app.views import _scope
+
+
+def _manager(request: HttpRequest) -> selectors.Scope:
+    scope = _scope(request)
+    if scope.role not in (Role.MERCHANT, Role.ADMIN):
+        raise PermissionDenied("operators watch sessions; agents are their merchants' to change")
+    return scope
+
+
+@login_required
+def agent_list(request: HttpRequest) -> HttpResponse:
+    scope = _scope(request)
+    return render(
+        request,
+        "sessions_app/agents.html",
+        {"scope": scope, "agents": selectors.agents(scope), "can_manage": scope.role != "operator"},
+    )
+
+
+def _agent_page(
+    request: HttpRequest,
+    scope: selectors.Scope,
+    agent_id: str,
+    *,
+    issued: str | None = None,
+    key_form: forms.KeyForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    profile = selectors.agent(scope, agent_id)
+    response = render(
+        request,
+        "sessions_app/agents_detail.html",
+        {
+            "scope": scope,
+            "agent": profile,
+            "limit_items": selectors.limit_items(profile),
+            "keys": selectors.keys_of(profile),
+            "hosted_label": services.HOSTED_KEY_LABEL,
+            "issued": issued,
+            "key_form": key_form or forms.KeyForm(),
+            "can_manage": scope.role != Role.OPERATOR,
+        },
+        status=status,
+    )
+    # A page that shows a new key once must not be kept by a browser or a proxy.
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+def agent_page(request: HttpRequest, agent_id: str) -> HttpResponse:
+    return _agent_page(request, _scope(request), agent_id)
+
+
+def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) -> HttpResponse:
+    profile = None if agent_id is None else selectors.agent(scope, agent_id)
+    merchants = Merchant.objects.all() if profile is None and scope.merchant_id is None else None
+    options = {
+        "creating": profile is None,
+        "limits_set": bool(profile and profile.vault),
+        "merchants": merchants,
+    }
+    initial = (
+        {}
+        if profile is None
+        else {
+            "display_name": profile.display_name,
+            "mode": profile.mode,
+            "strategy": profile.strategy,
+        }
+    )
+    if request.method == "POST":
+        form = forms.AgentForm(request.POST, **options)
+        items = forms.ItemLimitFormSet(request.POST, prefix="items")
+        if form.is_valid() and items.is_valid():
+            limits = forms.limits_from(form, items)
+            if not form.errors:
+                return _save(request, scope, form, limits, profile)
+    else:
+        form = forms.AgentForm(initial=initial or {"mode": "hosted"}, **options)
+        items = forms.ItemLimitFormSet(prefix="items")
+    return render(
+        request,
+        "sessions_app/agents_form.html",
+        {
+            "scope": scope,
+            "agent": profile,
+            "form": form,
+            "items": items,
+            "limit_items": None if profile is None else selectors.limit_items(profile),
+        },
+        status=400 if request.method == "POST" else 200,
+    )
+
+
+def _save(
+    request: HttpRequest,
+    scope: selectors.Scope,
+    form: forms.AgentForm,
+    limits: Limits | None,
+    profile: AgentProfile | None,
+) -> HttpResponse:
+    data = form.cleaned_data
+    fields = {
+        "display_name": data["display_name"],
+        "mode": data["mode"],
+        "strategy": data["strategy"],
+        "limits": limits,
+    }
+    if profile is None:
+        merchant = data.get("merchant") or get_object_or_404(Merchant, pk=scope.merchant_id)
+        profile = services.create_agent(
+            actor=request.user, merchant=merchant, agent_id=data["agent_id"], **fields
+        )
+        messages.success(request, f"Agent {profile.agent_id} created.")
+    else:
+        services.update_agent(actor=request.user, profile=profile, **fields)
+        messages.success(request, f"Agent {profile.agent_id} saved.")
+    return redirect("agent", agent_id=profile.agent_id)
+
+
+@login_required
+def agent_new(request: HttpRequest) -> HttpResponse:
+    return _edit(request, _manager(request), None)
+
+
+@login_required
+def agent_edit(request: HttpRequest, agent_id: str) -> HttpResponse:
+    return _edit(request, _manager(request), agent_id)
+
+
+@login_required
+@require_POST
+def key_issue(request: HttpRequest, agent_id: str) -> HttpResponse:
+    scope = _manager(request)
+    profile = selectors.agent(scope, agent_id)
+    form = forms.KeyForm(request.POST)
+    if not form.is_valid():
+        return _agent_page(request, scope, agent_id, key_form=form, status=400)
+    issued = services.issue_key(
+        actor=request.user, profile=profile, label=form.cleaned_data["label"]
+    )
+    # Rendered, not redirected: this response is the only place the key is ever shown.
+    return _agent_page(request, scope, agent_id, issued=issued.api_key)
+
+
+@login_required
+@require_POST
+def key_revoke(request: HttpRequest, agent_id: str, key_id: int) -> HttpResponse:
+    scope = _manager(request)
+    profile = selectors.agent(scope, agent_id)
+    credential = get_object_or_404(selectors.keys_of(profile), pk=key_id)
+    try:
+        services.revoke_key(actor=request.user, profile=profile, credential=credential)
+    except services.HostedKey as refused:
+        messages.error(request, str(refused))
+    else:
+        messages.success(request, f"Key {credential.prefix} revoked.")
+    return redirect("agent", agent_id=agent_id)

@@ -1,0 +1,152 @@
+"""Forms of the merchant side: an agent with its private limits, and an API key's label.
+
+Limit fields never render a value, not even back into a form that failed validation: a floor
+price typed once goes into the vault and is never shown again.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.db.models import QuerySet
+
+from oanp.envelope import IDENTIFIER_RULE, is_identifier
+from sessions_app import services
+from sessions_app.models import Merchant, Mode
+from sessions_app.runner import STRATEGY_CHOICES
+from sessions_app.vault import Limits
+
+# Wide enough for any ISO 4217 minor unit (KWD has 3) and the protocol's 10^12 ceiling.
+_PRICE = {"max_digits": 15, "decimal_places": 3, "min_value": Decimal("0.001"), "required": False}
+
+
+class SealedNumberInput(forms.NumberInput):
+    """A number input that is always rendered empty."""
+
+    def format_value(self, value: Any) -> None:
+        return None
+
+
+def _price(label: str) -> forms.DecimalField:
+    return forms.DecimalField(
+        label=label,
+        widget=SealedNumberInput(attrs={"autocomplete": "off", "step": "any"}),
+        **_PRICE,
+    )
+
+
+class AgentForm(forms.Form):
+    agent_id = forms.CharField(
+        label="Agent id",
+        max_length=64,
+        help_text=f"How buyers name this agent in session.open: {IDENTIFIER_RULE}.",
+    )
+    display_name = forms.CharField(label="Display name", max_length=200, required=False)
+    mode = forms.ChoiceField(
+        label="How it negotiates", choices=Mode.choices, widget=forms.RadioSelect
+    )
+    strategy = forms.ChoiceField(
+        label="Strategy (hosted agents)", choices=STRATEGY_CHOICES, initial="reference"
+    )
+    floor_price = _price("Floor price (never goes below)")
+    ideal_price = _price("Ideal price (opens here)")
+
+    def __init__(
+        self,
+        *args: Any,
+        creating: bool,
+        limits_set: bool = False,
+        merchants: QuerySet[Merchant] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.creating = creating
+        self.limits_set = limits_set
+        if not creating:
+            del self.fields["agent_id"]  # the identity keys and sessions are bound to
+        if merchants is not None:
+            self.fields["merchant"] = forms.ModelChoiceField(queryset=merchants, label="Merchant")
+            self.order_fields(["merchant"])
+
+    def clean_agent_id(self) -> str:
+        agent_id: str = self.cleaned_data["agent_id"].strip()
+        if not is_identifier(agent_id):
+            raise forms.ValidationError(f"An agent id is {IDENTIFIER_RULE}.")
+        try:
+            services.check_agent_id(agent_id)
+        except services.AgentIdTaken as taken:
+            raise forms.ValidationError("This agent id is taken; choose another.") from taken
+        return agent_id
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        floor, ideal = data.get("floor_price"), data.get("ideal_price")
+        if (floor is None) != (ideal is None) and not self.has_error("floor_price"):
+            raise forms.ValidationError("Enter both the floor and the ideal price, or neither.")
+        if floor is not None and ideal is not None and floor > ideal:
+            self.add_error("floor_price", "The floor cannot be above the ideal price.")
+        if data.get("mode") == Mode.HOSTED and floor is None and not self.limits_set:
+            raise forms.ValidationError(
+                "A hosted agent needs its limits: enter its floor and ideal price."
+            )
+        return data
+
+
+class ItemLimitForm(forms.Form):
+    item = forms.CharField(
+        label="Item sku, id or route", max_length=200, required=False, strip=True
+    )
+    floor_price = _price("Floor")
+    ideal_price = _price("Ideal")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        item, floor, ideal = data.get("item"), data.get("floor_price"), data.get("ideal_price")
+        given = [v not in (None, "") for v in (item, floor, ideal)]
+        if any(given) and not all(given):
+            raise forms.ValidationError("Fill in the item, its floor and its ideal price.")
+        if floor is not None and ideal is not None and floor > ideal:
+            raise forms.ValidationError("The floor cannot be above the ideal price.")
+        return data
+
+
+class BaseItemLimitFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
+    def clean(self) -> None:
+        if any(self.errors):
+            return
+        items = [form.cleaned_data.get("item") for form in self.forms if form.cleaned_data]
+        items = [item for item in items if item]
+        if len(items) != len(set(items)):
+            raise forms.ValidationError("Each item may have one row of limits only.")
+
+
+ItemLimitFormSet = forms.formset_factory(ItemLimitForm, formset=BaseItemLimitFormSet, extra=3)
+
+
+def limits_from(form: AgentForm, items: BaseItemLimitFormSet) -> Limits | None:
+    """The limits entered, or ``None`` when none were (an edit then keeps the sealed ones)."""
+    floor, ideal = form.cleaned_data.get("floor_price"), form.cleaned_data.get("ideal_price")
+    per_item = {
+        row.cleaned_data["item"]: (row.cleaned_data["floor_price"], row.cleaned_data["ideal_price"])
+        for row in items.forms
+        if row.cleaned_data.get("item")
+    }
+    if floor is None:
+        if per_item:
+            form.add_error(None, "Per-item limits need the default floor and ideal price too.")
+        return None
+    return Limits(floor_price=floor, ideal_price=ideal, per_item=per_item)
+
+
+class KeyForm(forms.Form):
+    label = forms.CharField(
+        label="Label", max_length=200, required=False, help_text="Where this key will be used."
+    )
+
+    def clean_label(self) -> str:
+        label: str = self.cleaned_data["label"]
+        if label == services.HOSTED_KEY_LABEL:
+            raise forms.ValidationError("This label is reserved; choose another.")
+        return label
