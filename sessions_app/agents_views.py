@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from sessions_app import forms, selectors, services
 from sessions_app.models import AgentProfile, Merchant, Role
-from sessions_app.vault import Limits
+from sessions_app.vault import Limits, seal_text, unseal_text
 from sessions_app.views import _scope
 
 
@@ -68,9 +68,18 @@ def _agent_page(
     return response
 
 
+# A new key crosses the redirect after its issue sealed in the user's session, and is dropped
+# from it by the one page that shows it: a reload neither shows it again nor issues another.
+ISSUED_KEY = "sessions_app.issued_key"
+
+
 @login_required
 def agent_page(request: HttpRequest, agent_id: str) -> HttpResponse:
-    return _agent_page(request, _scope(request), agent_id)
+    issued = request.session.pop(ISSUED_KEY, None)
+    api_key = None
+    if issued is not None and issued["agent_id"] == agent_id:
+        api_key = unseal_text(issued["sealed"].encode())
+    return _agent_page(request, _scope(request), agent_id, issued=api_key)
 
 
 def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) -> HttpResponse:
@@ -161,8 +170,9 @@ def key_issue(request: HttpRequest, agent_id: str) -> HttpResponse:
     issued = services.issue_key(
         actor=request.user, profile=profile, label=form.cleaned_data["label"]
     )
-    # Rendered, not redirected: this response is the only place the key is ever shown.
-    return _agent_page(request, scope, agent_id, issued=issued.api_key)
+    sealed = seal_text(issued.api_key).decode()
+    request.session[ISSUED_KEY] = {"agent_id": profile.agent_id, "sealed": sealed}
+    return redirect("agent", agent_id=profile.agent_id)
 
 
 @login_required

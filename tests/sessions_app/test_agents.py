@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from arbiter_app.models import AgentCredential
-from sessions_app import services
+from sessions_app import agents_views, services
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
 from sessions_app.vault import unseal
 from tests.arbiter_app.factories import make_agent
@@ -252,8 +252,8 @@ def test_a_new_key_is_shown_once_and_only_its_digest_is_stored(
     browser: Client, shop_a: Merchant, alice: User
 ) -> None:
     hosted_agent(shop_a, "hosted-a", strategy="reference")
-    response = browser.post("/agents/hosted-a/keys/", {"label": "laptop"})
-    assert response.status_code == 200
+    response = browser.post("/agents/hosted-a/keys/", {"label": "laptop"}, follow=True)
+    assert response.redirect_chain == [("/agents/hosted-a/", 302)]
     assert response["Cache-Control"] == "no-store"
     page = response.content.decode()
     credential = AgentCredential.objects.get(agent_id="hosted-a", label="laptop")
@@ -264,11 +264,12 @@ def test_a_new_key_is_shown_once_and_only_its_digest_is_stored(
     assert credential.digest == hashlib.sha256(api_key.encode()).hexdigest()
     row = AgentCredential.objects.filter(pk=credential.pk).values().get()
     assert all(api_key not in str(value) for value in row.values())
-    # The key works with the API, and is never shown again.
+    # The key works with the API, and is never shown again, nor left in the user's session.
     headers = {"Authorization": f"Bearer {api_key}"}
     assert browser.get("/oanp/v0.1/sessions/none", headers=headers).status_code == 404
     again = browser.get("/agents/hosted-a/").content.decode()
     assert api_key not in again
+    assert agents_views.ISSUED_KEY not in browser.session
     assert credential.prefix in again
     assert "laptop" in again
     event = AuditEvent.objects.get(action="key.issued")

@@ -94,8 +94,8 @@ def test_a_floor_of_280_is_nowhere_in_clear_after_a_hosted_negotiation(
         | {"items-0-ideal_price": "390"},
     )
     assert created.status_code == 302
-    issued = browser.post("/agents/hosted-sfo/keys/", {"label": "spare"})
-    assert issued.status_code == 200
+    issued = browser.post("/agents/hosted-sfo/keys/", {"label": "spare"}, follow=True)
+    assert "shown this once" in issued.content.decode()
 
     negotiation = HostedNegotiation(Client(), "hosted-sfo", session_id="sess-vault")
     log = negotiation.play(nudge=lambda: runner.answer("sess-vault"))
