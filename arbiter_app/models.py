@@ -144,3 +144,140 @@ class SigningKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kid} ({self.state})"
+
+
+# Outbound deliveries -------------------------------------------------------------------------
+
+
+class HandoffTarget(models.Model):
+    """Where a merchant's agreements are handed off (PROTOCOL section 8): its ACP endpoint,
+    the ACP key the arbiter presents there and the secret its deliveries are signed with,
+    both Fernet-encrypted like the signing keys."""
+
+    merchant_agent_id = models.CharField(max_length=64, unique=True)
+    endpoint = models.URLField(max_length=2000)
+    api_key_encrypted = models.BinaryField()
+    webhook_secret_encrypted = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    #: Set when the endpoint answered 410 or stopped being an allowed address.
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["merchant_agent_id"]
+
+    def __str__(self) -> str:
+        return f"{self.merchant_agent_id} → {self.endpoint}"
+
+
+class HandoffState(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    DISABLED = "disabled"
+
+
+class Handoff(models.Model):
+    """The ACP checkout of one agreed session: an outbox row, written in the agreement's own
+    transaction, so an agreement is handed off exactly when it commits."""
+
+    session = models.OneToOneField(Session, on_delete=models.PROTECT, related_name="handoff")
+    target = models.ForeignKey(HandoffTarget, on_delete=models.PROTECT, related_name="handoffs")
+    state = models.CharField(
+        max_length=16, choices=HandoffState.choices, default=HandoffState.PENDING, db_index=True
+    )
+    #: Delivered, but the merchant's checkout does not carry the agreed price.
+    flagged = models.BooleanField(default=False)
+    flag_reason = models.CharField(max_length=300, blank=True)
+    #: Attempts since the handoff was created or last redelivered.
+    attempts = models.PositiveIntegerField(default=0)
+    #: When the next attempt may start; while one runs, when it is presumed dead.
+    next_attempt_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    #: JSON text of the checkout request, fixed at creation: every retry sends the same bytes.
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    checkout_id = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"handoff of {self.session_id} ({self.state})"
+
+
+class AgentCallback(models.Model):
+    """An agent's URL that receives every new entry of its sessions, signed with ``secret``."""
+
+    agent_id = models.CharField(max_length=64)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    url = models.URLField(max_length=2000)
+    secret_encrypted = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["agent_id", "role"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent_id", "role"], name="one_callback_per_agent")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.agent_id} → {self.url}"
+
+
+class CallbackCursor(models.Model):
+    """How far one callback has received one session's log. Entries go out one at a time, in
+    seq order: the next is ``delivered_seq + 1``."""
+
+    callback = models.ForeignKey(AgentCallback, on_delete=models.CASCADE, related_name="cursors")
+    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="+")
+    #: The last entry delivered, or given up on after a permanent refusal.
+    delivered_seq = models.PositiveIntegerField(default=0)
+    #: Attempts at the entry after ``delivered_seq``.
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["callback", "session"], name="one_cursor_per_session")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.callback} @ {self.session_id}#{self.delivered_seq}"
+
+
+class DeliveryAttempt(models.Model):
+    """One POST of a handoff or of a callback's entry, as it went."""
+
+    handoff = models.ForeignKey(
+        Handoff, null=True, blank=True, on_delete=models.CASCADE, related_name="attempt_log"
+    )
+    cursor = models.ForeignKey(
+        CallbackCursor, null=True, blank=True, on_delete=models.CASCADE, related_name="attempt_log"
+    )
+    #: The entry a callback attempt carried.
+    seq = models.PositiveIntegerField(null=True, blank=True)
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    #: ``None``: no answer (a network error, a refused target, or still running).
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, blank=True)
+    response_excerpt = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(handoff__isnull=True) ^ models.Q(cursor__isnull=True),
+                name="attempt_of_one_delivery",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} ({self.status_code or self.error or 'running'})"

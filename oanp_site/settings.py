@@ -212,9 +212,30 @@ OANP_KEY_ROTATION_DAYS = float(os.environ.get("OANP_KEY_ROTATION_DAYS", "30"))
 # How long a replaced key stays in the JWKS, for agents that cached it.
 OANP_KEY_OVERLAP_DAYS = float(os.environ.get("OANP_KEY_OVERLAP_DAYS", "7"))
 
+# Outbound deliveries: ACP handoffs to merchants and entry callbacks to agents.
+# Targets on private, loopback or link-local addresses are refused (SSRF) unless this is on,
+# which only a test or a single-machine setup should do.
+OANP_ALLOW_PRIVATE_TARGETS = os.environ.get("OANP_ALLOW_PRIVATE_TARGETS", "").lower() in {
+    "1",
+    "true",
+    "yes",
+    "on",
+}
+# A failed delivery waits BASE, then twice as long each time, at most CAP per wait. With the
+# defaults, 31 attempts span about a day (30 s … 1 h, then hourly), as PROTOCOL section 8 asks.
+OANP_DELIVERY_RETRY_BASE_SECONDS = float(os.environ.get("OANP_DELIVERY_RETRY_BASE_SECONDS", "30"))
+OANP_DELIVERY_RETRY_CAP_SECONDS = float(os.environ.get("OANP_DELIVERY_RETRY_CAP_SECONDS", "3600"))
+OANP_DELIVERY_MAX_ATTEMPTS = int(os.environ.get("OANP_DELIVERY_MAX_ATTEMPTS", "31"))
+OANP_DELIVERY_TIMEOUT_SECONDS = float(os.environ.get("OANP_DELIVERY_TIMEOUT_SECONDS", "10"))
+
 CELERY_BEAT_SCHEDULE = {
     "sweep-timers": {
         "task": "arbiter_app.tasks.sweep_timers",
+        "schedule": OANP_TIMER_SWEEP_SECONDS,
+    },
+    # Deliveries whose task was lost (broker away, worker killed) are picked up here.
+    "sweep-deliveries": {
+        "task": "arbiter_app.tasks.sweep_deliveries",
         "schedule": OANP_TIMER_SWEEP_SECONDS,
     },
     # Hourly, the key policy: rotate every OANP_KEY_ROTATION_DAYS, retire after the overlap.

@@ -1,0 +1,252 @@
+"""Requests the arbiter makes to others: ACP handoffs to merchants, entry callbacks to agents.
+
+Both go the same way: to an address checked against SSRF, signed the Standard Webhooks way,
+one POST per attempt with every attempt recorded, retried with exponential backoff for about
+a day, and classified by what the receiver answered.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import ipaddress
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from urllib.parse import urlsplit
+
+import httpx
+from cryptography.fernet import Fernet
+from django.conf import settings
+
+from arbiter_app.models import DeliveryAttempt
+from oanp.errors import ProtocolError
+
+SECRET_PREFIX = "whsec_"  # noqa: S105 - the Standard Webhooks prefix, not a secret
+#: What an attempt keeps of the answer, and the most of it that is read at all.
+EXCERPT_BYTES = 1024
+MAX_RESPONSE_BYTES = 1024 * 1024
+#: A claimed attempt that has not finished after this long died with its worker: the sweep
+#: may start the next one. Well above the request timeout, so a live attempt is never doubled.
+LEASE_MARGIN_SECONDS = 60
+
+
+class TargetNotAllowed(ProtocolError, ValueError):
+    """The URL is not one the arbiter will send to."""
+
+    code = "target_not_allowed"
+    status = 422
+    title = "The arbiter does not send to this address"
+
+
+# Where the arbiter may send ------------------------------------------------------------------
+
+
+def _forbidden(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return (
+        address.is_private
+        or address.is_loopback
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved
+        or address.is_unspecified
+        # Shared address space (100.64/10) and the like: not private, still not the Internet.
+        or not address.is_global
+    )
+
+
+def check_target(url: str) -> None:
+    """Refuse, with :class:`TargetNotAllowed`, a URL the arbiter must not POST to.
+
+    Only http(s), and a host whose every address is public, so that an agent or a merchant
+    cannot point the arbiter at its own network. Called when a target is configured and
+    again before each delivery, since DNS may change in between.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise TargetNotAllowed(f"{url!r} is not an http or https URL")
+    if not parts.hostname:
+        raise TargetNotAllowed(f"{url!r} names no host")
+    if parts.username or parts.password:
+        raise TargetNotAllowed("the URL may not carry credentials")
+    if settings.OANP_ALLOW_PRIVATE_TARGETS:
+        return
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+    except (OSError, ValueError) as exc:
+        raise TargetNotAllowed(f"cannot resolve {parts.hostname!r}: {exc}") from exc
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        if _forbidden(address):
+            raise TargetNotAllowed(
+                f"{parts.hostname!r} resolves to {address}, which is not a public address"
+            )
+
+
+# Secrets -------------------------------------------------------------------------------------
+
+
+def _fernet() -> Fernet:
+    # The same key as the signing keys: one secret to keep, one to rotate.
+    return Fernet(settings.OANP_KEY_ENCRYPTION_KEY)
+
+
+def seal(secret: str) -> bytes:
+    return _fernet().encrypt(secret.encode())
+
+
+def unseal(sealed: bytes | memoryview) -> str:
+    return _fernet().decrypt(bytes(sealed)).decode()
+
+
+def new_webhook_secret() -> str:
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def check_webhook_secret(secret: str) -> None:
+    """``ValueError`` unless ``secret`` is ``whsec_`` and base64 of at least 24 bytes."""
+    try:
+        if not secret.startswith(SECRET_PREFIX):
+            raise ValueError
+        key = base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
+    except ValueError:
+        raise ValueError("a webhook secret is 'whsec_' followed by base64") from None
+    if len(key) < 24:
+        raise ValueError("a webhook secret needs at least 24 random bytes")
+
+
+def signature_headers(
+    *, secret: str, message_id: str, body: bytes, timestamp: int
+) -> dict[str, str]:
+    """Standard Webhooks: ``v1,`` + base64 HMAC-SHA256 of ``{id}.{timestamp}.{body}``."""
+    key = base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+    signed = f"{message_id}.{timestamp}.".encode() + body
+    digest = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": f"v1,{digest}",
+    }
+
+
+# One attempt ---------------------------------------------------------------------------------
+
+
+class Outcome(StrEnum):
+    DELIVERED = "delivered"
+    #: Worth trying again later: 408, 409, 429, 5xx, no answer.
+    RETRY = "retry"
+    #: This message will never be taken: another 4xx (or a redirect, never followed).
+    REJECTED = "rejected"
+    #: The receiver is gone (410) or no longer an allowed address: stop sending to it.
+    GONE = "gone"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    outcome: Outcome
+    status_code: int | None = None
+    latency_ms: int | None = None
+    body: bytes = b""
+    error: str = ""
+    #: Seconds the receiver asked us to wait (``Retry-After``), if it did.
+    retry_after: float | None = None
+
+
+def classify(status: int) -> Outcome:
+    if 200 <= status < 300:
+        return Outcome.DELIVERED
+    if status in (408, 409, 429) or status >= 500:
+        return Outcome.RETRY
+    if status == 410:
+        return Outcome.GONE
+    return Outcome.REJECTED
+
+
+def _retry_after(value: str | None) -> float | None:
+    # Only the delta-seconds form; an HTTP date from a receiver's clock is not worth trusting.
+    if value is None or not value.strip().isdigit():
+        return None
+    return float(value.strip())
+
+
+def deliver(
+    *, url: str, body: bytes, secret: str, message_id: str, headers: dict[str, str]
+) -> Answer:
+    """POST ``body`` once, signed under ``secret``, and say how it went. Never raises for
+    anything the receiver or the network does."""
+    try:
+        check_target(url)
+    except TargetNotAllowed as refused:
+        return Answer(Outcome.GONE, error=f"target not allowed: {refused.detail}")
+    signed = signature_headers(
+        secret=secret, message_id=message_id, body=body, timestamp=int(time.time())
+    )
+    request_headers = {"Content-Type": "application/json", **headers, **signed}
+    timeout = settings.OANP_DELIVERY_TIMEOUT_SECONDS
+    started = time.monotonic()
+    try:
+        with (
+            httpx.Client(timeout=timeout, follow_redirects=False) as client,
+            client.stream("POST", url, content=body, headers=request_headers) as response,
+        ):
+            received = bytearray()
+            for chunk in response.iter_bytes():
+                received += chunk
+                # A receiver that answers without end is cut off, not waited for.
+                if len(received) >= MAX_RESPONSE_BYTES or time.monotonic() - started > timeout:
+                    break
+    except httpx.HTTPError as exc:
+        latency = round((time.monotonic() - started) * 1000)
+        return Answer(Outcome.RETRY, latency_ms=latency, error=f"{type(exc).__name__}: {exc}")
+    latency = round((time.monotonic() - started) * 1000)
+    status = response.status_code
+    error = ""
+    if 300 <= status < 400:
+        error = f"redirect to {response.headers.get('location', '?')} not followed"
+    return Answer(
+        classify(status),
+        status_code=status,
+        latency_ms=latency,
+        body=bytes(received[:MAX_RESPONSE_BYTES]),
+        error=error,
+        retry_after=_retry_after(response.headers.get("retry-after")),
+    )
+
+
+def record(attempt: DeliveryAttempt, answer: Answer) -> None:
+    attempt.status_code = answer.status_code
+    attempt.latency_ms = answer.latency_ms
+    attempt.outcome = answer.outcome.value
+    attempt.response_excerpt = answer.body[:EXCERPT_BYTES].decode("utf-8", "replace")
+    attempt.error = answer.error
+    attempt.save(
+        update_fields=["status_code", "latency_ms", "outcome", "response_excerpt", "error"]
+    )
+
+
+# Retries -------------------------------------------------------------------------------------
+
+
+def lease_until(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.OANP_DELIVERY_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS)
+
+
+def retry_wait(attempts: int, asked: float | None = None) -> float | None:
+    """Seconds before attempt ``attempts + 1``, or ``None`` when the retries are spent.
+
+    Doubling from the base, capped per wait; a receiver's ``Retry-After`` is honoured when it
+    asks for longer, within the same cap.
+    """
+    if attempts >= settings.OANP_DELIVERY_MAX_ATTEMPTS:
+        return None
+    cap = settings.OANP_DELIVERY_RETRY_CAP_SECONDS
+    wait = min(cap, settings.OANP_DELIVERY_RETRY_BASE_SECONDS * 2 ** (attempts - 1))
+    return min(cap, max(wait, asked or 0.0))
