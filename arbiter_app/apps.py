@@ -16,4 +16,8 @@ class ArbiterAppConfig(AppConfig):
     verbose_name = "Arbiter"
 
     def ready(self) -> None:
+        from arbiter_app.callbacks import on_entries_committed
+        from arbiter_app.events import entries_committed
+
         post_migrate.connect(_first_signing_key, sender=self)
+        entries_committed.connect(on_entries_committed, dispatch_uid="oanp-callbacks")

@@ -10,10 +10,19 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from arbiter_app.models import AgentCredential, Entry, Role, Session
+from arbiter_app.models import (
+    AgentCallback,
+    AgentCredential,
+    CallbackCursor,
+    Entry,
+    Handoff,
+    HandoffState,
+    Role,
+    Session,
+)
 from arbiter_app.summary import session_summary
 from oanp.canonical import JsonObject
 from oanp.errors import UnknownSession
@@ -112,6 +121,31 @@ def due_sessions(now: datetime | None = None, limit: int = 1000) -> list[str]:
     """Live sessions whose next timer has fallen due, the most overdue first."""
     due = Session.objects.filter(next_deadline__lte=now or timezone.now()).order_by("next_deadline")
     return list(due.values_list("session_id", flat=True)[:limit])
+
+
+# Outbound deliveries ----------------------------------------------------------------------
+
+
+def callback_of(agent: AgentCredential) -> AgentCallback | None:
+    return AgentCallback.objects.filter(agent_id=agent.agent_id, role=agent.role).first()
+
+
+def due_handoffs(now: datetime | None = None, limit: int = 100) -> list[int]:
+    """Pending handoffs whose next attempt is due, or whose running attempt died."""
+    due = Handoff.objects.filter(
+        state=HandoffState.PENDING, next_attempt_at__lte=now or timezone.now()
+    ).order_by("next_attempt_at")
+    return list(due.values_list("pk", flat=True)[:limit])
+
+
+def due_callback_cursors(now: datetime | None = None, limit: int = 100) -> list[int]:
+    """Cursors of live callbacks that are behind their session's log and free to move."""
+    due = CallbackCursor.objects.filter(
+        Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now or timezone.now()),
+        callback__disabled_at__isnull=True,
+        delivered_seq__lt=F("session__head_seq"),
+    ).order_by("pk")
+    return list(due.values_list("pk", flat=True)[:limit])
 
 
 # The dashboard's reads: sessions of some merchant agents (None: every session) ------------

@@ -19,9 +19,21 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from arbiter_app import events, timers
+from arbiter_app import events, outbound, timers
+from arbiter_app.handoff import open_handoff
+from arbiter_app.handoff import send as send_handoff
 from arbiter_app.keys import ActiveSigner
-from arbiter_app.models import AgentCredential, Entry, Role, Session
+from arbiter_app.models import (
+    AgentCallback,
+    AgentCredential,
+    DeliveryAttempt,
+    Entry,
+    Handoff,
+    HandoffState,
+    HandoffTarget,
+    Role,
+    Session,
+)
 from arbiter_app.summary import session_summary
 from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
 from oanp.commitments import Role as CommitRole
@@ -245,6 +257,7 @@ def _append(
     if envelope is not None:
         rows[0].body_digest, rows[0].answer = _digest(envelope), answer
     Entry.objects.bulk_create(rows)
+    open_handoff(session, entries)
     # robust: the commit stands whatever a listener or the broker does afterwards.
     transaction.on_commit(
         partial(
@@ -316,6 +329,98 @@ def revoke_credential(*, credential: AgentCredential) -> None:
     AgentCredential.objects.filter(pk=credential.pk, revoked_at__isnull=True).update(
         revoked_at=timezone.now()
     )
+
+
+# Outbound deliveries -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Configured:
+    """A handoff target or a callback, with the secret its deliveries are signed with."""
+
+    target: HandoffTarget | AgentCallback
+    #: ``whsec_…``: shown this once, kept only encrypted.
+    secret: str
+
+
+def configure_handoff(
+    *, merchant_agent_id: str, endpoint: str, api_key: str, webhook_secret: str | None = None
+) -> Configured:
+    """Where ``merchant_agent_id``'s agreements are handed off; replaces an earlier target and
+    enables it again. ``ValueError`` for a bad id, key, secret or endpoint (SSRF included)."""
+    if not is_identifier(merchant_agent_id):
+        raise ValueError(f"agent id {merchant_agent_id!r} is not {IDENTIFIER_RULE}")
+    if not api_key.strip():
+        raise ValueError("the merchant's ACP API key is required")
+    _check_url(endpoint)
+    if webhook_secret is None:
+        webhook_secret = outbound.new_webhook_secret()
+    outbound.check_webhook_secret(webhook_secret)
+    target, _ = HandoffTarget.objects.update_or_create(
+        merchant_agent_id=merchant_agent_id,
+        defaults={
+            "endpoint": endpoint,
+            "api_key_encrypted": outbound.seal(api_key.strip()),
+            "webhook_secret_encrypted": outbound.seal(webhook_secret),
+            "disabled_at": None,
+            "disabled_reason": "",
+        },
+    )
+    return Configured(target, webhook_secret)
+
+
+def _check_url(url: str) -> None:
+    if len(url) > 2000:
+        raise outbound.TargetNotAllowed("the URL is longer than 2000 characters")
+    outbound.check_target(url)
+
+
+def redeliver_handoff(*, handoff: Handoff) -> None:
+    """Hand the agreement off again from a fresh retry budget: after a failure, a disabled
+    target configured anew, or to read the merchant's checkout again (the Idempotency-Key is
+    the same, so the merchant answers with the checkout it already made)."""
+    with transaction.atomic():
+        locked = Handoff.objects.select_for_update().select_related("target").get(pk=handoff.pk)
+        if locked.target.disabled_at is not None:
+            raise ValueError(
+                f"the handoff target of {locked.target.merchant_agent_id!r} is disabled "
+                f"({locked.target.disabled_reason}); configure it again first"
+            )
+        if DeliveryAttempt.objects.filter(handoff=locked, outcome="").exists():
+            raise ValueError("an attempt is running; wait for its answer")
+        locked.state, locked.attempts = HandoffState.PENDING, 0
+        locked.next_attempt_at = timezone.now()
+        locked.flagged, locked.flag_reason = False, ""
+        locked.delivered_at, locked.checkout_id = None, ""
+        locked.save()
+        transaction.on_commit(partial(send_handoff, locked.pk), robust=True)
+
+
+def register_callback(*, agent: AgentCredential, url: str) -> Configured:
+    """Where ``agent`` receives its sessions' entries, under a fresh secret. Registering again
+    replaces the URL and the secret and enables a disabled callback; entries already delivered
+    are not sent again."""
+    _check_url(url)
+    secret = outbound.new_webhook_secret()
+    with transaction.atomic():
+        callback, created = AgentCallback.objects.update_or_create(
+            agent_id=agent.agent_id,
+            role=agent.role,
+            defaults={
+                "url": url,
+                "secret_encrypted": outbound.seal(secret),
+                "disabled_at": None,
+                "disabled_reason": "",
+            },
+        )
+        if not created:
+            # A fresh retry budget for whatever was waiting; the sweep resumes it.
+            callback.cursors.update(attempts=0)
+    return Configured(callback, secret)
+
+
+def remove_callback(*, agent: AgentCredential) -> None:
+    AgentCallback.objects.filter(agent_id=agent.agent_id, role=agent.role).delete()
 
 
 # Reveals -------------------------------------------------------------------------------------

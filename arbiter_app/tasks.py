@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from arbiter_app import keys, selectors, services
+from arbiter_app import callbacks, handoff, keys, selectors, services
 
 
 @shared_task
@@ -22,3 +22,20 @@ def sweep_timers() -> int:
 def maintain_signing_keys() -> str | None:
     rotated, _ = keys.maintain()
     return None if rotated is None else rotated.kid
+
+
+@shared_task
+def deliver_handoff(handoff_id: int) -> bool:
+    return handoff.deliver(handoff_id)
+
+
+@shared_task
+def deliver_callback(cursor_id: int) -> int:
+    return callbacks.deliver(cursor_id)
+
+
+@shared_task
+def sweep_deliveries() -> int:
+    """Make every delivery attempt that fell due, however its own task fared."""
+    handoffs = sum(handoff.deliver(pk) for pk in selectors.due_handoffs())
+    return handoffs + sum(callbacks.deliver(pk) for pk in selectors.due_callback_cursors())

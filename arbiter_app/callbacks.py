@@ -1,0 +1,144 @@
+"""Agent callbacks: every new entry of an agent's sessions, POSTed to the URL it registered.
+
+Each (callback, session) pair has a cursor; entries go out one at a time in seq order, each
+signed like a handoff and retried by the same rules. A permanent refusal skips the entry (the
+attempt stays on record); 410, or a day of failures, disables the callback until the agent
+registers it again.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from arbiter_app import outbound
+from arbiter_app.models import AgentCallback, CallbackCursor, DeliveryAttempt, Entry, Role, Session
+from arbiter_app.outbound import Answer, Outcome
+from arbiter_app.selectors import entry_text
+from oanp_site.celery import app
+
+log = logging.getLogger(__name__)
+
+DELIVER_TASK = "arbiter_app.tasks.deliver_callback"
+
+
+def on_entries_committed(
+    sender: Any, *, session_id: str, buyer_agent_id: str, merchant_agent_id: str, **kwargs: Any
+) -> None:
+    """Receiver of :data:`arbiter_app.events.entries_committed`: wake the deliveries of the
+    parties' callbacks. Costs one query when neither party has one."""
+    try:
+        callbacks = list(
+            AgentCallback.objects.filter(
+                Q(agent_id=buyer_agent_id, role=Role.BUYER)
+                | Q(agent_id=merchant_agent_id, role=Role.MERCHANT),
+                disabled_at__isnull=True,
+            ).values_list("pk", flat=True)
+        )
+        if not callbacks:
+            return
+        session = Session.objects.only("pk").get(session_id=session_id)
+        # The cursor is written before any task is sent: if the broker is away, the sweep
+        # still finds the session behind and delivers it.
+        CallbackCursor.objects.bulk_create(
+            [CallbackCursor(callback_id=pk, session=session) for pk in callbacks],
+            ignore_conflicts=True,
+        )
+        cursors = CallbackCursor.objects.filter(callback_id__in=callbacks, session=session)
+        for cursor_id in cursors.values_list("pk", flat=True):
+            send(cursor_id)
+    except Exception:  # other listeners of the signal, and the streams, must still hear it
+        log.exception("could not wake the callbacks of session %s", session_id)
+
+
+def send(cursor_id: int, countdown: float | None = None) -> None:
+    try:
+        app.send_task(DELIVER_TASK, args=[cursor_id], countdown=countdown)
+    except Exception:
+        log.warning("could not queue callback cursor %s; the sweep will deliver it", cursor_id)
+
+
+def deliver(cursor_id: int) -> int:
+    """Send the session's entries the callback has not had, in order, until it is caught up or
+    must wait for a retry; how many POSTs were made."""
+    posts = 0
+    while True:
+        claimed = _claim(cursor_id)
+        if claimed is None:
+            return posts
+        attempt, callback, entry = claimed
+        answer = outbound.deliver(
+            url=callback.url,
+            body=entry_text(entry).encode(),
+            secret=outbound.unseal(callback.secret_encrypted),
+            message_id=f"oanp-{entry.session.session_id}-{entry.seq}",
+            headers={},
+        )
+        outbound.record(attempt, answer)
+        posts += 1
+        if not _settle(cursor_id, attempt, answer):
+            return posts
+
+
+def _claim(cursor_id: int) -> tuple[DeliveryAttempt, AgentCallback, Entry] | None:
+    """Start the attempt at the next entry, unless another worker holds it, a retry is not due
+    yet, the callback is disabled, or there is nothing new."""
+    now = timezone.now()
+    with transaction.atomic():
+        cursor = (
+            CallbackCursor.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("callback")
+            .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now), pk=cursor_id)
+            .first()
+        )
+        if cursor is None or cursor.callback.disabled_at is not None:
+            return None
+        entry = (
+            Entry.objects.select_related("session")
+            .filter(session_id=cursor.session_id, seq=cursor.delivered_seq + 1)
+            .first()
+        )
+        if entry is None:
+            return None
+        cursor.attempts += 1
+        cursor.next_attempt_at = outbound.lease_until(now)
+        cursor.save(update_fields=["attempts", "next_attempt_at"])
+        attempt = DeliveryAttempt.objects.create(
+            cursor=cursor, seq=entry.seq, number=cursor.attempts, started_at=now
+        )
+    return attempt, cursor.callback, entry
+
+
+def _settle(cursor_id: int, attempt: DeliveryAttempt, answer: Answer) -> bool:
+    """Move the cursor by the answer; ``True`` when the next entry may go out at once."""
+    now = timezone.now()
+    with transaction.atomic():
+        cursor = CallbackCursor.objects.select_for_update().get(pk=cursor_id)
+        if cursor.delivered_seq + 1 != attempt.seq or cursor.attempts != attempt.number:
+            return False  # the callback was registered again meanwhile
+        cursor.next_attempt_at = None
+        if answer.outcome in (Outcome.DELIVERED, Outcome.REJECTED):
+            cursor.delivered_seq, cursor.attempts = cursor.delivered_seq + 1, 0
+            cursor.save()
+            return True
+        wait = None
+        if answer.outcome is Outcome.RETRY:
+            wait = outbound.retry_wait(cursor.attempts, answer.retry_after)
+        if wait is None:
+            reason = answer.error or f"the callback answered {answer.status_code}"
+            if answer.outcome is Outcome.RETRY:
+                reason = f"no delivery after {cursor.attempts} attempts: {reason}"
+            AgentCallback.objects.filter(pk=cursor.callback_id, disabled_at__isnull=True).update(
+                disabled_at=now, disabled_reason=reason[:300]
+            )
+        else:
+            cursor.next_attempt_at = now + timedelta(seconds=wait)
+            transaction.on_commit(partial(send, cursor.pk, countdown=wait), robust=True)
+        cursor.save()
+        return False
