@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from arbiter_app import services
-from arbiter_app.models import AgentCredential, Entry, Session, SigningKey
+from arbiter_app.models import (
+    AgentCallback,
+    AgentCredential,
+    CallbackCursor,
+    DeliveryAttempt,
+    Entry,
+    Handoff,
+    HandoffTarget,
+    Session,
+    SigningKey,
+)
 
 
 class ReadOnly(admin.ModelAdmin):
@@ -78,3 +88,82 @@ class SigningKeyAdmin(ReadOnly):
     list_display = ("kid", "alg", "state", "activated_at", "retiring_at", "retired_at")
     list_filter = ("state", "alg")
     exclude = ("private_jwk_encrypted",)
+
+
+# Outbound deliveries: configured with `configure_handoff` and the callback endpoint, so the
+# admin shows them and retries handoffs, never edits them or shows a secret.
+
+ATTEMPT_FIELDS = (
+    "number",
+    "started_at",
+    "status_code",
+    "latency_ms",
+    "outcome",
+    "response_excerpt",
+    "error",
+)
+
+
+@admin.register(HandoffTarget)
+class HandoffTargetAdmin(ReadOnly):
+    list_display = ("merchant_agent_id", "endpoint", "updated_at", "disabled_at")
+    search_fields = ("merchant_agent_id", "endpoint")
+    exclude = ("api_key_encrypted", "webhook_secret_encrypted")
+
+
+class HandoffAttemptInline(admin.TabularInline):
+    model = DeliveryAttempt
+    fk_name = "handoff"
+    fields = ATTEMPT_FIELDS
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Handoff)
+class HandoffAdmin(ReadOnly):
+    list_display = (
+        "session",
+        "target",
+        "state",
+        "flagged",
+        "attempts",
+        "next_attempt_at",
+        "delivered_at",
+        "checkout_id",
+    )
+    list_filter = ("state", "flagged")
+    search_fields = ("session__session_id", "target__merchant_agent_id", "checkout_id")
+    inlines = (HandoffAttemptInline,)
+    actions = ("redeliver",)
+
+    @admin.action(description="Redeliver the selected handoffs")
+    def redeliver(self, request: HttpRequest, queryset: QuerySet[Handoff]) -> None:
+        for handoff in queryset:
+            try:
+                services.redeliver_handoff(handoff=handoff)
+            except ValueError as refused:
+                self.message_user(request, f"{handoff}: {refused}", messages.WARNING)
+
+
+@admin.register(AgentCallback)
+class AgentCallbackAdmin(ReadOnly):
+    list_display = ("agent_id", "role", "url", "updated_at", "disabled_at", "disabled_reason")
+    list_filter = ("role",)
+    search_fields = ("agent_id", "url")
+    exclude = ("secret_encrypted",)
+
+
+@admin.register(CallbackCursor)
+class CallbackCursorAdmin(ReadOnly):
+    list_display = ("callback", "session", "delivered_seq", "attempts", "next_attempt_at")
+    search_fields = ("callback__agent_id", "session__session_id")
+
+
+@admin.register(DeliveryAttempt)
+class DeliveryAttemptAdmin(ReadOnly):
+    list_display = ("started_at", "handoff", "cursor", "seq", *ATTEMPT_FIELDS[:1], "status_code")
+    list_filter = ("outcome", "status_code")

@@ -21,7 +21,13 @@ from arbiter_app.auth import ApiKeyRateThrottle
 from arbiter_app.keys import key_history, published_jwks
 from arbiter_app.models import AgentCredential
 from oanp.envelope import MAX_ENVELOPE_BYTES, parse_envelope
-from oanp.errors import EnvelopeTooLarge
+from oanp.errors import (
+    EnvelopeTooLarge,
+    FieldError,
+    MalformedEnvelope,
+    ProtocolError,
+    SchemaInvalid,
+)
 
 JSON = "application/json"
 
@@ -84,6 +90,54 @@ class RevealView(AgentView):
         session = selectors.visible_session(agent=agent, session_id=session_id)
         reveal = services.reveal_constraints(session=session, agent=agent, data=_body(request))
         return _json_response(json.dumps(reveal))
+
+
+class NoCallback(ProtocolError):
+    code = "no_callback"
+    status = 404
+    title = "No callback is registered"
+
+
+def _callback_url(data: bytes) -> str:
+    try:
+        body = json.loads(data)
+    except ValueError as exc:
+        raise MalformedEnvelope(f"the body is not JSON: {exc}") from exc
+    url = body.get("url") if isinstance(body, dict) else None
+    if not isinstance(url, str) or set(body) != {"url"}:
+        raise SchemaInvalid(
+            'the body is {"url": "https://…"} and nothing else',
+            errors=[FieldError("url", "required, a string")],
+        )
+    return url
+
+
+class CallbackView(AgentView):
+    """The calling agent's callback: the URL every new entry of its sessions is POSTed to."""
+
+    def put(self, request: Request) -> HttpResponse:
+        url = _callback_url(_body(request))
+        registered = services.register_callback(agent=_agent(request), url=url)
+        return _json_response(json.dumps({"url": url, "secret": registered.secret}))
+
+    def get(self, request: Request) -> HttpResponse:
+        callback = selectors.callback_of(_agent(request))
+        if callback is None:
+            raise NoCallback("this agent has registered no callback")
+        disabled_at = callback.disabled_at.isoformat() if callback.disabled_at else None
+        return _json_response(
+            json.dumps(
+                {
+                    "url": callback.url,
+                    "disabled_at": disabled_at,
+                    "disabled_reason": callback.disabled_reason or None,
+                }
+            )
+        )
+
+    def delete(self, request: Request) -> HttpResponse:
+        services.remove_callback(agent=_agent(request))
+        return HttpResponse(status=204)
 
 
 class KeysView(APIView):

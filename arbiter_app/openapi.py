@@ -191,6 +191,40 @@ SCHEMAS: dict[str, Schema] = {
             }
         }
     ),
+    "CallbackRequest": _object(
+        {
+            "url": {
+                "type": "string",
+                "format": "uri",
+                "maxLength": 2000,
+                "description": "http(s), on a public address.",
+            }
+        }
+    ),
+    "Callback": _object(
+        {
+            "url": {"type": "string", "format": "uri"},
+            "secret": {
+                "type": "string",
+                "pattern": "^whsec_[A-Za-z0-9+/=]+$",
+                "description": "Shown this once. Each POST carries Standard Webhooks headers "
+                "`webhook-id`, `webhook-timestamp` and `webhook-signature: v1,<base64 "
+                "HMAC-SHA256 of id.timestamp.body>` keyed with the base64 after `whsec_`.",
+            },
+        }
+    ),
+    "CallbackInfo": _object(
+        {
+            "url": {"type": "string", "format": "uri"},
+            "disabled_at": {**TIMESTAMP, "nullable": True},
+            "disabled_reason": {
+                "type": "string",
+                "nullable": True,
+                "description": "Why deliveries stopped (410, or a day without success); "
+                "registering again enables the callback.",
+            },
+        }
+    ),
     "Problem": _object(
         {
             "type": {"type": "string", "format": "uri"},
@@ -214,7 +248,8 @@ PROBLEMS: dict[int, str] = {
     "`errors` names each bad field.",
     401: "No or bad API key (`unauthorized`).",
     403: "The key's agent is not the sender (`sender_mismatch`) or not a party (`not_a_party`).",
-    404: "Unknown session, or one the caller is not a party to (`unknown_session`).",
+    404: "Unknown session, or one the caller is not a party to (`unknown_session`); no "
+    "callback registered (`no_callback`).",
     409: "Out of turn, terminal session, reused session_id or message_id, timer expired "
     "(`out_of_turn`, `session_terminal`, `session_exists`, `message_id_reused`, "
     "`timer_expired`, `reveal_too_early`, `already_revealed`).",
@@ -222,7 +257,8 @@ PROBLEMS: dict[int, str] = {
     422: "Wrong round, price precision, accept of a price that is not standing, a type the "
     "role may not send, unknown merchant, reveal mismatch (`wrong_round`, `price_precision`, "
     "`price_not_standing`, `role_may_not_send`, `unknown_merchant`, `reveal_mismatch`, "
-    "`deadline_out_of_range`).",
+    "`deadline_out_of_range`); a callback URL the arbiter will not send to: not http(s), or "
+    "not a public address (`target_not_allowed`).",
     429: "Rate limited (`rate_limited`); see `Retry-After`.",
 }
 
@@ -345,6 +381,34 @@ PATHS: dict[str, Schema] = {
                 "content": {"application/json": {"schema": _ref("Reveal")}},
             },
         )
+    },
+    "/oanp/v0.1/callback": {
+        "put": _operation(
+            "putCallback",
+            "Register the URL every new entry of the caller's sessions is POSTed to",
+            {
+                "200": _json("Callback", "Registered, under a fresh signing secret."),
+                **_problems(400, 401, 413, 422, 429),
+            },
+            description="Each entry is POSTed once, in seq order per session, its body the "
+            "Entry JSON (as in the event streams). 408, 409, 429, 5xx and network errors are "
+            "retried with exponential backoff for about a day; another 4xx skips the entry; "
+            "410 disables the callback.",
+            requestBody={
+                "required": True,
+                "content": {"application/json": {"schema": _ref("CallbackRequest")}},
+            },
+        ),
+        "get": _operation(
+            "getCallback",
+            "The caller's callback (without its secret)",
+            {"200": _json("CallbackInfo", "The callback."), **_problems(401, 404, 429)},
+        ),
+        "delete": _operation(
+            "deleteCallback",
+            "Stop the caller's callback",
+            {"204": {"description": "Removed, or there was none."}, **_problems(401, 429)},
+        ),
     },
     "/oanp/v0.1/keys": {
         "get": {

@@ -12,6 +12,7 @@ urlpatterns = [
     path("sessions/<str:session_id>/events", streams.session_events, name="session-events"),
     path("sessions/<str:session_id>/reveal", api.RevealView.as_view(), name="reveal"),
     path("inbox", streams.inbox_events, name="inbox"),
+    path("callback", api.CallbackView.as_view(), name="callback"),
     path("keys", api.KeysView.as_view(), name="keys"),
     path(
         "openapi.json",

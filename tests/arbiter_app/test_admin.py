@@ -12,7 +12,17 @@ from tests.arbiter_app.factories import ClientNegotiation
 
 pytestmark = pytest.mark.django_db
 
-MODELS = ("agentcredential", "session", "entry", "signingkey")
+MODELS = (
+    "agentcredential",
+    "session",
+    "entry",
+    "signingkey",
+    "handofftarget",
+    "handoff",
+    "agentcallback",
+    "callbackcursor",
+    "deliveryattempt",
+)
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -18,6 +18,10 @@ ENDPOINTS: dict[tuple[str, str], set[int]] = {
     ("/oanp/v0.1/sessions/{session_id}/events", "get"): {400, 401, 404},
     ("/oanp/v0.1/inbox", "get"): {400, 401},
     ("/oanp/v0.1/sessions/{session_id}/reveal", "post"): {400, 401, 404, 409, 422},
+    ("/oanp/v0.1/callback", "put"): {400, 401, 413, 422, 429},
+    ("/oanp/v0.1/callback", "get"): {401, 404, 429},
+    ("/oanp/v0.1/callback", "delete"): {401, 429},
+    ("/oanp/v0.1/keys", "get"): set(),
     ("/.well-known/jwks.json", "get"): set(),
 }
 
