@@ -1,0 +1,346 @@
+"""Deliveries on a real Celery worker to real HTTP servers on this machine: the ACP handoff of
+an agreement, and an agent's callback receiving every entry of its session, each retried,
+recorded and signed as PROTOCOL section 8 says."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from arbiter_app import services
+from arbiter_app.models import AgentCallback, CallbackCursor, Handoff, HandoffTarget, Session
+from tests.arbiter_app.factories import Agent, ClientNegotiation
+from tests.conftest import Worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ITEM = {"route": "SFO-JFK", "date": "2026-04-28", "sku": "SFOJFK-0428"}
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout} s: {condition.__doc__ or condition}")
+        time.sleep(0.05)
+
+
+def signed_by(secret: str, headers: dict[str, str], body: bytes) -> bool:
+    """Standard Webhooks verification, written out as a receiver would."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    given = [s.removeprefix("v1,") for s in headers["webhook-signature"].split()]
+    fresh = abs(time.time() - int(headers["webhook-timestamp"])) < 300
+    return fresh and any(hmac.compare_digest(expected, g) for g in given)
+
+
+@dataclass
+class Request:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+Reply = tuple[int, dict[str, str], bytes]
+
+
+@dataclass
+class Receiver:
+    """An HTTP server on 127.0.0.1 that records every POST and answers with ``answer``."""
+
+    answer: Callable[[Request], Reply]
+    requests: list[Request] = field(default_factory=list)
+    server: ThreadingHTTPServer | None = None
+
+    def start(self) -> Receiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                request = Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                receiver.requests.append(request)
+                status, headers, reply = receiver.answer(request)
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+def receivers() -> Iterator[Callable[[Callable[[Request], Reply]], Receiver]]:
+    started: list[Receiver] = []
+
+    def start(answer: Callable[[Request], Reply]) -> Receiver:
+        started.append(Receiver(answer).start())
+        return started[-1]
+
+    yield start
+    for receiver in started:
+        assert receiver.server is not None
+        receiver.server.shutdown()
+        receiver.server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def private_allowed(settings: Any) -> None:
+    # The worker's environment allows loopback targets too (tests/conftest.py).
+    settings.OANP_ALLOW_PRIVATE_TARGETS = True
+
+
+class Merchant:
+    """A merchant's ACP server: checks the key, the signature and the idempotency key, and
+    creates one checkout per idempotency key, answering as ``script`` says for each POST."""
+
+    def __init__(self, script: list[str], unit_amount: int | None = None) -> None:
+        self.script = script
+        self.unit_amount = unit_amount
+        self.secret = ""
+        self.checkouts: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, request: Request) -> Reply:
+        step = self.script.pop(0) if self.script else "ok"
+        headers, key = request.headers, request.headers.get("idempotency-key", "")
+        if (
+            request.path != "/acp/checkout_sessions"
+            or headers.get("authorization") != "Bearer acp_live_123"
+            or headers.get("api-version") != "2026-04-17"
+            or not signed_by(self.secret, headers, request.body)
+        ):
+            return 401, {}, b'{"type": "invalid_request", "code": "unauthorized"}'
+        body = json.loads(request.body)
+        if key != f"oanp-{body['quote_id']}":
+            return 400, {}, b'{"type": "invalid_request", "code": "idempotency_key"}'
+        if step.startswith("4"):
+            return int(step), {}, b'{"type": "invalid_request"}'
+        if key not in self.checkouts:
+            line = body["line_items"][0]
+            self.checkouts[key] = {
+                "id": f"cs_{len(self.checkouts) + 1}",
+                "status": "ready_for_payment",
+                "currency": body["currency"],
+                "line_items": [
+                    {
+                        "id": "li_1",
+                        "item": {"id": line["id"]},
+                        "unit_amount": self.unit_amount or line["unit_amount"],
+                    }
+                ],
+            }
+        if step.startswith("5"):  # the checkout is made, but the answer is an error
+            retry_after = {"Retry-After": "2"} if step == "503" else {}
+            return int(step), retry_after, b'{"type": "processing_error"}'
+        return 201, {}, json.dumps(self.checkouts[key]).encode()
+
+
+def agree(client: Any, buyer: Agent, merchant: Agent, session_id: str) -> None:
+    run = ClientNegotiation(client, buyer, merchant, session_id=session_id)
+    run.open(item=ITEM)
+    assert run.finish()[-1]["envelope"]["type"] == "session.agree"
+
+
+def handoff_of(session_id: str) -> Handoff:
+    return Handoff.objects.get(session__session_id=session_id)
+
+
+def attempts_of(handoff: Handoff) -> list[tuple[int, int | None, str]]:
+    rows = handoff.attempt_log.order_by("number").values_list("number", "status_code", "outcome")
+    return list(rows)
+
+
+def handoff_to(
+    receivers: Any, merchant: Agent, script: list[str], unit_amount: int | None = None
+) -> tuple[Merchant, Receiver]:
+    acp = Merchant(script, unit_amount)
+    server = receivers(acp)
+    acp.secret = services.configure_handoff(
+        merchant_agent_id=merchant.agent_id, endpoint=f"{server.url}/acp", api_key="acp_live_123"
+    ).secret
+    return acp, server
+
+
+def test_a_handoff_is_retried_until_the_merchant_takes_it_once(
+    celery_worker_process: Worker, client: Any, buyer: Agent, merchant: Agent, receivers: Any
+) -> None:
+    # The first answer comes after the checkout was made: only the idempotency key keeps the
+    # retries from making another.
+    acp, server = handoff_to(receivers, merchant, ["500", "502"])
+    agree(client, buyer, merchant, "sess-acp-retry")
+
+    def delivered() -> bool:
+        """the handoff is delivered"""
+        return handoff_of("sess-acp-retry").state == "delivered"
+
+    wait_for(delivered)
+    handoff = handoff_of("sess-acp-retry")
+    assert attempts_of(handoff) == [(1, 500, "retry"), (2, 502, "retry"), (3, 201, "delivered")]
+    assert len(server.requests) == 3
+    assert len(acp.checkouts) == 1
+    assert handoff.checkout_id == "cs_1"
+    assert not handoff.flagged
+    assert {r.body for r in server.requests} == {handoff.body.encode()}  # the same bytes
+    assert {r.headers["idempotency-key"] for r in server.requests} == {"oanp-sess-acp-retry"}
+    sent = json.loads(server.requests[0].body)
+    agreement = Session.objects.get(session_id="sess-acp-retry").entries.get(type="session.agree")
+    payload = json.loads(agreement.envelope)["payload"]
+    assert sent["line_items"] == [{"id": "SFOJFK-0428", "unit_amount": 34000}]
+    assert (sent["currency"], sent["quote_id"]) == ("usd", "sess-acp-retry")
+    assert sent["metadata"]["oanp_agreement_jws"] == payload["signature"]
+    assert sent["metadata"]["oanp_session_digest"] == payload["session_digest"]
+    assert handoff.attempt_log.get(number=3).response_excerpt.startswith('{"id": "cs_1"')
+
+
+def test_a_refusal_stops_the_retries(
+    celery_worker_process: Worker, client: Any, buyer: Agent, merchant: Agent, receivers: Any
+) -> None:
+    acp, _ = handoff_to(receivers, merchant, ["400"])
+    agree(client, buyer, merchant, "sess-acp-400")
+    wait_for(lambda: handoff_of("sess-acp-400").state == "failed")
+    handoff = handoff_of("sess-acp-400")
+    assert attempts_of(handoff) == [(1, 400, "rejected")]
+    assert handoff.next_attempt_at is None
+    assert not acp.checkouts
+
+
+def test_a_checkout_at_another_price_is_flagged(
+    celery_worker_process: Worker, client: Any, buyer: Agent, merchant: Agent, receivers: Any
+) -> None:
+    handoff_to(receivers, merchant, [], unit_amount=35000)
+    agree(client, buyer, merchant, "sess-acp-price")
+    wait_for(lambda: handoff_of("sess-acp-price").state == "delivered")
+    handoff = handoff_of("sess-acp-price")
+    assert handoff.flagged
+    assert handoff.flag_reason == "the checkout's unit amount 35000 is not the agreed 34000"
+    assert attempts_of(handoff) == [(1, 201, "delivered")]
+
+
+def test_a_gone_endpoint_disables_the_target(
+    celery_worker_process: Worker, client: Any, buyer: Agent, merchant: Agent, receivers: Any
+) -> None:
+    handoff_to(receivers, merchant, ["410"])
+    agree(client, buyer, merchant, "sess-acp-410")
+    wait_for(lambda: handoff_of("sess-acp-410").state == "disabled")
+    assert attempts_of(handoff_of("sess-acp-410")) == [(1, 410, "gone")]
+    target = HandoffTarget.objects.get(merchant_agent_id=merchant.agent_id)
+    assert target.disabled_at is not None
+    assert "410" in target.disabled_reason
+
+
+def test_a_retry_pending_when_the_worker_dies_is_made_after_it_restarts(
+    celery_worker_process: Worker, client: Any, buyer: Agent, merchant: Agent, receivers: Any
+) -> None:
+    # 503 with Retry-After: 2 keeps the retry pending long enough to kill the worker first.
+    acp, server = handoff_to(receivers, merchant, ["503"])
+    agree(client, buyer, merchant, "sess-acp-crash")
+    wait_for(lambda: attempts_of(handoff_of("sess-acp-crash")) == [(1, 503, "retry")])
+    celery_worker_process.kill()
+    try:
+        assert handoff_of("sess-acp-crash").state == "pending"
+    finally:
+        celery_worker_process.start()
+    wait_for(lambda: handoff_of("sess-acp-crash").state == "delivered", timeout=20)
+    assert attempts_of(handoff_of("sess-acp-crash")) == [(1, 503, "retry"), (2, 201, "delivered")]
+    assert len(server.requests) == 2
+    assert len(acp.checkouts) == 1
+
+
+# Callbacks -------------------------------------------------------------------------------------
+
+
+def register(client: Any, agent: Agent, url: str) -> str:
+    response = client.put(
+        "/oanp/v0.1/callback",
+        data=json.dumps({"url": url}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {agent.api_key}",
+    )
+    assert response.status_code == 200, response.content
+    secret: str = response.json()["secret"]
+    return secret
+
+
+def test_an_agent_receives_every_entry_once_in_order_through_a_failure(
+    celery_worker_process: Worker, client: Any, buyer: Agent, merchant: Agent, receivers: Any
+) -> None:
+    failed: list[int] = []
+
+    def agent_server(request: Request) -> Reply:
+        seq = json.loads(request.body)["seq"]
+        if seq == 3 and not failed:
+            failed.append(seq)
+            return 500, {}, b"busy"
+        return 204, {}, b""
+
+    server = receivers(agent_server)
+    secret = register(client, buyer, f"{server.url}/hooks/oanp")
+    run = ClientNegotiation(client, buyer, merchant, session_id="sess-callback")
+    run.open()
+    log = run.finish()
+
+    def caught_up() -> bool:
+        """the callback received the whole log"""
+        cursor = CallbackCursor.objects.filter(session__session_id="sess-callback").first()
+        return cursor is not None and cursor.delivered_seq == len(log)
+
+    wait_for(caught_up)
+    assert all(signed_by(secret, r.headers, r.body) for r in server.requests)
+    assert {r.path for r in server.requests} == {"/hooks/oanp"}
+    seqs = [json.loads(r.body)["seq"] for r in server.requests]
+    assert seqs == [1, 2, 3, *range(3, len(log) + 1)]  # 3 twice: failed once, then taken
+    # Each delivered body is the entry exactly as the log serves it; one id per entry.
+    assert [json.loads(r.body) for r in server.requests[3:]] == log[2:]
+    ids = [r.headers["webhook-id"] for r in server.requests]
+    assert ids[2] == ids[3] == "oanp-sess-callback-3"
+    assert len(set(ids)) == len(log)
+    cursor = CallbackCursor.objects.get(session__session_id="sess-callback")
+    assert cursor.attempt_log.count() == len(log) + 1
+    assert list(cursor.attempt_log.filter(seq=3).order_by("number").values_list("status_code")) == [
+        (500,),
+        (204,),
+    ]
+
+
+def test_a_gone_callback_is_disabled(
+    celery_worker_process: Worker, client: Any, buyer: Agent, merchant: Agent, receivers: Any
+) -> None:
+    server = receivers(lambda request: (410, {}, b""))
+    register(client, merchant, f"{server.url}/gone")
+    run = ClientNegotiation(client, buyer, merchant, session_id="sess-callback-gone")
+    run.open()
+
+    def disabled() -> bool:
+        """the merchant's callback is disabled"""
+        return AgentCallback.objects.filter(disabled_at__isnull=False).exists()
+
+    wait_for(disabled)
+    run.finish()
+    assert len(server.requests) == 1  # the session.open naming the merchant, then nothing
+    callback = AgentCallback.objects.get()
+    assert "410" in callback.disabled_reason
+    read = client.get("/oanp/v0.1/callback", HTTP_AUTHORIZATION=f"Bearer {merchant.api_key}")
+    assert read.json()["disabled_at"] is not None
