@@ -180,6 +180,24 @@ def expire_session(*, session_id: str, now: datetime | None = None) -> bool:
     return True
 
 
+def terminate_session(*, session_id: str, detail: str, now: datetime | None = None) -> bool:
+    """Close a live session as ``operator_terminated``; ``False`` when it had already ended.
+
+    The row lock orders this against envelopes and timers, as in :func:`expire_session`: an
+    agreement or a timer that commits first wins, and the session is not closed twice.
+    """
+    with transaction.atomic():
+        session = Session.objects.select_for_update().filter(session_id=session_id).first()
+        now = now or timezone.now()
+        if session is None:
+            raise UnknownSession(f"no session {session_id!r}")
+        negotiation = _negotiation(session)
+        if negotiation.state.terminal:
+            return False
+        _append(session, negotiation, negotiation.terminate(now, detail), now=now)
+    return True
+
+
 def _open(envelope: Envelope, now: datetime) -> Outcome:
     if envelope.type is not MessageType.SESSION_OPEN:
         # Section 7 answers 404 before 422: only an open may name a session that does not exist,

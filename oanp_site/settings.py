@@ -185,12 +185,13 @@ if REDIS_URL:
 else:
     CELERY_BROKER_URL = "filesystem://"
     _QUEUE_DIR = VAR_DIR / "celery"
-    for _folder in ("queue", "processed"):
+    for _folder in ("queue", "processed", "control"):
         (_QUEUE_DIR / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_QUEUE_DIR / "queue"),
         "data_folder_out": str(_QUEUE_DIR / "queue"),
         "processed_folder": str(_QUEUE_DIR / "processed"),
+        "control_folder": str(_QUEUE_DIR / "control"),
         "store_processed": False,
     }
 CELERY_TASK_IGNORE_RESULT = True
