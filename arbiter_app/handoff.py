@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import secrets
 from collections.abc import Sequence
 from datetime import timedelta
 from decimal import Decimal
@@ -222,3 +223,40 @@ def read_checkout(sent: str, received: bytes) -> tuple[str, str]:
     if isinstance(returned, str) and returned.lower() != currency:
         return checkout_id, f"the checkout's currency {returned!r} is not the agreed {currency!r}"
     return checkout_id, ""
+
+
+# A merchant's test of its target -------------------------------------------------------------
+
+TEST_KEY_PREFIX = "oanp-test-"
+
+
+def marked_test_body(key: str) -> bytes:
+    """A checkout request that cannot become a sale: marked as a test twice over, and with no
+    line items, so an ACP server that ignores the marks still has nothing to sell."""
+    body = {
+        "line_items": [],
+        "currency": "usd",
+        "capabilities": {},
+        "quote_id": key,
+        "metadata": {"oanp_test": True},
+    }
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def send_test(target: HandoffTarget) -> Answer:
+    """POST a signed test request to ``target`` the way a handoff goes (same URL, key, headers
+    and signature), under an Idempotency-Key of its own. Records nothing: the caller keeps
+    the answer where the merchant will read it."""
+    key = TEST_KEY_PREFIX + secrets.token_hex(8)
+    return outbound.deliver(
+        url=target.endpoint.rstrip("/") + "/checkout_sessions",
+        body=marked_test_body(key),
+        secret=outbound.unseal(target.webhook_secret_encrypted),
+        message_id=key,
+        headers={
+            "Authorization": f"Bearer {outbound.unseal(target.api_key_encrypted)}",
+            "Idempotency-Key": key,
+            "API-Version": ACP_API_VERSION,
+            "OANP-Test": "true",
+        },
+    )

@@ -17,9 +17,11 @@ from arbiter_app.models import (
     AgentCallback,
     AgentCredential,
     CallbackCursor,
+    DeliveryAttempt,
     Entry,
     Handoff,
     HandoffState,
+    HandoffTarget,
     Role,
     Session,
 )
@@ -179,3 +181,30 @@ def agent_id_in_use(agent_id: str) -> bool:
 
 def session_named(session_id: str) -> Session | None:
     return Session.objects.filter(session_id=session_id).first()
+
+
+# Handoffs and reveals, for the dashboard: the caller has already scoped the session --------
+
+
+def handoff_target_of(merchant_agent_id: str) -> HandoffTarget | None:
+    """The agent's handoff target; its key and secret stay sealed in it."""
+    return HandoffTarget.objects.filter(merchant_agent_id=merchant_agent_id).first()
+
+
+def handoff_of(session: Session) -> Handoff | None:
+    return Handoff.objects.select_related("target").filter(session=session).first()
+
+
+def handoff_attempts(handoff: Handoff) -> list[DeliveryAttempt]:
+    return list(handoff.attempt_log.order_by("started_at", "number"))
+
+
+def revealed_constraints(session: Session) -> dict[str, JsonObject]:
+    """What each party revealed (``"buyer"``, ``"merchant"``), checked against its
+    commitment when it was received; a party that has not revealed is absent."""
+    reveals = json.loads(session.reveals or "{}")
+    return {
+        role: reveal["constraints"]
+        for role, reveal in reveals.items()
+        if isinstance(reveal, dict) and isinstance(reveal.get("constraints"), dict)
+    }

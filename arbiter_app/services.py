@@ -22,6 +22,7 @@ from django.utils import timezone
 from arbiter_app import events, outbound, timers
 from arbiter_app.handoff import open_handoff
 from arbiter_app.handoff import send as send_handoff
+from arbiter_app.handoff import send_test as send_test_request
 from arbiter_app.keys import ActiveSigner
 from arbiter_app.models import (
     AgentCallback,
@@ -412,6 +413,16 @@ def redeliver_handoff(*, handoff: Handoff) -> None:
         locked.delivered_at, locked.checkout_id = None, ""
         locked.save()
         transaction.on_commit(partial(send_handoff, locked.pk), robust=True)
+
+
+def send_test_handoff(*, merchant_agent_id: str) -> outbound.Answer:
+    """One signed test request to the merchant's handoff target, as its handoffs would go;
+    ``ValueError`` when it has none. A disabled target is tried too: the test is how a
+    merchant learns it answers again before configuring it anew."""
+    target = HandoffTarget.objects.filter(merchant_agent_id=merchant_agent_id).first()
+    if target is None:
+        raise ValueError(f"{merchant_agent_id!r} has no handoff target")
+    return send_test_request(target)
 
 
 def register_callback(*, agent: AgentCredential, url: str) -> Configured:
