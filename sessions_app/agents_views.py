@@ -13,6 +13,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from sessions_app import forms, selectors, services
@@ -45,9 +46,12 @@ def _agent_page(
     *,
     issued: str | None = None,
     key_form: forms.KeyForm | None = None,
+    acp_form: forms.AcpForm | None = None,
+    acp_secret: str | None = None,
     status: int = 200,
 ) -> HttpResponse:
     profile = selectors.agent(scope, agent_id)
+    can_manage = scope.role != Role.OPERATOR
     response = render(
         request,
         "sessions_app/agents_detail.html",
@@ -59,7 +63,11 @@ def _agent_page(
             "hosted_label": services.HOSTED_KEY_LABEL,
             "issued": issued,
             "key_form": key_form or forms.KeyForm(),
-            "can_manage": scope.role != Role.OPERATOR,
+            "can_manage": can_manage,
+            "acp_target": selectors.acp_target(profile),
+            "acp_form": acp_form or forms.AcpForm(),
+            "acp_secret": acp_secret,
+            "acp_test": selectors.last_acp_test(profile) if can_manage else None,
         },
         status=status,
     )
@@ -79,7 +87,11 @@ def agent_page(request: HttpRequest, agent_id: str) -> HttpResponse:
     api_key = None
     if issued is not None and issued["agent_id"] == agent_id:
         api_key = unseal_text(issued["sealed"].encode())
-    return _agent_page(request, _scope(request), agent_id, issued=api_key)
+    shown = request.session.pop(ACP_SECRET, None)
+    acp_secret = None
+    if shown is not None and shown["agent_id"] == agent_id:
+        acp_secret = unseal_text(shown["sealed"].encode())
+    return _agent_page(request, _scope(request), agent_id, issued=api_key, acp_secret=acp_secret)
 
 
 def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) -> HttpResponse:
@@ -188,3 +200,51 @@ def key_revoke(request: HttpRequest, agent_id: str, key_id: int) -> HttpResponse
     else:
         messages.success(request, f"Key {credential.prefix} revoked.")
     return redirect("agent", agent_id=agent_id)
+
+
+# The ACP handoff target ------------------------------------------------------------------
+
+# Like a new API key, a generated webhook secret crosses the redirect sealed in the user's
+# session and is shown by the next agent page only.
+ACP_SECRET = "sessions_app.acp_secret"  # noqa: S105 - a session key's name
+
+
+@login_required
+@require_POST
+def acp_configure(request: HttpRequest, agent_id: str) -> HttpResponse:
+    scope = _manager(request)
+    profile = selectors.agent(scope, agent_id)
+    form = forms.AcpForm(request.POST)
+    if form.is_valid():
+        try:
+            secret = services.configure_acp(
+                actor=request.user, profile=profile, **form.cleaned_data
+            )
+        except ValueError as refused:
+            # The arbiter's refusal says why (a private address, a malformed secret): the
+            # merchant needs exactly that to fix the field.
+            form.add_error(None, f"The arbiter refused this target: {refused}")
+        else:
+            if not form.cleaned_data["webhook_secret"]:
+                request.session[ACP_SECRET] = {
+                    "agent_id": profile.agent_id,
+                    "sealed": seal_text(secret).decode(),
+                }
+            messages.success(request, "ACP handoff target saved.")
+            return redirect(f"{reverse('agent', args=[profile.agent_id])}#acp-h")
+    return _agent_page(request, scope, agent_id, acp_form=form, status=400)
+
+
+@login_required
+@require_POST
+def acp_test(request: HttpRequest, agent_id: str) -> HttpResponse:
+    scope = _manager(request)
+    profile = selectors.agent(scope, agent_id)
+    try:
+        result = services.send_acp_test(actor=request.user, profile=profile)
+    except ValueError as refused:
+        messages.error(request, f"No test sent: {refused}.")
+    else:
+        answered = result["status"] or "no answer"
+        messages.success(request, f"Test sent: {answered}; the result is below.")
+    return redirect(f"{reverse('agent', args=[profile.agent_id])}#acp-h")

@@ -150,3 +150,31 @@ class KeyForm(forms.Form):
         if label == services.HOSTED_KEY_LABEL:
             raise forms.ValidationError("This label is reserved; choose another.")
         return label
+
+
+class AcpForm(forms.Form):
+    """The ACP handoff target. The key and the secret are write-only: never rendered back."""
+
+    endpoint = forms.URLField(
+        label="ACP endpoint",
+        max_length=2000,
+        assume_scheme="https",
+        help_text="Agreements are POSTed to this URL followed by /checkout_sessions.",
+        widget=forms.URLInput(attrs={"placeholder": "https://shop.example/acp", "size": 50}),
+    )
+    api_key = forms.CharField(
+        label="ACP API key",
+        max_length=500,
+        strip=True,
+        help_text="Sent as Authorization: Bearer …; kept encrypted and never shown again.",
+        widget=forms.PasswordInput(attrs={"autocomplete": "off"}, render_value=False),
+    )
+    webhook_secret = forms.CharField(
+        label="Webhook secret (optional)",
+        max_length=200,
+        required=False,
+        strip=True,
+        help_text="whsec_… to keep one you already verify with; leave empty to generate a new "
+        "one, shown once.",
+        widget=forms.PasswordInput(attrs={"autocomplete": "off"}, render_value=False),
+    )

@@ -173,3 +173,59 @@ def open_hosted_session(
         },
     )
     return hosted
+
+
+# The ACP handoff target ------------------------------------------------------------------
+
+
+@transaction.atomic
+def configure_acp(
+    *,
+    actor: AbstractBaseUser,
+    profile: AgentProfile,
+    endpoint: str,
+    api_key: str,
+    webhook_secret: str = "",
+) -> str:
+    """Where the agent's agreements are handed off; returns the webhook secret, to be shown
+    once. ``ValueError`` (an SSRF refusal included) when the arbiter refuses the target.
+
+    Where agreements go is the arbiter's business, so the target is kept by it; the audit
+    records the endpoint and whether the secret was generated, never the key or the secret.
+    """
+    configured = arbiter_services.configure_handoff(
+        merchant_agent_id=profile.agent_id,
+        endpoint=endpoint,
+        api_key=api_key,
+        webhook_secret=webhook_secret.strip() or None,
+    )
+    _audit(
+        actor,
+        "acp.configured",
+        profile.agent_id,
+        endpoint=endpoint,
+        secret="entered" if webhook_secret.strip() else "generated",
+    )
+    return configured.secret
+
+
+#: How much of the endpoint's answer a test keeps: enough to read an error message.
+TEST_EXCERPT_CHARS = 500
+
+
+def send_acp_test(*, actor: AbstractBaseUser, profile: AgentProfile) -> dict[str, Any]:
+    """Send the agent's handoff target a signed, test-marked request and record how it went.
+
+    The audit event is the record the agent page shows, so a merchant and an admin see the
+    same last result. ``ValueError`` when no target is configured.
+    """
+    answer = arbiter_services.send_test_handoff(merchant_agent_id=profile.agent_id)
+    result = {
+        "status": answer.status_code,
+        "outcome": answer.outcome.value,
+        "latency_ms": answer.latency_ms,
+        "excerpt": answer.body[:TEST_EXCERPT_CHARS].decode("utf-8", "replace"),
+        "error": answer.error[:TEST_EXCERPT_CHARS],
+    }
+    _audit(actor, "acp.tested", profile.agent_id, **result)
+    return result
