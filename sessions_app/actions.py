@@ -1,6 +1,7 @@
-"""The audited actions of operators and admins: terminating a session, rotating the signing
-key. Each checks the role itself, so no view or command can skip the check, and records an
-:class:`~sessions_app.models.AuditEvent` in the same transaction as its effect.
+"""The audited actions of operators and admins: terminating a session, redelivering its
+handoff, rotating the signing key. Each checks the role itself, so no view or command can skip
+the check, and records an :class:`~sessions_app.models.AuditEvent` in the same transaction as
+its effect.
 """
 
 from __future__ import annotations
@@ -50,6 +51,31 @@ def terminate_session(
             detail={"detail": detail, "closed": closed},
         )
     return closed
+
+
+def redeliver_handoff(*, actor: AbstractBaseUser, scope: Scope, session_id: str) -> None:
+    """Hand a session's agreement off again from a fresh retry budget. Operators and admins
+    only; ``ValueError`` when the arbiter refuses (no handoff, a disabled target, an attempt
+    still running), and that refusal is audited too."""
+    require_staff(scope)
+    found = selectors.session(scope, session_id)
+    handoff, _ = selectors.handoff(found)
+    refused = ""
+    with transaction.atomic():
+        try:
+            if handoff is None:
+                raise ValueError("this session has no handoff")
+            services.redeliver_handoff(handoff=handoff)
+        except ValueError as exc:
+            refused = str(exc)
+        AuditEvent.objects.create(
+            actor=actor,
+            action="handoff.redeliver",
+            target=found.session_id,
+            detail={"redelivered": not refused, "refused": refused},
+        )
+    if refused:
+        raise ValueError(refused)
 
 
 def rotate_signing_key(*, actor: AbstractBaseUser, scope: Scope, alg: str) -> SigningKey:

@@ -1,6 +1,7 @@
-"""Operator and admin pages: terminating a session, the signing keys, audit exports and the
-admin audit log. Thin: the role checks live in :mod:`sessions_app.actions` and
-:mod:`sessions_app.exports`, so these only parse, call and render.
+"""Operator and admin pages: terminating a session, redelivering its handoff, the signing
+keys, audit exports and the admin audit log. Thin: the role checks live in
+:mod:`sessions_app.actions` and :mod:`sessions_app.exports`, so these only parse, call and
+render.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from arbiter_app import keys
@@ -59,6 +62,19 @@ def terminate(request: HttpRequest, session_id: str) -> HttpResponse:
         "sessions_app/terminate_confirm.html",
         {"scope": scope, "session": found, "form": form, "ended": found.phase in TERMINAL},
     )
+
+
+@login_required
+@require_POST
+def redeliver(request: HttpRequest, session_id: str) -> HttpResponse:
+    scope = _scope(request)
+    try:
+        actions.redeliver_handoff(actor=request.user, scope=scope, session_id=session_id)
+    except ValueError as refused:
+        messages.error(request, f"Not redelivered: {refused}")
+    else:
+        messages.success(request, "Handoff queued for redelivery.")
+    return redirect(f"{reverse('session', args=[session_id])}#handoff-h")
 
 
 # Signing keys ----------------------------------------------------------------------------

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Avg, Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from arbiter_app import selectors as arbiter
-from arbiter_app.models import AgentCredential, Session
-from sessions_app.models import AgentProfile, Membership, Role
+from arbiter_app.models import AgentCredential, DeliveryAttempt, Handoff, HandoffTarget, Session
+from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Membership, Mode, Role
 from sessions_app.vault import unseal
 
 
@@ -89,3 +90,63 @@ def limit_items(profile: AgentProfile) -> list[str] | None:
     if not profile.vault:
         return None
     return sorted(unseal(profile.vault).per_item)
+
+
+# The ACP handoff -----------------------------------------------------------------------------
+
+
+def acp_target(profile: AgentProfile) -> HandoffTarget | None:
+    return arbiter.handoff_target_of(profile.agent_id)
+
+
+def last_acp_test(profile: AgentProfile) -> AuditEvent | None:
+    """The latest "send test" of the agent's target: its audit event is its record."""
+    return (
+        AuditEvent.objects.filter(action="acp.tested", target=profile.agent_id)
+        .select_related("actor")
+        .first()
+    )
+
+
+def handoff(found: Session) -> tuple[Handoff | None, list[DeliveryAttempt]]:
+    """The handoff of a session the caller has already been allowed to see, and its attempts."""
+    handed = arbiter.handoff_of(found)
+    return handed, [] if handed is None else arbiter.handoff_attempts(handed)
+
+
+def revealed(found: Session) -> dict[str, dict[str, Any]]:
+    return arbiter.revealed_constraints(found)
+
+
+# Across sessions -----------------------------------------------------------------------------
+
+
+def by_strategy(scope: Scope) -> list[dict[str, Any]]:
+    """Per strategy of the hosted merchant agents in scope: sessions, agreements and the mean
+    round of agreement. A session counts under the strategy it was opened with (copied on
+    the hosted session), else under its agent's present one."""
+    hosted = agents(scope).filter(mode=Mode.HOSTED)
+    strategy = Coalesce(
+        Subquery(
+            HostedSession.objects.filter(session_id=OuterRef("session_id")).values("strategy")[:1]
+        ),
+        Subquery(
+            AgentProfile.objects.filter(agent_id=OuterRef("merchant_agent_id")).values("strategy")[
+                :1
+            ]
+        ),
+    )
+    agreed = Q(phase="AGREED")
+    rows = (
+        sessions(scope)
+        .filter(merchant_agent_id__in=hosted.values("agent_id"))
+        .annotate(strategy=strategy)
+        .values("strategy")
+        .annotate(
+            total=Count("id"),
+            agreed=Count("id", filter=agreed),
+            mean_rounds=Avg("round", filter=agreed),
+        )
+        .order_by("strategy")
+    )
+    return [{**row, "rate": row["agreed"] / row["total"] if row["total"] else 0.0} for row in rows]

@@ -17,6 +17,7 @@ from django.utils import timezone
 from arbiter_app.keys import every_public_jwk
 from arbiter_app.models import Entry
 from sessions_app import selectors
+from sessions_app.analytics import analyse
 from sessions_app.models import AgentProfile, Merchant
 from sessions_app.timeline import timeline
 
@@ -79,6 +80,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "violation_rates": violation_rates,
             "charts_json": json.dumps(charts),
             "recent": sessions.order_by("-opened_at")[:10],
+            "by_strategy": selectors.by_strategy(scope),
         },
     )
 
@@ -148,6 +150,7 @@ def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
     found = selectors.session(scope, session_id)
     entries = selectors.entries(found)
     view = timeline(entries, every_public_jwk())
+    handoff, attempts = selectors.handoff(found)
     chart = {
         "rounds": [r.round for r in view.rounds],
         "buyer": [r.buyer_price for r in view.rounds],
@@ -159,6 +162,9 @@ def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
         "entries": [(e, json.dumps(e, indent=2)) for e in entries],
         "view": view,
         "chart_json": json.dumps(chart),
+        "handoff": handoff,
+        "attempts": attempts,
+        "analysis": analyse(selectors.revealed(found), found.final_price),
     }
 
 

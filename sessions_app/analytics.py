@@ -1,0 +1,112 @@
+"""What the parties' reveals say about a session: the zone of agreement, the Nash point and
+how the agreed price split the surplus (PROTOCOL section 6).
+
+Only revealed values are used, and only once revealed: until then the arbiter knows
+commitments, not limits. The buyer's reservation price is its ``true_ceiling``, the
+merchant's its ``floor_price``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+PERCENT = Decimal("0.1")
+
+
+def plain(value: Decimal) -> Decimal:
+    """``value`` without trailing zeros and never in exponent form (340, not 3.4E+2)."""
+    return value.quantize(Decimal(1)) if value == value.to_integral() else value.normalize()
+
+
+def _price(constraints: dict[str, Any] | None, name: str) -> Decimal | None:
+    if constraints is None:
+        return None
+    try:
+        value = Decimal(str(constraints[name]))
+    except (KeyError, InvalidOperation):
+        return None
+    return plain(value) if value.is_finite() else None
+
+
+@dataclass(frozen=True)
+class Surplus:
+    """Who got what of the zone: amounts, and their shares of the whole in percent."""
+
+    buyer: Decimal
+    merchant: Decimal
+    buyer_pct: Decimal | None
+    merchant_pct: Decimal | None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    ceiling: Decimal | None
+    floor: Decimal | None
+    price: Decimal | None
+
+    @property
+    def both(self) -> bool:
+        return self.ceiling is not None and self.floor is not None
+
+    @property
+    def any(self) -> bool:
+        return self.ceiling is not None or self.floor is not None
+
+    @property
+    def has_zone(self) -> bool:
+        return self.both and self.floor <= self.ceiling  # type: ignore[operator]
+
+    @property
+    def width(self) -> Decimal | None:
+        return self.ceiling - self.floor if self.has_zone else None  # type: ignore[operator]
+
+    @property
+    def nash(self) -> Decimal | None:
+        """With linear utilities (each side's gain is the distance of the price from its
+        limit) and nothing on disagreement, the product of gains peaks at the midpoint."""
+        if not self.has_zone:
+            return None
+        return plain((self.floor + self.ceiling) / 2)  # type: ignore[operator]
+
+    @property
+    def surplus(self) -> Surplus | None:
+        """The split at the agreed price; shares only when it lies within the zone, since a
+        price outside it leaves one side below its own limit."""
+        if self.price is None or not self.any:
+            return None
+        buyer = None if self.ceiling is None else self.ceiling - self.price
+        merchant = None if self.floor is None else self.price - self.floor
+        if buyer is None or merchant is None:
+            # One side revealed: its own gain is known, the other's is not.
+            return Surplus(buyer, merchant, None, None)  # type: ignore[arg-type]
+        total = buyer + merchant
+        if not self.has_zone or total <= 0 or buyer < 0 or merchant < 0:
+            return Surplus(buyer, merchant, None, None)
+        return Surplus(
+            buyer,
+            merchant,
+            (100 * buyer / total).quantize(PERCENT),
+            (100 * merchant / total).quantize(PERCENT),
+        )
+
+    @property
+    def nash_position(self) -> Decimal | None:
+        return self.position(self.nash)
+
+    def position(self, value: Decimal | None) -> Decimal | None:
+        """Where ``value`` lies along the zone, 0 to 100, for the bar."""
+        if value is None or not self.width:
+            return None
+        share = 100 * (value - self.floor) / self.width  # type: ignore[operator]
+        return min(Decimal(100), max(Decimal(0), share)).quantize(PERCENT)
+
+
+def analyse(revealed: dict[str, dict[str, Any]], final_price: Decimal | None) -> Analysis:
+    """The analysis of one session from its reveals (``{"buyer": constraints, ...}``)."""
+    return Analysis(
+        ceiling=_price(revealed.get("buyer"), "true_ceiling"),
+        floor=_price(revealed.get("merchant"), "floor_price"),
+        price=None if final_price is None else plain(final_price),
+    )
