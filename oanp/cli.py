@@ -1,4 +1,5 @@
-"""The ``oanp`` command: ``oanp demo`` and ``oanp verify``.
+"""The ``oanp`` command: ``demo``, ``verify``, ``extract``, and the agent commands of
+:mod:`oanp.commands` (``negotiate``, ``merchant``, ``mcp``).
 
 This is the edge of the package where clocks, randomness and files are allowed: it draws the
 demo's key, salts and message ids and hands them to the pure core.
@@ -22,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
 from oanp.audit import BUNDLE_FORMAT, Report, build_bundle, extract, verify_bundle, verify_log
 from oanp.canonical import JsonValue, json_value, read_json
+from oanp.commands import add_commands, run_command
 from oanp.commitments import encode_salt
 from oanp.errors import ProtocolError
 from oanp.log import Entry
@@ -255,6 +257,7 @@ def _parser() -> argparse.ArgumentParser:
     cut.add_argument("file", type=Path, metavar="BUNDLE")
     cut.add_argument("--session", action="append", required=True, metavar="ID")
     cut.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    add_commands(commands)
     return parser
 
 
@@ -265,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return demo(as_json=args.json, bundle_path=args.bundle, out=sys.stdout, err=sys.stderr)
         if args.command == "extract":
             return extract_sessions(args.file, args.session, args.output)
+        if args.command in ("negotiate", "merchant", "mcp"):
+            return run_command(args, sys.stdout, sys.stderr)
         return verify(args.file, jwks_path=args.jwks, since_path=args.since, out=sys.stdout)
     except UnreadableInput as exc:
         print(f"oanp: {exc}", file=sys.stderr)

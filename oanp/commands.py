@@ -1,0 +1,385 @@
+"""The agent commands of ``oanp``: ``negotiate`` (a buyer), ``merchant`` (a long-running
+merchant) and ``mcp`` (the MCP tool server).
+
+The network client and the MCP SDK are imported inside the commands, so that ``import
+oanp.cli`` stays as light as the pure core. Private limits come from flags or a local JSON
+file and stay in this process: only salted commitments reach the arbiter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import time
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from oanp.agents import Agreed, BuyerAgent, BuyerVault, Closed, MerchantVault
+from oanp.commitments import Role, encode_salt
+from oanp.errors import ProtocolError
+from oanp.log import Entry
+from oanp.strategies import (
+    Boulware,
+    Conceder,
+    Linear,
+    ReferenceBuyer,
+    ReferenceMerchant,
+    Strategy,
+    TitForTat,
+)
+
+#: Exit codes of ``oanp negotiate``: agreed, verification failed, bad input, closed.
+EXIT_AGREED, EXIT_UNVERIFIED, EXIT_USAGE, EXIT_NO_AGREEMENT = 0, 1, 2, 3
+STRATEGIES = ("reference", "boulware", "conceder", "linear", "titfortat")
+
+
+class UsageError(Exception):
+    """A flag or file the command cannot use; the message says why."""
+
+
+def strategy_named(name: str, role: Role) -> Strategy:
+    """The strategy ``name`` (one of :data:`STRATEGIES`) for ``role``."""
+    if name == "reference":
+        return ReferenceBuyer() if role == "buyer" else ReferenceMerchant()
+    tactics: dict[str, Strategy] = {
+        "boulware": Boulware(),
+        "conceder": Conceder(),
+        "linear": Linear(),
+        "titfortat": TitForTat(),
+    }
+    try:
+        return tactics[name]
+    except KeyError:
+        raise UsageError(f"unknown strategy {name!r}; one of {', '.join(STRATEGIES)}") from None
+
+
+def parse_item(values: list[str]) -> dict[str, Any]:
+    """``--item`` as one JSON object, or as ``key=value`` pairs (repeatable)."""
+    if len(values) == 1 and values[0].lstrip().startswith("{"):
+        try:
+            item = json.loads(values[0])
+        except ValueError as exc:
+            raise UsageError(f"--item is not a JSON object: {exc}") from exc
+        if not isinstance(item, dict):
+            raise UsageError("--item must be a JSON object")
+        return item
+    item = {}
+    for value in values:
+        key, equals, text = value.partition("=")
+        if not equals or not key:
+            raise UsageError(f"--item {value!r}: expected key=value or a JSON object")
+        item[key] = text
+    return item
+
+
+def _amount(value: object, name: str) -> Decimal:
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        raise UsageError(f"{name} is not a number") from None
+    if not amount.is_finite() or amount <= 0:
+        raise UsageError(f"{name} must be a positive number")
+    return amount
+
+
+def _limits_file(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        limits = json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--limits {path}: {exc}") from exc
+    if not isinstance(limits, dict):
+        raise UsageError(f"--limits {path}: expected a JSON object")
+    return limits
+
+
+def buyer_vault(args: argparse.Namespace) -> BuyerVault:
+    """The buyer's vault from ``--ceiling``/``--budget``/``--urgency`` or ``--limits``."""
+    limits = _limits_file(args.limits)
+    ceiling = args.ceiling if args.ceiling is not None else limits.get("true_ceiling")
+    if ceiling is None:
+        raise UsageError("the buyer needs --ceiling, or true_ceiling in --limits")
+    budget = args.budget if args.budget is not None else limits.get("budget_cap", ceiling)
+    urgency = args.urgency or limits.get("urgency", "medium")
+    try:
+        return BuyerVault(
+            true_ceiling=_amount(ceiling, "the ceiling"),
+            budget_cap=_amount(budget, "the budget"),
+            urgency=str(urgency),
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def merchant_vault(args: argparse.Namespace) -> MerchantVault:
+    """The merchant's vault from ``--floor``/``--ideal`` or ``--limits``."""
+    limits = _limits_file(args.limits)
+    floor = args.floor if args.floor is not None else limits.get("floor_price")
+    ideal = args.ideal if args.ideal is not None else limits.get("ideal_price")
+    if floor is None or ideal is None:
+        raise UsageError("the merchant needs --floor and --ideal, or both in --limits")
+    try:
+        return MerchantVault(
+            floor_price=_amount(floor, "the floor"), ideal_price=_amount(ideal, "the ideal price")
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _new_salt() -> str:
+    return encode_salt(secrets.token_bytes(32))
+
+
+def _required(value: str | None, flag: str, variable: str) -> str:
+    if not value:
+        raise UsageError(f"{flag} (or {variable}) is required")
+    return value
+
+
+def _connection_flags(command: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    command.add_argument(
+        "--server",
+        default=env("OANP_SERVER", "http://127.0.0.1:8000"),
+        help="the arbiter's base URL (OANP_SERVER)",
+    )
+    command.add_argument(
+        "--api-key", default=env("OANP_API_KEY"), help="this agent's API key (OANP_API_KEY)"
+    )
+    command.add_argument(
+        "--agent-id", default=env("OANP_AGENT_ID"), help="this agent's id (OANP_AGENT_ID)"
+    )
+
+
+def add_commands(commands: Any) -> None:
+    """Register ``negotiate``, ``merchant`` and ``mcp`` on the ``oanp`` subparsers."""
+    buy = commands.add_parser(
+        "negotiate", help="negotiate one session as a buyer through an arbiter, then verify it"
+    )
+    _connection_flags(buy)
+    buy.add_argument("--merchant", required=True, metavar="AGENT_ID")
+    buy.add_argument(
+        "--item", action="append", required=True, help="a JSON object, or key=value (repeatable)"
+    )
+    buy.add_argument("--currency", default="USD")
+    buy.add_argument("--max-rounds", type=int, default=5)
+    buy.add_argument("--strategy", default="reference", choices=STRATEGIES)
+    buy.add_argument("--ceiling", help="true_ceiling: the most the buyer will ever pay")
+    buy.add_argument("--budget", help="budget_cap: the soft target (default: the ceiling)")
+    buy.add_argument("--urgency", help="committed with the limits (default: medium)")
+    buy.add_argument("--limits", type=Path, metavar="FILE", help="JSON with the limits instead")
+    buy.add_argument("--session-id", help="default: a new ULID")
+    buy.add_argument("--profile", default="default/v0.1")
+    buy.add_argument("--response-window", type=int, metavar="SECONDS")
+    buy.add_argument("--save-log", type=Path, metavar="FILE", help="write the session's log")
+    buy.add_argument("--quiet", action="store_true", help="print only the outcome")
+
+    sell = commands.add_parser(
+        "merchant", help="answer every session opened with this merchant, until stopped"
+    )
+    _connection_flags(sell)
+    sell.add_argument("--strategy", default="reference", choices=STRATEGIES)
+    sell.add_argument("--floor", help="floor_price: the least the merchant will ever take")
+    sell.add_argument("--ideal", help="ideal_price: its list price, where it opens")
+    sell.add_argument("--limits", type=Path, metavar="FILE", help="JSON with the limits instead")
+    sell.add_argument(
+        "--state",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="where the inbox cursor and each session's salt are kept across restarts",
+    )
+
+    tools = commands.add_parser("mcp", help="serve the arbiter as MCP tools over stdio")
+    _connection_flags(tools)
+    tools.add_argument(
+        "--role", choices=("buyer", "merchant"), default=os.environ.get("OANP_ROLE", "buyer")
+    )
+    tools.add_argument(
+        "--state", type=Path, metavar="FILE", help="keep commitments' constraints and salts here"
+    )
+
+
+def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run one of the agent commands; 2 with a message on ``err`` for bad input."""
+    try:
+        if args.command == "negotiate":
+            return negotiate_command(args, out, err)
+        if args.command == "merchant":
+            return merchant_command(args, out, err)
+        return mcp_command(args)
+    except UsageError as exc:
+        print(f"oanp {args.command}: {exc}", file=err)
+        return EXIT_USAGE
+
+
+def describe(entry: dict[str, Any]) -> str:
+    """One line for a log entry as the API returns it (see :func:`oanp.cli.describe_entry`)."""
+    from oanp.cli import describe_entry
+
+    return describe_entry(
+        Entry(
+            entry["seq"],
+            entry["received_at"],
+            entry["envelope"],
+            entry["prev_hash"],
+            entry["entry_hash"],
+        )
+    )
+
+
+def negotiate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``oanp negotiate``: open a session as a buyer, answer it, verify the outcome."""
+    from oanp.cli import new_ulid
+    from oanp.client import ArbiterClient
+    from oanp.negotiators import negotiate
+
+    agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
+    api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")
+    vault = buyer_vault(args)
+    item = parse_item(args.item)
+    buyer = BuyerAgent(
+        agent_id=agent_id,
+        vault=vault,
+        strategy=strategy_named(args.strategy, "buyer"),
+        salt=_new_salt(),
+        new_message_id=new_ulid,
+    )
+    try:
+        opening = buyer.open(
+            session_id=args.session_id or new_ulid(),
+            merchant_agent_id=args.merchant,
+            item=item,
+            currency=args.currency,
+            max_rounds=args.max_rounds,
+            profile=args.profile,
+            response_window_s=args.response_window,
+            now=_now(),
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+    def show(entry: dict[str, Any]) -> None:
+        if not args.quiet:
+            print(describe(entry), file=out, flush=True)
+
+    def refused(error: ProtocolError) -> None:
+        print(f"refused: {error}", file=err, flush=True)
+
+    with ArbiterClient(args.server, api_key) as client:
+        try:
+            result = negotiate(
+                client, buyer, opening, clock=_now, on_entry=show, on_refusal=refused
+            )
+        except ProtocolError as exc:
+            print(f"oanp negotiate: the arbiter refused the session: {exc}", file=err)
+            return EXIT_UNVERIFIED
+    if args.save_log is not None:
+        args.save_log.write_text(json.dumps(result.log, indent=1) + "\n", encoding="utf-8")
+    outcome = result.outcome
+    print(f"session {result.session_id}", file=out)
+    agreement = result.agreement
+    if isinstance(outcome, Agreed) and agreement is not None:
+        signed = agreement["agreement"]
+        print(
+            f"AGREED at {agreement['final_price']} {agreement['currency']} with "
+            f"{signed['merchant_agent_id']}, log of {signed['log_length']} entries, "
+            f"digest {agreement['session_digest']}, {agreement['signature_alg']} kid "
+            f"{agreement['kid']}",
+            file=out,
+        )
+    elif isinstance(outcome, Closed):
+        close = result.close or {}
+        print(f"NO AGREEMENT: {outcome.reason} ({close.get('detail', '')})", file=out)
+    verdict = "VERIFIED" if result.report.ok else "FAILED"
+    print(f"{verdict} against the arbiter's JWKS: {result.report.summary()}", file=out)
+    if not result.report.ok:
+        for check in result.report.checks:
+            print(check.line(), file=err)
+        return EXIT_UNVERIFIED
+    return EXIT_AGREED if isinstance(outcome, Agreed) else EXIT_NO_AGREEMENT
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop
+
+
+def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``oanp merchant``: follow the inbox and answer every session, until SIGTERM/SIGINT."""
+    import httpx
+
+    from oanp.cli import new_ulid
+    from oanp.client import ArbiterClient, StreamError
+    from oanp.negotiators import Merchant, MerchantState
+
+    agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
+    api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")
+    vault = merchant_vault(args)
+    strategy = strategy_named(args.strategy, "merchant")
+    try:
+        state = MerchantState.load(args.state, agent_id)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--state: {exc}") from None
+
+    def report(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    def opened() -> None:
+        report(f"merchant {agent_id} following its inbox (cursor {state.cursor or 'start'})")
+
+    signal.signal(signal.SIGTERM, _raise_stop)
+    with ArbiterClient(args.server, api_key) as client:
+        merchant = Merchant(
+            client,
+            agent_id=agent_id,
+            vault=vault,
+            strategy=strategy,
+            state=state,
+            clock=_now,
+            new_salt=_new_salt,
+            new_message_id=new_ulid,
+            report=report,
+        )
+        while True:
+            try:
+                merchant.recover()
+                merchant.follow(on_open=opened)
+            except (_Stop, KeyboardInterrupt):
+                report(f"merchant {agent_id} stopped")
+                return 0
+            except ProtocolError as exc:
+                print(f"oanp merchant: {exc}", file=err)
+                return 1
+            except (OSError, StreamError, httpx.HTTPError) as exc:
+                # The arbiter is unreachable: the state file holds everything; start over.
+                report(f"merchant {agent_id}: {exc!r}; recovering in 1 s")
+                time.sleep(1)
+
+
+def mcp_command(args: argparse.Namespace) -> int:
+    """``oanp mcp``: the MCP tool server over stdio."""
+    from oanp.mcp import serve
+
+    serve(
+        server=args.server,
+        api_key=_required(args.api_key, "--api-key", "OANP_API_KEY"),
+        agent_id=_required(args.agent_id, "--agent-id", "OANP_AGENT_ID"),
+        role=args.role,
+        state_path=args.state,
+    )
+    return 0

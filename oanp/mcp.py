@@ -1,0 +1,429 @@
+"""An MCP tool server over stdio, so an LLM agent negotiates through tool calls.
+
+Run as ``oanp mcp --server URL --api-key KEY --agent-id ID --role buyer|merchant``. The
+tools build the protocol's envelopes from their arguments, run each through
+:func:`oanp.envelope.parse_envelope` and the role check before sending, so a bad argument is
+refused here with the code the arbiter would answer, and nothing is sent. Constraints and
+salts stay on this machine: ``make_commitment`` keeps them in this process (and in the
+``--state`` file, if given) and returns only the commitment.
+
+Like :mod:`oanp.client`, this module is an edge of the package: nothing else in ``oanp``
+imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+
+from oanp.canonical import json_value
+from oanp.client import ArbiterClient, ProblemError, ServerEvent
+from oanp.commitments import commit, encode_salt
+from oanp.envelope import (
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_PROFILE,
+    OANP_VERSION,
+    PARTY_CLOSE_REASON,
+    check_sender,
+    format_timestamp,
+    parse_envelope,
+)
+from oanp.errors import ProtocolError
+from oanp.money import price_to_json
+
+#: After the first new entry, wait this long for the ones it causes (a verdict, a close).
+SETTLE_SECONDS = 0.3
+INSTRUCTIONS = """\
+Negotiate a price through a neutral OANP v0.1 arbiter.
+1. make_commitment(constraints, item, max_rounds): your private limits stay here; you get a
+   constraints_commit back. A buyer commits e.g. {"true_ceiling": 420, "budget_cap": 400};
+   a merchant {"floor_price": 280, "ideal_price": 400}.
+2. A buyer calls open_session; a merchant waits for a session.open (wait_for_events without a
+   session_id reads its inbox) and calls join_session.
+3. Each round the buyer proposes (or, from round 2, accepts the merchant's last counter),
+   then the merchant counters or accepts. Buyer prices may only go up, merchant prices only
+   down. The arbiter posts a round.verdict per round and ends with session.agree (a signed
+   agreement) or session.close.
+4. wait_for_events(session_id) returns the entries you have not seen yet and whose turn it is.
+Never put a private limit in a tool argument other than make_commitment's constraints.
+"""
+
+
+def _now() -> str:
+    return format_timestamp(datetime.now(UTC))
+
+
+def _new_id() -> str:
+    from oanp.cli import new_ulid
+
+    return new_ulid()
+
+
+def _refused(error: ProtocolError, where: str) -> ToolError:
+    fields = "; ".join(f"{e.field}: {e.message}" for e in error.errors)
+    return ToolError(
+        f"{error.code} ({error.status}, refused {where}): {error.detail}"
+        + (f" [{fields}]" if fields else "")
+    )
+
+
+@dataclass
+class _Sealed:
+    """A commitment's opening, which never leaves this process (or its state file)."""
+
+    constraints: dict[str, Any]
+    item: dict[str, Any]
+    max_rounds: int
+    salt: str
+
+
+@dataclass
+class _Feed:
+    """A stream followed in the background; ``entries`` grows, ``delivered`` is how many
+    of them the tools have returned."""
+
+    entries: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    delivered: int = 0
+    finished: bool = False
+    error: str | None = None
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+
+class Desk:
+    """One agent's side of the arbiter: its client, its sealed commitments, its feeds."""
+
+    def __init__(
+        self, client: ArbiterClient, *, agent_id: str, role: str, state_path: Path | None
+    ) -> None:
+        self.client = client
+        self.agent_id = agent_id
+        self.role = role
+        self.state_path = state_path
+        self.sealed: dict[str, _Sealed] = {}
+        self.session_commitments: dict[str, str] = {}
+        self._feeds: dict[str, _Feed] = {}
+        self._lock = threading.Lock()
+        self._load()
+
+    # Sealed commitments ------------------------------------------------------------------
+
+    def _load(self) -> None:
+        if self.state_path is None or not self.state_path.exists():
+            return
+        document = json.loads(self.state_path.read_text(encoding="utf-8"))
+        for commitment, sealed in document.get("commitments", {}).items():
+            self.sealed[commitment] = _Sealed(**sealed)
+        self.session_commitments.update(document.get("sessions", {}))
+
+    def _save(self) -> None:
+        if self.state_path is None:
+            return
+        document = {
+            "agent_id": self.agent_id,
+            "commitments": {c: vars(s) for c, s in self.sealed.items()},
+            "sessions": self.session_commitments,
+        }
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".mcp-", dir=self.state_path.parent)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(document, out)
+        os.replace(temporary, self.state_path)
+
+    def make_commitment(
+        self, constraints: dict[str, Any], item: dict[str, Any], max_rounds: int
+    ) -> str:
+        """Commit to ``constraints`` with a fresh salt; keep both here, return the commitment."""
+        try:
+            constraints_json = json_value(constraints)
+            item_json = json_value(item)
+        except ProtocolError as exc:
+            raise _refused(exc, "locally") from None
+        if not isinstance(constraints_json, dict) or not isinstance(item_json, dict):
+            raise ToolError("constraints and item are JSON objects")
+        if not 1 <= max_rounds <= 20:
+            raise ToolError("max_rounds is between 1 and 20")
+        salt = encode_salt(secrets.token_bytes(32))
+        commitment = commit(constraints_json, item_json, max_rounds, salt)
+        with self._lock:
+            self.sealed[commitment] = _Sealed(constraints_json, item_json, max_rounds, salt)
+            self._save()
+        return commitment
+
+    def commitment_for(self, session_id: str) -> str:
+        """The commitment this agent made in ``session_id`` (asked of the arbiter if unknown)."""
+        known = self.session_commitments.get(session_id)
+        if known is not None:
+            return known
+        summary = self.read(session_id)
+        party = summary.get(self.role) or {}
+        commitment = party.get("constraints_commit")
+        if not isinstance(commitment, str):
+            raise ToolError(f"no commitment of this {self.role} in session {session_id} yet")
+        return commitment
+
+    def remember(self, session_id: str, commitment: str) -> None:
+        """Note the commitment this agent made in ``session_id``."""
+        with self._lock:
+            self.session_commitments[session_id] = commitment
+            self._save()
+
+    # Sending -----------------------------------------------------------------------------
+
+    def send(self, session_id: str, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Build, check locally, and submit one envelope; the arbiter's answer."""
+        envelope = {
+            "oanp_version": OANP_VERSION,
+            "message_id": _new_id(),
+            "session_id": session_id,
+            "timestamp": _now(),
+            "sender": {"role": self.role, "agent_id": self.agent_id},
+            "type": kind,
+            "payload": payload,
+        }
+        body = json.dumps(envelope).encode()
+        try:
+            check_sender(parse_envelope(body))
+        except ProtocolError as exc:
+            raise _refused(exc, "locally") from None
+        try:
+            answer = self.client.submit(body)
+        except ProblemError as exc:
+            raise _refused(exc, "by the arbiter") from None
+        return {
+            "entry": answer.entry,
+            "arbiter": answer.arbiter,
+            "session": answer.session,
+            "replayed": answer.replayed,
+        }
+
+    def offer(self, session_id: str, kind: str, round_: int, price: Decimal) -> dict[str, Any]:
+        """``offer.propose``, ``offer.counter`` or ``offer.accept`` at ``price``."""
+        payload = {
+            "round": round_,
+            "price": price_to_json(price) if price.is_finite() else str(price),
+            "constraints_commit": self.commitment_for(session_id),
+        }
+        return self.send(session_id, kind, payload)
+
+    # Reading -----------------------------------------------------------------------------
+
+    def read(self, session_id: str) -> dict[str, Any]:
+        """The session summary."""
+        try:
+            return self.client.summary(session_id)
+        except ProblemError as exc:
+            raise _refused(exc, "by the arbiter") from None
+
+    def log(self, session_id: str) -> list[dict[str, Any]]:
+        """Every entry of the session."""
+        try:
+            return self.client.log(session_id)
+        except ProblemError as exc:
+            raise _refused(exc, "by the arbiter") from None
+
+    def _follow(self, key: str, events: Iterator[ServerEvent], feed: _Feed) -> None:
+        try:
+            for event in events:
+                with feed.changed:
+                    feed.entries.append((event.id, event.json()))
+                    feed.changed.notify_all()
+        except Exception as exc:
+            feed.error = repr(exc)
+        with feed.changed:
+            feed.finished = True
+            feed.changed.notify_all()
+        with self._lock:
+            if feed.error is not None:
+                self._feeds.pop(key, None)  # the next wait starts a new one
+
+    def _feed(self, session_id: str | None) -> _Feed:
+        key = session_id or ""
+        with self._lock:
+            feed = self._feeds.get(key)
+            if feed is not None:
+                return feed
+            feed = _Feed()
+            self._feeds[key] = feed
+        events = self.client.session_events(session_id) if session_id else self.client.inbox()
+        threading.Thread(target=self._follow, args=(key, events, feed), daemon=True).start()
+        return feed
+
+    def wait(self, session_id: str | None, timeout_s: float) -> dict[str, Any]:
+        """The entries not returned before, waiting up to ``timeout_s`` for the first."""
+        feed = self._feed(session_id)
+        with feed.changed:
+            feed.changed.wait_for(
+                lambda: len(feed.entries) > feed.delivered or feed.finished, timeout_s
+            )
+            if len(feed.entries) > feed.delivered:
+                # The first new entry usually brings others (a verdict, the next round).
+                feed.changed.wait_for(lambda: feed.finished, SETTLE_SECONDS)
+            fresh = feed.entries[feed.delivered :]
+            feed.delivered = len(feed.entries)
+            error = feed.error
+        result: dict[str, Any] = {"events": [_described(entry) for _, entry in fresh]}
+        if error is not None and not fresh:
+            raise ToolError(f"the event stream failed: {error}; call again to reconnect")
+        if session_id:
+            result["session"] = _turn_summary(self.read(session_id), self.role)
+        elif fresh:
+            result["cursor"] = fresh[-1][0]
+        return result
+
+
+def _described(entry: dict[str, Any]) -> dict[str, Any]:
+    from oanp.commands import describe
+
+    envelope = entry["envelope"]
+    return {
+        "seq": entry["seq"],
+        "session_id": envelope["session_id"],
+        "type": envelope["type"],
+        "sender": envelope["sender"],
+        "payload": envelope["payload"],
+        "summary": describe(entry),
+    }
+
+
+def _turn_summary(summary: dict[str, Any], role: str) -> dict[str, Any]:
+    turn = summary.get("turn")
+    return {
+        "state": summary.get("state"),
+        "round": summary.get("round"),
+        "max_rounds": summary.get("max_rounds"),
+        "currency": summary.get("currency"),
+        "turn": turn,
+        "your_turn": turn == role,
+        "outcome": summary.get("outcome"),
+    }
+
+
+def build_server(desk: Desk) -> MCPServer[Any]:
+    """The MCP server with the negotiation tools and the session-log resources."""
+    server: MCPServer[Any] = MCPServer("oanp", instructions=INSTRUCTIONS)
+
+    @server.tool()
+    def make_commitment(
+        constraints: dict[str, Any], item: dict[str, Any], max_rounds: int = DEFAULT_MAX_ROUNDS
+    ) -> dict[str, Any]:
+        """Commit to your private constraints for one item and max_rounds. The constraints
+        and a fresh random salt stay on this machine; only the commitment is returned. Use
+        the same item and max_rounds when opening or joining the session."""
+        return {"constraints_commit": desk.make_commitment(constraints, item, max_rounds)}
+
+    @server.tool()
+    def open_session(
+        merchant_agent_id: str,
+        item: dict[str, Any],
+        currency: str,
+        constraints_commit: str,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        profile: str = DEFAULT_PROFILE,
+        response_window_s: int | None = None,
+        deadline: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """(buyer) Open a session with a merchant agent over an item, committing your
+        constraints (from make_commitment). Returns the session id and the arbiter's answer."""
+        sealed = desk.sealed.get(constraints_commit)
+        if sealed is not None and (sealed.item != item or sealed.max_rounds != max_rounds):
+            raise ToolError(
+                "commitment_mismatch (refused locally): this commitment was made for another "
+                "item or max_rounds; make a new one"
+            )
+        session_id = session_id or _new_id()
+        payload: dict[str, Any] = {
+            "merchant_agent_id": merchant_agent_id,
+            "item": item,
+            "currency": currency,
+            "max_rounds": max_rounds,
+            "profile": profile,
+            "constraints_commit": constraints_commit,
+        }
+        if response_window_s is not None:
+            payload["response_window_s"] = response_window_s
+        if deadline is not None:
+            payload["deadline"] = deadline
+        answer = desk.send(session_id, "session.open", payload)
+        desk.remember(session_id, constraints_commit)
+        return {"session_id": session_id, **answer}
+
+    @server.tool()
+    def join_session(session_id: str, constraints_commit: str) -> dict[str, Any]:
+        """(merchant) Join a session opened with you (session.ack), committing your
+        constraints (from make_commitment, over the session's item and max_rounds)."""
+        answer = desk.send(session_id, "session.ack", {"constraints_commit": constraints_commit})
+        desk.remember(session_id, constraints_commit)
+        return answer
+
+    @server.tool()
+    def propose(session_id: str, round: int, price: Decimal) -> dict[str, Any]:
+        """(buyer) Propose a price for this round. Never lower than your previous price."""
+        return desk.offer(session_id, "offer.propose", round, price)
+
+    @server.tool()
+    def counter(session_id: str, round: int, price: Decimal) -> dict[str, Any]:
+        """(merchant) Counter the buyer's price in this round. Never higher than before."""
+        return desk.offer(session_id, "offer.counter", round, price)
+
+    @server.tool()
+    def accept(session_id: str, round: int, price: Decimal) -> dict[str, Any]:
+        """Accept the other side's standing price: a merchant the buyer's price of this
+        round, a buyer (from round 2) the merchant's counter of the round before."""
+        return desk.offer(session_id, "offer.accept", round, price)
+
+    @server.tool()
+    def withdraw(session_id: str) -> dict[str, Any]:
+        """Leave the session without agreement (session.close, reason withdrawn)."""
+        payload = {
+            "reason": PARTY_CLOSE_REASON,
+            "constraints_commit": desk.commitment_for(session_id),
+        }
+        return desk.send(session_id, "session.close", payload)
+
+    @server.tool()
+    def read_session(session_id: str, include_log: bool = False) -> dict[str, Any]:
+        """The session's summary (state, round, whose turn, outcome), and its log if asked."""
+        result: dict[str, Any] = {"summary": desk.read(session_id)}
+        if include_log:
+            result["entries"] = [_described(entry) for entry in desk.log(session_id)]
+        return result
+
+    @server.tool()
+    def wait_for_events(session_id: str | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
+        """The session's entries you have not seen yet (or, without session_id, your inbox:
+        every session you are a party to), waiting up to timeout_s for the first one. With a
+        session_id the answer also says whose turn it is."""
+        return desk.wait(session_id, max(0.0, min(timeout_s, 300.0)))
+
+    @server.resource(
+        "oanp://sessions/{session_id}/log", mime_type="application/json", name="session_log"
+    )
+    def session_log(session_id: str) -> str:
+        """Every entry of a session, in order: the hash-chained log anyone can verify."""
+        try:
+            entries = desk.client.log(session_id)
+        except ProblemError as exc:
+            raise ResourceError(str(exc)) from None
+        return json.dumps({"session_id": session_id, "entries": entries})
+
+    return server
+
+
+def serve(*, server: str, api_key: str, agent_id: str, role: str, state_path: Path | None) -> None:
+    """Serve the tools over stdio until the client closes the pipe."""
+    with ArbiterClient(server, api_key) as client:
+        desk = Desk(client, agent_id=agent_id, role=role, state_path=state_path)
+        build_server(desk).run("stdio")

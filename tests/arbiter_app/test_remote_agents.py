@@ -1,0 +1,553 @@
+"""The agents' side over a live arbiter: ``oanp negotiate`` against ``oanp merchant``, the
+MCP tool server driven by the MCP SDK's own client, and a merchant killed mid-session.
+
+Merchants run as real ``oanp merchant`` processes; buyers run the ``oanp negotiate`` command
+in threads (its parser and runner, with their own output streams), one process is spawned
+where the command line itself is the point.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from oanp import cli, commands
+from oanp.audit import verify_log
+from oanp.client import ArbiterClient
+from tests.arbiter_app.factories import Agent, make_agent
+from tests.conftest import ROOT, LiveServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Every wait is bounded: a condition not met by then fails the test.
+WAIT = 30.0
+
+
+@dataclass
+class MerchantProcess:
+    """An ``oanp merchant`` subprocess; its output lines are collected as they come."""
+
+    argv: list[str]
+    lines: list[str] = field(default_factory=list)
+    process: subprocess.Popen[str] | None = None
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def start(self) -> MerchantProcess:
+        self.process = subprocess.Popen(
+            self.argv,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
+        threading.Thread(target=self._read, args=(self.process,), daemon=True).start()
+        self.wait_for(lambda line: "following its inbox" in line)
+        return self
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+
+    def wait_for(self, match: Callable[[str], bool], count: int = 1) -> None:
+        with self._changed:
+            met = self._changed.wait_for(
+                lambda: sum(1 for line in self.lines if match(line)) >= count, WAIT
+            )
+        assert met, "merchant output:\n" + "\n".join(self.lines)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def merchants(live_arbiter: LiveServer) -> Iterator[Callable[..., MerchantProcess]]:
+    started: list[MerchantProcess] = []
+
+    def start(agent: Agent, state: Path, *, strategy: str = "reference") -> MerchantProcess:
+        argv = [
+            sys.executable,
+            "-m",
+            "oanp.cli",
+            "merchant",
+            "--server",
+            live_arbiter.url,
+            "--api-key",
+            agent.api_key,
+            "--agent-id",
+            agent.agent_id,
+            "--floor",
+            "280",
+            "--ideal",
+            "400",
+            "--strategy",
+            strategy,
+            "--state",
+            str(state),
+        ]
+        merchant = MerchantProcess(argv).start()
+        started.append(merchant)
+        return merchant
+
+    yield start
+    for merchant in started:
+        merchant.stop()
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+    log: list[dict[str, Any]]
+
+
+def negotiate(server: str, buyer: Agent, merchant_id: str, tmp: Path, *extra: str) -> Run:
+    """``oanp negotiate`` in this process, with its own output streams."""
+    log_path = tmp / f"log-{threading.get_ident()}-{time.monotonic_ns()}.json"
+    argv = [
+        "negotiate",
+        "--server",
+        server,
+        "--api-key",
+        buyer.api_key,
+        "--agent-id",
+        buyer.agent_id,
+        "--merchant",
+        merchant_id,
+        "--item",
+        "route=SFO-JFK",
+        "--item",
+        "date=2026-04-28",
+        "--save-log",
+        str(log_path),
+        *extra,
+    ]
+    args = cli._parser().parse_args(argv)
+    out, err = io.StringIO(), io.StringIO()
+    code = commands.run_command(args, out, err)
+    log = json.loads(log_path.read_text()) if log_path.exists() else []
+    return Run(code, out.getvalue(), err.getvalue(), log)
+
+
+def bounded(work: Callable[[], None]) -> None:
+    """Run ``work`` in a thread; fail, rather than hang, when it outlasts the wait."""
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(WAIT)
+    assert not thread.is_alive(), "still waiting on the arbiter"
+
+
+def merchant_envelopes(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e["envelope"] for e in log if e["envelope"]["sender"]["role"] == "merchant"]
+
+
+def assert_answered_once(log: list[dict[str, Any]]) -> None:
+    """No merchant envelope twice: unique message ids, one ack, one move per round."""
+    mine = merchant_envelopes(log)
+    ids = Counter(e["message_id"] for e in mine)
+    assert all(n == 1 for n in ids.values()), ids
+    moves = Counter((e["type"], e["payload"].get("round")) for e in mine)
+    assert all(n == 1 for n in moves.values()), moves
+    rounds = Counter(e["payload"].get("round") for e in mine if e["type"] != "session.ack")
+    assert all(n == 1 for n in rounds.values()), rounds
+
+
+# 20 concurrent sessions ------------------------------------------------------------------
+
+
+def test_twenty_negotiate_commands_against_two_merchant_processes(
+    live_arbiter: LiveServer, merchants: Any, tmp_path: Path
+) -> None:
+    sellers = [make_agent("merchant-ref", "merchant"), make_agent("merchant-tft", "merchant")]
+    merchants(sellers[0], tmp_path / "ref.json", strategy="reference")
+    merchants(sellers[1], tmp_path / "tft.json", strategy="titfortat")
+    buyers = [make_agent(f"buyer-{n}", "buyer") for n in range(4)]
+    strategies = commands.STRATEGIES
+    plans = []
+    for n in range(20):
+        # Every fifth buyer's ceiling is under the merchants' floor: no deal is possible.
+        ceiling = "250" if n % 5 == 4 else str(400 + 5 * n)
+        plans.append(
+            (
+                buyers[n % 4],
+                sellers[n % 2].agent_id,
+                "--strategy",
+                strategies[n % len(strategies)],
+                "--ceiling",
+                ceiling,
+                "--budget",
+                str(min(int(ceiling), 380)),
+                "--max-rounds",
+                str(3 + n % 4),
+            )
+        )
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        runs = list(
+            pool.map(
+                lambda plan: negotiate(live_arbiter.url, plan[0], plan[1], tmp_path, *plan[2:]),
+                plans,
+            )
+        )
+    jwks = ArbiterClient(live_arbiter.url).jwks()
+    outcomes: Counter[str] = Counter()
+    for run in runs:
+        assert run.code in (commands.EXIT_AGREED, commands.EXIT_NO_AGREEMENT), run.out + run.err
+        assert "VERIFIED against the arbiter's JWKS" in run.out, run.out
+        last = run.log[-1]["envelope"]
+        assert last["sender"]["role"] == "arbiter"
+        if run.code == commands.EXIT_AGREED:
+            assert last["type"] == "session.agree"
+            assert "AGREED at" in run.out
+            outcomes["agreed"] += 1
+        else:
+            assert last["type"] == "session.close"
+            assert last["payload"]["reason"] in ("max_rounds_reached", "stalled")
+            assert f"NO AGREEMENT: {last['payload']['reason']}" in run.out
+            outcomes[last["payload"]["reason"]] += 1
+        # Offline: the saved log and the published keys, nothing else.
+        assert verify_log(run.log, jwks).ok
+        assert_answered_once(run.log)
+        assert last["payload"] is not None
+        # The buyer's limits never crossed the wire: only the salted commitment did.
+        assert "true_ceiling" not in json.dumps(run.log)
+    assert outcomes["agreed"] >= 10, outcomes
+    assert sum(outcomes.values()) == 20
+
+
+def test_negotiate_command_line_prints_rounds_and_refuses_bad_limits(
+    live_arbiter: LiveServer, merchants: Any, tmp_path: Path
+) -> None:
+    seller = make_agent("merchant-cli", "merchant")
+    merchants(seller, tmp_path / "cli.json")
+    buyer = make_agent("buyer-cli", "buyer")
+    limits = tmp_path / "limits.json"
+    limits.write_text(json.dumps({"true_ceiling": 420, "budget_cap": 400}))
+    base = [
+        sys.executable,
+        "-m",
+        "oanp.cli",
+        "negotiate",
+        "--server",
+        live_arbiter.url,
+        "--merchant",
+        seller.agent_id,
+        "--item",
+        '{"route": "SFO-JFK", "date": "2026-04-28"}',
+    ]
+    env = {"OANP_API_KEY": buyer.api_key, "OANP_AGENT_ID": buyer.agent_id}
+    done = subprocess.run(
+        [*base, "--limits", str(limits)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env={**_environ(), **env},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    kinds = [line.split()[2] for line in lines if line.startswith("#")]
+    assert kinds == [
+        "session.open",
+        "session.ack",
+        "offer.propose",
+        "offer.counter",
+        "round.verdict",
+        "offer.propose",
+        "offer.accept",
+        "round.verdict",
+        "session.agree",
+    ]
+    assert any(line.startswith("AGREED at 340 USD with merchant-cli") for line in lines)
+    assert "420" not in done.stdout.replace("VERIFIED", "")  # the ceiling stays home
+    bad = subprocess.run(
+        [*base, "--ceiling", "300", "--budget", "350"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env={**_environ(), **env},
+    )
+    assert bad.returncode == 2
+    assert "budget_cap must not exceed true_ceiling" in bad.stderr
+
+
+def _environ() -> dict[str, str]:
+    return dict(os.environ)
+
+
+# A merchant killed mid-session -------------------------------------------------------------
+
+
+def test_a_merchant_killed_mid_session_finishes_on_restart_answering_nothing_twice(
+    live_arbiter: LiveServer, merchants: Any, tmp_path: Path
+) -> None:
+    seller = make_agent("merchant-crash", "merchant")
+    buyer = make_agent("buyer-patient", "buyer")
+    state = tmp_path / "crash" / "state.json"
+    first = merchants(seller, state, strategy="boulware")
+    # Boulware against Boulware with ten rounds: long sessions, so the kill lands inside them.
+    extra = ("--strategy", "boulware", "--ceiling", "420", "--budget", "380", "--max-rounds", "10")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [
+            pool.submit(negotiate, live_arbiter.url, buyer, seller.agent_id, tmp_path, *extra)
+            for _ in range(4)
+        ]
+        first.wait_for(lambda line: "sent offer.counter round 2" in line, count=2)
+        first.kill()
+        finished_before = sum(1 for line in first.lines if "finished" in line)
+        assert finished_before < 4, "\n".join(first.lines)
+        second = merchants(seller, state, strategy="boulware")
+        runs = [future.result(timeout=WAIT) for future in futures]
+    for run in runs:
+        assert run.code in (commands.EXIT_AGREED, commands.EXIT_NO_AGREEMENT), run.out + run.err
+        assert "VERIFIED" in run.out
+        assert_answered_once(run.log)
+    # The restarted merchant never tried to answer what the first one had answered.
+    assert not [line for line in second.lines if "refused" in line], second.lines
+    saved = json.loads(state.read_text())
+    assert all(record["finished"] for record in saved["sessions"].values())
+    assert all(record["outbox"] == [] for record in saved["sessions"].values())
+
+
+def test_a_merchant_stopped_between_sending_and_noting_it_resends_the_same_bytes(
+    live_arbiter: LiveServer, tmp_path: Path
+) -> None:
+    """The narrowest crash window, made deterministic: the envelope reached the arbiter but
+    the outbox was not cleared. The next run sends the very same envelope; the arbiter
+    answers it as a replay (200), and nothing enters the log twice."""
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    from oanp.agents import MerchantVault
+    from oanp.commitments import encode_salt
+    from oanp.negotiators import Merchant, MerchantState
+    from oanp.strategies import ReferenceMerchant
+
+    seller = make_agent("merchant-window", "merchant")
+    buyer = make_agent("buyer-window", "buyer")
+    replays: list[bool] = []
+
+    class Crash(Exception):
+        pass
+
+    class CrashAfterSend:
+        def __init__(self, client: ArbiterClient, crash_on: str | None) -> None:
+            self.client, self.crash_on = client, crash_on
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.client, name)
+
+        def submit(self, envelope: Any) -> Any:
+            answer = self.client.submit(envelope)
+            replays.append(answer.replayed)
+            if envelope["type"] == self.crash_on:
+                raise Crash
+            return answer
+
+    state_path = tmp_path / "window.json"
+    salts = iter([encode_salt(b"\x07" * 32)])
+    counter = iter(range(10_000))
+
+    def merchant(api: Any) -> Merchant:
+        return Merchant(
+            api,
+            agent_id=seller.agent_id,
+            vault=MerchantVault(floor_price=Decimal(280), ideal_price=Decimal(400)),
+            strategy=ReferenceMerchant(),
+            state=MerchantState.load(state_path, seller.agent_id),
+            clock=lambda: datetime.now(UTC),
+            new_salt=lambda: next(salts),
+            new_message_id=lambda: f"m-{next(counter)}",
+        )
+
+    client = ArbiterClient(live_arbiter.url, seller.api_key)
+    done = threading.Event()
+    result: list[Run] = []
+
+    def buy() -> None:
+        limits = ("--ceiling", "420", "--budget", "400")
+        result.append(negotiate(live_arbiter.url, buyer, seller.agent_id, tmp_path, *limits))
+        done.set()
+
+    threading.Thread(target=buy, daemon=True).start()
+    crashing = merchant(CrashAfterSend(client, "offer.counter"))
+    crashed: list[Crash] = []
+
+    def crash() -> None:
+        try:
+            crashing.follow()
+        except Crash as exc:
+            crashed.append(exc)
+
+    bounded(crash)
+    assert crashed
+    saved = json.loads(state_path.read_text())
+    [record] = saved["sessions"].values()
+    assert [e["type"] for e in record["outbox"]] == ["offer.counter"]
+    # A new run from the state file alone: it resends, then follows on.
+    resumed = merchant(CrashAfterSend(client, None))
+    resumed.recover()
+    assert replays[-1] is True  # the arbiter's idempotent replay of the very same envelope
+
+    def follow() -> None:
+        for event in client.inbox(cursor=resumed.state.cursor):
+            resumed.handle(event.json())
+            resumed.state.cursor = event.id
+            resumed.state.save()
+            if done.is_set() or all(r.finished for r in resumed.state.sessions.values()):
+                return
+
+    bounded(follow)
+    assert done.wait(WAIT)
+    [run] = result
+    assert run.code == commands.EXIT_AGREED, run.out + run.err
+    assert_answered_once(run.log)
+
+
+# The MCP tool server -----------------------------------------------------------------------
+
+
+def _tool_json(result: Any) -> Any:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
+
+
+def test_mcp_server_negotiates_a_whole_session_over_stdio(
+    live_arbiter: LiveServer, merchants: Any, tmp_path: Path
+) -> None:
+    seller = make_agent("merchant-mcp", "merchant")
+    merchants(seller, tmp_path / "mcp-merchant.json")
+    buyer = make_agent("buyer-llm", "buyer")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "oanp.cli", "mcp", "--role", "buyer", "--state", str(tmp_path / "mcp.json")],
+        env={
+            "OANP_SERVER": live_arbiter.url,
+            "OANP_API_KEY": buyer.api_key,
+            "OANP_AGENT_ID": buyer.agent_id,
+            "PYTHONPATH": str(ROOT),
+        },
+        cwd=str(ROOT),
+    )
+    item = {"route": "SFO-JFK", "date": "2026-04-28"}
+
+    async def drive() -> dict[str, Any]:
+        async with stdio_client(params) as streams, ClientSession(*streams) as mcp:
+            await mcp.initialize()
+            tools = {tool.name for tool in (await mcp.list_tools()).tools}
+            assert {
+                "make_commitment",
+                "open_session",
+                "propose",
+                "counter",
+                "accept",
+                "withdraw",
+                "read_session",
+                "wait_for_events",
+            } <= tools
+            sealed = _tool_json(
+                await mcp.call_tool(
+                    "make_commitment",
+                    {
+                        "constraints": {"true_ceiling": 420, "budget_cap": 400},
+                        "item": item,
+                        "max_rounds": 5,
+                    },
+                )
+            )
+            commitment = sealed["constraints_commit"]
+            assert commitment.startswith("sha256:")
+            assert "420" not in json.dumps(sealed)
+            opened = _tool_json(
+                await mcp.call_tool(
+                    "open_session",
+                    {
+                        "merchant_agent_id": seller.agent_id,
+                        "item": item,
+                        "currency": "USD",
+                        "constraints_commit": commitment,
+                    },
+                )
+            )
+            session_id = opened["session_id"]
+            # Refused here, with the API's code, before anything is sent.
+            bad = await mcp.call_tool(
+                "propose", {"session_id": session_id, "round": 1, "price": -5}
+            )
+            assert bad.is_error
+            assert "schema_invalid" in bad.content[0].text
+            # The arbiter's refusals come back with its code too: not the buyer's turn yet,
+            # or (when the merchant was quick) a wrong round.
+            early = await mcp.call_tool(
+                "propose", {"session_id": session_id, "round": 2, "price": 300}
+            )
+            assert early.is_error
+            assert any(c in early.content[0].text for c in ("out_of_turn", "wrong_round"))
+            # An LLM's simple policy: open at 320, add 20 a round, accept a counter <= 360.
+            bid, standing = 320, None
+            for _ in range(20):
+                waited = _tool_json(
+                    await mcp.call_tool(
+                        "wait_for_events", {"session_id": session_id, "timeout_s": 10}
+                    )
+                )
+                for event in waited["events"]:
+                    if event["type"] == "offer.counter":
+                        standing = event["payload"]["price"]
+                session = waited["session"]
+                if session["outcome"] is not None:
+                    break
+                if not session["your_turn"]:
+                    continue
+                round_ = session["round"]
+                if standing is not None and standing <= 360:
+                    await mcp.call_tool(
+                        "accept", {"session_id": session_id, "round": round_, "price": standing}
+                    )
+                else:
+                    _tool_json(
+                        await mcp.call_tool(
+                            "propose", {"session_id": session_id, "round": round_, "price": bid}
+                        )
+                    )
+                    bid += 20
+            summary = _tool_json(await mcp.call_tool("read_session", {"session_id": session_id}))
+            resource = await mcp.read_resource(f"oanp://sessions/{session_id}/log")
+            log = json.loads(resource.contents[0].text)["entries"]
+            return {"summary": summary["summary"], "log": log}
+
+    result = anyio.run(drive)
+    outcome = result["summary"]["outcome"]
+    assert outcome == {"result": "agreed", "final_price": 340, "close_reason": None}
+    jwks = ArbiterClient(live_arbiter.url).jwks()
+    assert verify_log(result["log"], jwks).ok
+    assert_answered_once(result["log"])
+    assert "true_ceiling" not in json.dumps(result["log"])
