@@ -1,0 +1,242 @@
+"""The HTTP client's own parts, without a server: the event-stream parser, the mapping of
+problems to typed exceptions, the retry of the same bytes, and the resume of a stream."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import httpx
+import pytest
+
+from oanp.client import (
+    ArbiterClient,
+    ProblemError,
+    SseDecoder,
+    problem_from_response,
+)
+from oanp.errors import Conflict, OutOfTurn, ProtocolError, SchemaInvalid
+
+# The event-stream parser ---------------------------------------------------------------------
+
+
+def decode(*chunks: bytes) -> tuple[SseDecoder, list[tuple[str, str, str]]]:
+    decoder = SseDecoder()
+    events = [(e.id, e.event, e.data) for chunk in chunks for e in decoder.feed(chunk)]
+    return decoder, events
+
+
+def test_lines_end_at_lf_crlf_and_cr_alike() -> None:
+    _, events = decode(b"id: 1\nevent: a\ndata: x\n\nid: 2\r\nevent: b\r\ndata: y\r\n\r\n")
+    assert events == [("1", "a", "x"), ("2", "b", "y")]
+    # A CR that ends a chunk may be half of a CRLF: the next bytes settle it.
+    _, events = decode(b"id: 3\revent: c\rdata: z\r\r", b": more")
+    assert events == [("3", "c", "z")]
+
+
+def test_a_crlf_split_across_chunks_is_one_line_end() -> None:
+    _, events = decode(b"data: one\r", b"\n", b"\r", b"\ndata: two\r\n\r\n")
+    assert events == [("", "message", "one"), ("", "message", "two")]
+
+
+def test_unicode_line_separators_inside_data_do_not_split_it() -> None:
+    text = "route\u2028SFO\x85JFK\x0bnext\x1c"
+    _, events = decode(f"data: {text}\n\n".encode())
+    assert events == [("", "message", text)]
+
+
+def test_a_character_split_across_chunks_survives() -> None:
+    raw = "data: café 🛫\n\n".encode()
+    _, events = decode(*(raw[i : i + 1] for i in range(len(raw))))
+    assert events == [("", "message", "café 🛫")]
+
+
+def test_comments_bom_multi_line_data_and_the_last_id() -> None:
+    decoder, events = decode(
+        b"\xef\xbb\xbf: stream open\n\n",
+        b'id: c7\ndata: {"a":\ndata: 1}\n\n',
+        b": keep-alive\n\n",
+        b"data: no id here\nretry: 2500\n\n",
+        b"data: unfinished",
+    )
+    assert decoder.comments == 2
+    assert events == [("c7", "message", '{"a":\n1}'), ("c7", "message", "no id here")]
+    assert decoder.retry_ms == 2500
+    assert decoder.last_event_id == "c7"
+
+
+def test_an_event_without_data_dispatches_nothing() -> None:
+    _, events = decode(b"event: ping\n\nid: 9\n\n")
+    assert events == []
+
+
+# Problems ------------------------------------------------------------------------------------
+
+
+def problem(code: str, status: int, **extra: Any) -> bytes:
+    return json.dumps({"type": "x", "title": "t", "status": status, "code": code, **extra}).encode()
+
+
+def test_a_known_code_raises_its_oanp_errors_class() -> None:
+    error = problem_from_response(409, problem("out_of_turn", 409, detail="wait"), {})
+    assert isinstance(error, OutOfTurn)
+    assert isinstance(error, Conflict)
+    assert isinstance(error, ProblemError)
+    assert (error.code, error.status, error.detail) == ("out_of_turn", 409, "wait")
+    assert "out_of_turn (409): wait" in str(error)
+
+
+def test_field_errors_come_with_the_problem() -> None:
+    body = problem(
+        "schema_invalid",
+        400,
+        detail="bad",
+        errors=[{"field": "$.payload.price", "message": "must be positive"}],
+    )
+    error = problem_from_response(400, body, {})
+    assert isinstance(error, SchemaInvalid)
+    assert [(e.field, e.message) for e in error.errors] == [("$.payload.price", "must be positive")]
+    assert error.problem["code"] == "schema_invalid"
+
+
+def test_an_unknown_code_is_a_generic_problem_and_a_body_without_one_too() -> None:
+    error = problem_from_response(
+        429, problem("rate_limited", 429, detail="slow"), {"retry-after": "3"}
+    )
+    assert type(error) is ProblemError
+    assert (error.code, error.status, error.retry_after) == ("rate_limited", 429, 3.0)
+    bare = problem_from_response(502, b"<html>bad gateway</html>", {})
+    assert (bare.code, bare.status) == ("http_502", 502)
+    assert isinstance(bare, ProtocolError)
+
+
+# Retries -------------------------------------------------------------------------------------
+
+ENVELOPE = {"message_id": "m-1", "session_id": "s-1", "type": "offer.propose"}
+ANSWER = {"entry": {"seq": 3}, "arbiter": [], "session": {"state": "NEGOTIATING"}}
+
+
+def client_with(handler: Any, **options: Any) -> ArbiterClient:
+    return ArbiterClient(
+        "http://arbiter.test",
+        "key",
+        transport=httpx.MockTransport(handler),
+        sleep=lambda seconds: None,
+        **options,
+    )
+
+
+def test_a_network_error_sends_the_same_bytes_again_and_a_replay_is_reported() -> None:
+    bodies: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.content)
+        assert request.headers["authorization"] == "Bearer key"
+        if len(bodies) == 1:
+            raise httpx.ReadTimeout("lost the answer", request=request)
+        return httpx.Response(200, json=ANSWER)
+
+    submission = client_with(handler).submit(ENVELOPE)
+    assert len(bodies) == 2
+    assert bodies[0] == bodies[1]
+    assert json.loads(bodies[0]) == ENVELOPE
+    assert submission.replayed
+    assert submission.entry == {"seq": 3}
+
+
+def test_rate_limits_are_waited_out_and_refusals_are_not_retried() -> None:
+    calls: list[int] = []
+    waits: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) == 1:
+            return httpx.Response(
+                429, headers={"Retry-After": "2"}, content=problem("rate_limited", 429)
+            )
+        return httpx.Response(
+            409,
+            headers={"Content-Type": "application/problem+json"},
+            content=problem("out_of_turn", 409, detail="not yet"),
+        )
+
+    client = ArbiterClient(
+        "http://arbiter.test", "key", transport=httpx.MockTransport(handler), sleep=waits.append
+    )
+    with pytest.raises(OutOfTurn):
+        client.submit(ENVELOPE)
+    assert len(calls) == 2
+    assert 2.0 <= waits[0] <= 2.5
+
+
+def test_retries_are_bounded() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("down", request=request)
+
+    with pytest.raises(httpx.ConnectError):
+        client_with(handler, retries=2).submit(ENVELOPE)
+
+
+# Stream resume -------------------------------------------------------------------------------
+
+
+def entry(seq: int, kind: str, role: str = "buyer") -> str:
+    envelope = {"type": kind, "sender": {"role": role}}
+    return json.dumps({"seq": seq, "envelope": envelope})
+
+
+def test_a_session_stream_cut_short_is_resumed_from_the_last_id_until_the_final_entry() -> None:
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("last-event-id"))
+        if len(seen) == 1:
+            body = (
+                f": stream open\n\nid: 1\nevent: session.open\ndata: {entry(1, 'session.open')}\n\n"
+            )
+            body += "id: 2\nevent: session.ack\ndata: {half"  # the connection dies here
+        else:
+            body = (
+                f": stream open\n\nid: 2\nevent: session.ack\ndata: {entry(2, 'session.ack')}\n\n"
+                f"id: 3\nevent: session.close\ndata: {entry(3, 'session.close', 'buyer')}\n\n"
+                f"id: 4\nevent: session.close\n"
+                f"data: {entry(4, 'session.close', 'arbiter')}\n\n"
+                "id: 5\nevent: never\ndata: {}\n\n"
+            )
+        return httpx.Response(200, content=body.encode())
+
+    opened: list[int] = []
+    events = list(client_with(handler).session_events("s-1", on_open=lambda: opened.append(1)))
+    assert [e.id for e in events] == ["1", "2", "3", "4"]
+    assert seen == [None, "1"]
+    assert len(opened) == 2
+
+
+def test_the_inbox_resumes_from_a_saved_cursor() -> None:
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("last-event-id"))
+        return httpx.Response(
+            200,
+            content=f"id: c42\nevent: session.open\ndata: {entry(1, 'session.open')}\n\n".encode(),
+        )
+
+    stream = iter(client_with(handler).inbox(cursor="c41"))
+    assert next(stream).id == "c42"
+    assert next(stream).id == "c42"  # after the server ended the stream, from c42 on
+    assert seen == ["c41", "c42"]
+
+
+def test_importing_the_cli_loads_neither_the_network_nor_the_mcp_sdk() -> None:
+    probe = (
+        "import sys, oanp.cli, oanp.negotiators, oanp.commands\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('httpx', 'mcp', 'django', 'anyio'))))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == ""
