@@ -56,11 +56,11 @@ def acp_server() -> Iterator[Receiver]:
     server.server.server_close()
 
 
-@pytest.fixture
-def handed_off(settings: Any, client: Client, shop: Merchant, acp_server: Receiver) -> Handoff:
-    """An agreed SFO→JFK session of the shop's external agent, handed off in two attempts."""
-    settings.OANP_ALLOW_PRIVATE_TARGETS = True
-    settings.OANP_DELIVERY_RETRY_BASE_SECONDS = 0  # the retry falls due at once
+def agree_and_hand_off(
+    client: Client, shop: Merchant, acp_url: str
+) -> tuple[Handoff, ClientNegotiation]:
+    """An agreed SFO→JFK session of the shop's external agent, handed off to ``acp_url`` by
+    as many attempts as it takes (retries fall due at once: the settings say so)."""
     services.create_agent(
         actor=admin(),
         merchant=shop,
@@ -71,7 +71,7 @@ def handed_off(settings: Any, client: Client, shop: Merchant, acp_server: Receiv
         limits=None,
     )
     arbiter_services.configure_handoff(
-        merchant_agent_id="merchant-sfo", endpoint=f"{acp_server.url}/acp", api_key="acp_123"
+        merchant_agent_id="merchant-sfo", endpoint=acp_url, api_key="acp_123"
     )
     run = ClientNegotiation(
         client, make_agent("buyer-001", "buyer"), make_agent("merchant-sfo", "merchant"), SESSION
@@ -80,10 +80,20 @@ def handed_off(settings: Any, client: Client, shop: Merchant, acp_server: Receiv
     assert run.finish()[-1]["envelope"]["type"] == "session.agree"
     handoff = Handoff.objects.get(session__session_id=SESSION)
     # What the worker would do, in-process: one attempt per call.
-    assert tasks.deliver_handoff(handoff.pk) is True
-    assert tasks.deliver_handoff(handoff.pk) is True
+    while tasks.deliver_handoff(handoff.pk):
+        pass
     handoff.refresh_from_db()
+    return handoff, run
+
+
+@pytest.fixture
+def handed_off(settings: Any, client: Client, shop: Merchant, acp_server: Receiver) -> Handoff:
+    """Handed off in two attempts: a 503, then a checkout at the wrong price."""
+    settings.OANP_ALLOW_PRIVATE_TARGETS = True
+    settings.OANP_DELIVERY_RETRY_BASE_SECONDS = 0
+    handoff, _ = agree_and_hand_off(client, shop, f"{acp_server.url}/acp")
     assert handoff.state == HandoffState.DELIVERED
+    assert handoff.attempt_log.count() == 2
     return handoff
 
 
@@ -168,7 +178,8 @@ def test_an_admin_redelivers_a_refused_one_and_sees_why(handed_off: Handoff) -> 
     # shown and audited.
     handed_off.attempt_log.update(outcome="")
     page = ada.post(REDELIVER, follow=True)
-    assert "Not redelivered: an attempt is running; wait for its answer" in panel(page)
+    messages = page.content.decode().split('class="messages"', 1)[1].split("</div>", 1)[0]
+    assert "Not redelivered: an attempt is running; wait for its answer" in messages
     event = AuditEvent.objects.get(action="handoff.redeliver")
     assert event.detail == {
         "redelivered": False,
