@@ -1,0 +1,231 @@
+"""``manage.py seed_demo``: the demo's merchants, people, hosted agents and buyer agents.
+
+Idempotent: a second run finds everything in place and changes nothing.
+
+Passwords are never stored in clear, so they cannot be printed twice: each account gets a
+strong random password when it is created, printed that once; later runs print "unchanged"
+for it, and ``--reset-passwords`` sets (and prints) new ones. Buyer API keys are the same:
+only their hashes are kept, so ``--buyer-keys`` issues fresh ones (revoking the previous demo
+keys), which is what ``make demo`` does for the buyers it runs.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from arbiter_app import selectors as arbiter
+from arbiter_app import services as arbiter_services
+from sessions_app import services
+from sessions_app.models import AgentProfile, Membership, Merchant, Mode, Role
+from sessions_app.vault import Limits
+
+UNCHANGED = "(unchanged; --reset-passwords sets new ones)"
+#: The label of the buyer keys a demo run uses; each run revokes the previous run's.
+BUYER_KEY_LABEL = "demo buyer (make demo)"
+
+
+@dataclass(frozen=True)
+class Account:
+    username: str
+    role: str
+    merchant_slug: str | None = None
+
+
+@dataclass(frozen=True)
+class HostedAgent:
+    merchant_slug: str
+    agent_id: str
+    display_name: str
+    strategy: str
+    limits: Limits
+
+
+@dataclass(frozen=True)
+class DemoBuyer:
+    agent_id: str
+    #: A name of :data:`sessions_app.demo_buyers.BUYER_STRATEGIES`.
+    strategy: str
+
+
+MERCHANTS = {"skyfare": "SkyFare", "railco": "RailCo"}
+
+ACCOUNTS = (
+    Account("admin", Role.ADMIN),
+    Account("operator", Role.OPERATOR),
+    Account("skyfare", Role.MERCHANT, "skyfare"),
+    Account("railco", Role.MERCHANT, "railco"),
+)
+
+
+def _limits(floor: int, ideal: int, **per_item: tuple[int, int]) -> Limits:
+    return Limits(
+        Decimal(floor),
+        Decimal(ideal),
+        {key.replace("_", "-"): (Decimal(f), Decimal(i)) for key, (f, i) in per_item.items()},
+    )
+
+
+# The published SFO→JFK example's merchant (floor 280, ideal 400), plus two more routes.
+HOSTED_AGENTS = (
+    HostedAgent(
+        "skyfare",
+        "merchant-sfo",
+        "SkyFare flights from SFO",
+        "reference",
+        _limits(280, 400, SFO_LAX=(120, 190), SFO_SEA=(150, 240)),
+    ),
+    HostedAgent(
+        "railco",
+        "merchant-rail",
+        "RailCo on the Northeast corridor",
+        "boulware",
+        _limits(60, 110, NYC_WAS=(80, 140)),
+    ),
+)
+
+DEMO_BUYERS = (
+    DemoBuyer("buyer-demo", "reference"),
+    DemoBuyer("buyer-ana", "reference"),
+    DemoBuyer("buyer-ben", "boulware"),
+    DemoBuyer("buyer-cleo", "conceder"),
+    DemoBuyer("buyer-dev", "linear"),
+    DemoBuyer("buyer-eli", "tit-for-tat"),
+)
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """What a run found or made: each account with the password to print, or UNCHANGED."""
+
+    accounts: list[tuple[Account, str]]
+    agents: list[str]
+
+
+class Taken(CommandError):
+    """A demo agent id already speaks through keys no dashboard agent owns."""
+
+
+def _merchant(slug: str) -> Merchant:
+    merchant, _ = Merchant.objects.get_or_create(slug=slug, defaults={"name": MERCHANTS[slug]})
+    return merchant
+
+
+def _account(account: Account, *, reset_password: bool) -> str:
+    user = User.objects.filter(username=account.username).first()
+    password = secrets.token_urlsafe(12)
+    if user is None:
+        user = User.objects.create_user(account.username, password=password)
+    elif reset_password:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    else:
+        password = UNCHANGED
+    if account.role == Role.ADMIN and not user.is_superuser:
+        # The demo's admin also uses Django's admin site (/admin/).
+        user.is_staff = user.is_superuser = True
+        user.save(update_fields=["is_staff", "is_superuser"])
+    merchant = _merchant(account.merchant_slug) if account.merchant_slug else None
+    Membership.objects.update_or_create(
+        user=user, defaults={"role": account.role, "merchant": merchant}
+    )
+    return password
+
+
+def _hosted_agent(agent: HostedAgent, actor: User) -> None:
+    if AgentProfile.objects.filter(agent_id=agent.agent_id).exists():
+        return  # a merchant may have changed it since: its settings are its own now
+    try:
+        services.create_agent(
+            actor=actor,
+            merchant=_merchant(agent.merchant_slug),
+            agent_id=agent.agent_id,
+            display_name=agent.display_name,
+            mode=Mode.HOSTED,
+            strategy=agent.strategy,
+            limits=agent.limits,
+        )
+    except services.AgentIdTaken as taken:
+        raise Taken(
+            f"{taken}: API keys no dashboard agent owns speak for it (a database from an "
+            "earlier demo?). Seed a fresh database, e.g. after moving var/db.sqlite3 aside."
+        ) from taken
+
+
+@transaction.atomic
+def seed(*, reset_passwords: bool = False) -> Seeded:
+    """Create whatever of the demo is missing; touch nothing that exists."""
+    accounts = [(a, _account(a, reset_password=reset_passwords)) for a in ACCOUNTS]
+    actor = User.objects.get(username="admin")
+    for agent in HOSTED_AGENTS:
+        _hosted_agent(agent, actor)
+    return Seeded(accounts, [agent.agent_id for agent in HOSTED_AGENTS])
+
+
+@transaction.atomic
+def issue_buyer_keys() -> dict[str, str]:
+    """A fresh API key for each demo buyer, by agent id; the previous demo keys are revoked."""
+    keys: dict[str, str] = {}
+    for buyer in DEMO_BUYERS:
+        if AgentProfile.objects.filter(agent_id=buyer.agent_id).exists():
+            raise Taken(f"the demo buyer id {buyer.agent_id!r} names a merchant's agent")
+        earlier = arbiter.credentials_of(agent_id=buyer.agent_id, role="buyer").filter(
+            label=BUYER_KEY_LABEL, revoked_at__isnull=True
+        )
+        for credential in earlier:
+            arbiter_services.revoke_credential(credential=credential)
+        keys[buyer.agent_id] = arbiter_services.issue_credential(
+            agent_id=buyer.agent_id, role="buyer", label=BUYER_KEY_LABEL
+        ).api_key
+    return keys
+
+
+def accounts_table(seeded: Seeded) -> list[str]:
+    """The accounts as lines of a table: user, role, merchant, password."""
+    rows = [("user", "role", "merchant", "password")]
+    for account, password in seeded.accounts:
+        merchant = MERCHANTS[account.merchant_slug] if account.merchant_slug else "(all)"
+        rows.append((account.username, account.role, merchant, password))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+        + "  "
+        + row[3]
+        for row in rows
+    ]
+
+
+class Command(BaseCommand):
+    help = "Create the demo's merchants, accounts and hosted agents; print the accounts."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--reset-passwords",
+            action="store_true",
+            help="give every demo account a new random password and print it",
+        )
+        parser.add_argument(
+            "--buyer-keys",
+            action="store_true",
+            help="issue fresh API keys for the demo buyers (revoking the previous ones)",
+        )
+
+    def handle(self, *args: Any, reset_passwords: bool, buyer_keys: bool, **options: Any) -> None:
+        seeded = seed(reset_passwords=reset_passwords)
+        self.stdout.write("Demo accounts (passwords are shown only when set):")
+        for line in accounts_table(seeded):
+            self.stdout.write(f"  {line}")
+        self.stdout.write(f"Hosted merchant agents: {', '.join(seeded.agents)}")
+        if buyer_keys:
+            self.stdout.write("Demo buyer keys (shown once):")
+            for agent_id, key in issue_buyer_keys().items():
+                self.stdout.write(f"  {agent_id}  {key}")
+        else:
+            names = ", ".join(buyer.agent_id for buyer in DEMO_BUYERS)
+            self.stdout.write(f"Demo buyers: {names} (keys: --buyer-keys)")
