@@ -1,16 +1,16 @@
 """``make demo``: the arbiter served by Daphne with a Celery worker and beat beside it, the
-SFO→JFK session run live against it, then a session left to its deadline, closed by the worker."""
+demo accounts and hosted merchant agents seeded (``seed_demo``), the SFO→JFK session run live
+against SkyFare's hosted agent, a session left to its deadline and closed by the worker, then
+buyer agents that keep negotiating in the background so the dashboard has something to show."""
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections import deque
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from types import FrameType
@@ -21,18 +21,26 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from arbiter_app import services
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.agents import BuyerAgent, BuyerVault
 from oanp.audit import verify_log
 from oanp.cli import describe_entry, new_ulid
-from oanp.commitments import encode_salt
+from oanp.client import ArbiterClient
 from oanp.envelope import format_timestamp
 from oanp.log import Entry
-from oanp.strategies import ReferenceBuyer, ReferenceMerchant
+from sessions_app.demo_buyers import BackgroundBuyers, Stalled, buyer_agent, negotiate
+from sessions_app.management.commands.seed_demo import (
+    DEMO_BUYERS,
+    accounts_table,
+    issue_buyer_keys,
+    seed,
+)
 
 STARTUP_SECONDS = 30
 # The timer demo's session ends this long after it opens, with nobody moving.
 DEADLINE_SECONDS = 5
+WALKTHROUGH_BUYER = "buyer-demo"
+WALKTHROUGH_MERCHANT = "merchant-sfo"
+SFO_JFK = {"route": "SFO-JFK", "date": "2026-04-28"}
 
 
 class Stop(Exception):
@@ -40,6 +48,7 @@ class Stop(Exception):
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough; see the cleanup
     raise Stop
 
 
@@ -59,7 +68,7 @@ def _end(child: subprocess.Popen[bytes]) -> None:
 
 
 class Command(BaseCommand):
-    help = "Serve the arbiter and run the SFO→JFK negotiation against it over HTTP."
+    help = "Serve the arbiter with demo accounts, hosted agents and buyers negotiating live."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
@@ -67,12 +76,35 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-serve", action="store_true", help="stop the server after the negotiation"
         )
+        parser.add_argument(
+            "--buyers",
+            type=int,
+            default=3,
+            help="background sessions at a time while serving (0: none)",
+        )
+        parser.add_argument(
+            "--reset-passwords",
+            action="store_true",
+            help="give the demo accounts new passwords (they are printed only when set)",
+        )
 
-    def handle(self, *args: Any, host: str, port: int, no_serve: bool, **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        host: str,
+        port: int,
+        no_serve: bool,
+        buyers: int,
+        reset_passwords: bool,
+        **options: Any,
+    ) -> None:
         call_command("migrate", verbosity=0)
-        url = f"http://{host}:{port}"
+        seeded = seed(reset_passwords=reset_passwords)
+        keys = issue_buyer_keys()
+        self.url = url = f"http://{host}:{port}"
         signal.signal(signal.SIGTERM, _stop)
         children: list[subprocess.Popen[bytes]] = []
+        background: BackgroundBuyers | None = None
         try:
             access_log = settings.VAR_DIR / "demo-access.log"
             daphne = ["daphne", "-b", host, "-p", str(port), "--access-log", str(access_log)]
@@ -82,6 +114,7 @@ class Command(BaseCommand):
             self._wait_until_up(url, server)
             self._wait_until_ready(worker, worker_log)
             self.stdout.write(f"\nThe arbiter is serving at {url}/")
+            self.stdout.write(f"  Dashboard: {url}/  (sign in at {url}/login/)")
             self.stdout.write(
                 f"  API:     {url}/oanp/v0.1/  (OpenAPI: {url}/oanp/v0.1/openapi.json)"
             )
@@ -89,18 +122,47 @@ class Command(BaseCommand):
             self.stdout.write(f"  Admin:   {url}/admin/")
             self.stdout.write(f"  Timers:  a Celery worker with beat (its log: {worker_log})")
             self.stdout.write(f"  Access log: {access_log}\n")
-            self._negotiate(url)
-            self._time_out(url)
+            self.stdout.write("Demo accounts (passwords are kept only hashed, so they are shown")
+            self.stdout.write("when set; `manage.py demo --reset-passwords` sets new ones):")
+            for line in accounts_table(seeded):
+                self.stdout.write(f"  {line}")
+            self.stdout.write(f"Hosted merchant agents: {', '.join(seeded.agents)}\n")
+            self._negotiate(keys)
+            self._time_out(keys)
             if no_serve:
                 return
+            if buyers > 0:
+                strategies = {b.agent_id: b.strategy for b in DEMO_BUYERS}
+                del strategies[WALKTHROUGH_BUYER]
+                background = BackgroundBuyers(
+                    url,
+                    {agent_id: keys[agent_id] for agent_id in strategies},
+                    strategies,
+                    self.stdout.write,
+                    concurrency=buyers,
+                )
+                background.start()
+                self.stdout.write(
+                    f"\nBackground buyers ({', '.join(strategies)}) keep negotiating with the "
+                    f"hosted merchants, {buyers} session(s) at a time."
+                )
             self.stdout.write(f"\nStill serving at {url}/ - press Ctrl-C to stop.")
             server.wait()
         except (KeyboardInterrupt, Stop):
             pass
         finally:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            for child in reversed(children):
-                _end(child)
+            # A second signal must not cut the cleanup short: `timeout`, for one, sends SIGTERM
+            # to the command and then to its whole process group.
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            try:
+                if background is not None:
+                    background.close()
+                for child in reversed(children):
+                    _end(child)
+            finally:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, previous)
 
     def _spawn(
         self,
@@ -172,92 +234,35 @@ class Command(BaseCommand):
                 time.sleep(0.2)
         raise CommandError(f"the server did not answer at {url} within {STARTUP_SECONDS} s")
 
-    @staticmethod
-    def _agents() -> tuple[BuyerAgent, MerchantAgent, dict[str, str]]:
-        """The published example's two agents, each with a fresh API key of its own."""
-        buyer_id, merchant_id = "buyer-demo", "merchant-sfo"
-        keys = {
-            "buyer": services.issue_credential(agent_id=buyer_id, role="buyer").api_key,
-            "merchant": services.issue_credential(agent_id=merchant_id, role="merchant").api_key,
-        }
-        buyer = BuyerAgent(
-            agent_id=buyer_id,
-            vault=BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium"),
-            strategy=ReferenceBuyer(),
-            salt=encode_salt(secrets.token_bytes(32)),
-            new_message_id=new_ulid,
-        )
-        merchant = MerchantAgent(
-            agent_id=merchant_id,
-            vault=MerchantVault(floor_price=Decimal(280), ideal_price=Decimal(400)),
-            strategy=ReferenceMerchant(),
-            salt=encode_salt(secrets.token_bytes(32)),
-            new_message_id=new_ulid,
-        )
-        return buyer, merchant, keys
+    def _buyer(self, keys: dict[str, str]) -> tuple[BuyerAgent, ArbiterClient]:
+        """The published example's buyer (ceiling 420, budget 400), in this process."""
+        vault = BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium")
+        client = ArbiterClient(self.url, keys[WALKTHROUGH_BUYER])
+        return buyer_agent(WALKTHROUGH_BUYER, vault, "reference"), client
 
-    def _exchange(
-        self,
-        client: httpx.Client,
-        agents: tuple[BuyerAgent, MerchantAgent, dict[str, str]],
-        opening: dict[str, Any],
-        *,
-        quiet: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """Post ``opening``, then whatever each agent answers to every new entry, until neither
-        has anything to say (``quiet`` names a role that stops answering); the log."""
-        buyer, merchant, keys = agents
-        session_id = opening["session_id"]
-        outbox: deque[tuple[str, dict[str, Any]]] = deque([("buyer", opening)])
-        shown = 0
-        log: list[dict[str, Any]] = []
-        while outbox:
-            role, envelope = outbox.popleft()
-            answer = client.post(
-                "/oanp/v0.1/envelopes",
-                content=json.dumps(envelope),
-                headers={"Authorization": f"Bearer {keys[role]}"},
-            )
-            if answer.status_code != 201:
-                raise CommandError(f"the arbiter refused a move: {answer.text}")
-            log = self._log(client, session_id, keys["buyer"])
-            for entry in log[shown:]:
-                self.stdout.write(describe_entry(Entry(**entry)))
-                now = datetime.now(UTC)
-                if quiet != "buyer":
-                    outbox.extend(("buyer", e) for e in buyer.receive(entry["envelope"], now))
-                if quiet != "merchant":
-                    outbox.extend(("merchant", e) for e in merchant.receive(entry["envelope"], now))
-            shown = len(log)
-        return log
+    def _show(self, entry: dict[str, Any]) -> None:
+        self.stdout.write(describe_entry(Entry(**entry)))
 
-    @staticmethod
-    def _log(client: httpx.Client, session_id: str, key: str) -> list[dict[str, Any]]:
-        answer = client.get(
-            f"/oanp/v0.1/sessions/{session_id}/log", headers={"Authorization": f"Bearer {key}"}
-        )
-        entries: list[dict[str, Any]] = answer.json()["entries"]
-        return entries
-
-    def _negotiate(self, url: str) -> None:
-        """Two agents, each with its own API key, negotiate through the API like any client."""
-        agents = buyer, merchant, keys = self._agents()
+    def _negotiate(self, keys: dict[str, str]) -> None:
+        """The buyer negotiates over HTTP; the hosted merchant answers through the worker."""
+        buyer, client = self._buyer(keys)
         session_id = new_ulid()
         self.stdout.write(
-            f"Live demo: session {session_id}, {buyer.agent_id} and {merchant.agent_id}"
+            f"Live demo: session {session_id}, {buyer.agent_id} (here, over HTTP) and "
+            f"{WALKTHROUGH_MERCHANT} (hosted: SkyFare's agent, answered by the worker)"
         )
-        self.stdout.write("Each side's private limit stays in its own process.\n")
+        self.stdout.write("Each side's private limit stays on its own side.\n")
         opening = buyer.open(
             session_id=session_id,
-            merchant_agent_id=merchant.agent_id,
-            item={"route": "SFO-JFK", "date": "2026-04-28"},
+            merchant_agent_id=WALKTHROUGH_MERCHANT,
+            item=SFO_JFK,
             currency="USD",
             max_rounds=5,
             now=datetime.now(UTC),
         )
-        with httpx.Client(base_url=url, timeout=10) as client:
-            log = self._exchange(client, agents, opening)
-            jwks = client.get("/.well-known/jwks.json").json()
+        with client:
+            log = self._drive(client, buyer, opening)
+            jwks = client.jwks()
         outcome = log[-1]["envelope"]["payload"]
         if log[-1]["envelope"]["type"] == "session.agree":
             rounds = sum(e["envelope"]["type"] == "round.verdict" for e in log)
@@ -267,47 +272,60 @@ class Command(BaseCommand):
         report = verify_log(log, jwks)
         self.stdout.write(f"Verified offline from the JWKS: {report.summary()}")
         self.stdout.write(
-            "\nTry it yourself (keys are shown once):\n"
-            f"  curl -H 'Authorization: Bearer {keys['buyer']}' "
-            f"{url}/oanp/v0.1/sessions/{session_id}/log > log.json\n"
-            f"  curl {url}/.well-known/jwks.json > jwks.json\n"
+            f"Watch it on the dashboard: {self.url}/sessions/{session_id}/\n"
+            "\nTry it yourself (this run's buyer key, shown once):\n"
+            f"  curl -H 'Authorization: Bearer {keys[WALKTHROUGH_BUYER]}' "
+            f"{self.url}/oanp/v0.1/sessions/{session_id}/log > log.json\n"
+            f"  curl {self.url}/.well-known/jwks.json > jwks.json\n"
             "  oanp verify log.json --jwks jwks.json"
         )
 
-    def _time_out(self, url: str) -> None:
+    def _drive(
+        self,
+        client: ArbiterClient,
+        buyer: BuyerAgent,
+        opening: dict[str, Any],
+        *,
+        moves: int | None = None,
+        patience: float = STARTUP_SECONDS,
+    ) -> list[dict[str, Any]]:
+        try:
+            return negotiate(
+                client,
+                buyer,
+                opening,
+                stop=threading.Event(),
+                moves=moves,
+                on_entry=self._show,
+                patience=patience,
+            )
+        except Stalled as stalled:
+            worker_log = settings.VAR_DIR / "demo-worker.log"
+            raise CommandError(f"{stalled}; is the worker answering? See {worker_log}") from None
+
+    def _time_out(self, keys: dict[str, str]) -> None:
         """A session with a deadline a few seconds away, then silence: the worker's timer
-        closes it, with nobody calling the server. Its summary is polled to show when."""
-        agents = buyer, merchant, keys = self._agents()
+        closes it, with nobody calling the server."""
+        buyer, client = self._buyer(keys)
         session_id = new_ulid()
         deadline = datetime.now(UTC) + timedelta(seconds=DEADLINE_SECONDS)
         self.stdout.write(
             f"\nTimers: session {session_id} must end by {format_timestamp(deadline)}; "
-            "the merchant acknowledges, then the buyer goes quiet."
+            "the hosted merchant acknowledges, then the buyer goes quiet."
         )
         opening = buyer.open(
             session_id=session_id,
-            merchant_agent_id=merchant.agent_id,
-            item={"route": "SFO-JFK", "date": "2026-04-28"},
+            merchant_agent_id=WALKTHROUGH_MERCHANT,
+            item=SFO_JFK,
             currency="USD",
             max_rounds=5,
             now=datetime.now(UTC),
             deadline=deadline,
         )
-        headers = {"Authorization": f"Bearer {keys['buyer']}"}
         # The task fires at the deadline; the sweep would catch it within one period anyway.
         patience = DEADLINE_SECONDS + settings.OANP_TIMER_SWEEP_SECONDS + STARTUP_SECONDS
-        with httpx.Client(base_url=url, timeout=10) as client:
-            shown = len(self._exchange(client, agents, opening, quiet="buyer"))
-            self.stdout.write("  waiting for the arbiter ...")
-            give_up = time.monotonic() + patience
-            summary = f"/oanp/v0.1/sessions/{session_id}"
-            while client.get(summary, headers=headers).json()["outcome"] is None:
-                if time.monotonic() > give_up:
-                    raise CommandError(f"no timer closed session {session_id} in {patience} s")
-                time.sleep(0.2)
-            log = self._log(client, session_id, keys["buyer"])
-        for entry in log[shown:]:
-            self.stdout.write(describe_entry(Entry(**entry)))
+        with client:
+            log = self._drive(client, buyer, opening, moves=1, patience=patience)
         close = log[-1]
         late = datetime.fromisoformat(close["received_at"]) - deadline
         self.stdout.write(
