@@ -193,6 +193,8 @@ else:
         "processed_folder": str(_QUEUE_DIR / "processed"),
         "control_folder": str(_QUEUE_DIR / "control"),
         "store_processed": False,
+        # The file queue is polled; the default second would show in every hosted answer.
+        "polling_interval": 0.1,
     }
 CELERY_TASK_IGNORE_RESULT = True
 # A task is acknowledged when it finished, and given back when its worker dies mid-way.

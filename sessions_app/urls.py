@@ -6,6 +6,7 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("sessions/", views.session_list, name="sessions"),
     path("sessions/<str:session_id>/", views.session_page, name="session"),
+    path("sessions/<str:session_id>/head/", views.session_head, name="session-head"),
     path("agents/", agents_views.agent_list, name="agents"),
     path("agents/new/", agents_views.agent_new, name="agent-new"),
     path("agents/<str:agent_id>/", agents_views.agent_page, name="agent"),

@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, OuterRef, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
@@ -177,3 +177,11 @@ def session_page(request: HttpRequest, session_id: str) -> HttpResponse:
         else ("sessions_app/session_page.html")
     )
     return render(request, template, context)
+
+
+@login_required
+def session_head(request: HttpRequest, session_id: str) -> JsonResponse:
+    """How far the session's log reaches: the live page's fallback when a wake-up is lost
+    (the in-memory channel layer cannot carry the worker's to the server)."""
+    found = selectors.session(_scope(request), session_id)
+    return JsonResponse({"head_seq": found.head_seq, "state": found.phase})

@@ -76,6 +76,15 @@
       retry = Math.min(retry * 2, 10000);
     };
   }
+  // A wake-up can be lost (a worker's, without a shared channel layer): look at the head now
+  // and then, and catch up the same way.
+  const POLL_MS = 3000;
+  setInterval(() => {
+    fetch(window.location.pathname + "head/", { headers: { Accept: "application/json" } })
+      .then((r) => (r.ok ? r.json() : null))
+      .then((h) => { if (h && h.head_seq > head()) refresh(); })
+      .catch(() => {});
+  }, POLL_MS);
   document.addEventListener("DOMContentLoaded", drawChart);
   if (document.readyState !== "loading") drawChart();
   connect();

@@ -38,5 +38,7 @@
       retry = Math.min(retry * 2, 10000);
     };
   }
+  // Sessions moved only by the worker send no wake-up without a shared channel layer.
+  setInterval(() => { if (paused) return; refresh(); }, 10000);
   connect();
 })();

@@ -113,3 +113,11 @@ async def test_a_websocket_to_another_merchants_session_is_refused(
     connected, code = await _socket(cookie, "sess-b")
     assert not connected
     assert code == 4404
+
+
+@pytest.mark.django_db
+def test_the_head_of_another_merchants_session_does_not_exist(tenants: dict[str, str]) -> None:
+    browser = signed_in("user-a")
+    own = browser.get("/sessions/sess-a/head/")
+    assert own.json() == {"head_seq": 9, "state": "AGREED"}
+    assert browser.get("/sessions/sess-b/head/").status_code == 404
