@@ -364,6 +364,6 @@ def test_an_inbox_misses_nothing_while_its_sessions_commit_in_parallel(
     assert cursors == sorted(cursors, key=lambda c: int(c[1:]))
     by_session: dict[str, list[dict[str, Any]]] = {}
     for frame in frames:
-        by_session.setdefault(frame.entry["envelope"]["session_id"], []).append(frame.entry)
+        by_session.setdefault(frame.json()["envelope"]["session_id"], []).append(frame.json())
     assert by_session.pop("sess-before")[0]["envelope"]["type"] == "session.open"
     assert by_session == {f"sess-hub-{n:02d}": log for n, log in enumerate(logs)}

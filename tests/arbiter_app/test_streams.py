@@ -6,12 +6,11 @@ interpretation"), so a framing mistake on the server shows up here and not only 
 
 from __future__ import annotations
 
-import codecs
 import json
 import re
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import pytest
 
 from oanp.agents import BuyerAgent, MerchantAgent, PartyAgent
 from oanp.audit import verify_log
+from oanp.client import ServerEvent, SseDecoder
 from tests.arbiter_app.factories import (
     ENVELOPES,
     Agent,
@@ -53,93 +53,8 @@ READ_TIMEOUT = 10.0
 # An EventSource's parser ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Frame:
-    """One dispatched event: the stream's last event id, its type, its data."""
-
-    id: str
-    event: str
-    data: str
-
-    @property
-    def entry(self) -> dict[str, Any]:
-        entry: dict[str, Any] = json.loads(self.data)
-        return entry
-
-
-def sse_lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    """Lines of an event stream: UTF-8, ended by CRLF, LF or CR, and nothing else (unlike
-    ``str.splitlines``, which also breaks at U+2028, U+0085 and friends)."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    buffer, first = "", True
-    for chunk in chunks:
-        buffer += decoder.decode(chunk)
-        if first and buffer:
-            buffer, first = buffer.removeprefix("\ufeff"), False
-        start = 0
-        for end in re.finditer(r"\r\n|\r|\n", buffer):
-            if end.group() == "\r" and end.end() == len(buffer):
-                break  # may be the first half of a CRLF split across chunks
-            yield buffer[start : end.start()]
-            start = end.end()
-        buffer = buffer[start:]
-    buffer += decoder.decode(b"", final=True)
-    # A trailing line without its end, or an event without its blank line, is dropped.
-
-
-@dataclass
-class SseParser:
-    """Fed lines, returns the events they dispatch. Comments (``: keep-alive``) are counted."""
-
-    last_event_id: str = ""
-    comments: int = 0
-    _event: str = ""
-    _data: list[str] = field(default_factory=list)
-
-    def feed(self, line: str) -> Frame | None:
-        if line == "":
-            return self._dispatch()
-        if line.startswith(":"):
-            self.comments += 1
-            return None
-        name, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if name == "event":
-            self._event = value
-        elif name == "data":
-            self._data.append(value)
-        elif name == "id" and "\0" not in value:
-            self.last_event_id = value
-        return None  # retry and unknown fields change nothing here
-
-    def _dispatch(self) -> Frame | None:
-        if not self._data:
-            self._event = ""
-            return None
-        frame = Frame(self.last_event_id, self._event or "message", "\n".join(self._data))
-        self._event, self._data = "", []
-        return frame
-
-
-def test_the_parser_follows_the_event_stream_rules() -> None:
-    raw = [
-        b"\xef\xbb\xbf: hello\r\n",
-        "id: 1\revent: a\ndata: x\u2028y\r".encode(),
-        b"\n\r\ndata:two\ndata: lines\n\nid\nevent: b\ndata\n\n",
-        b"id: 3\nevent: ignored\n\n",
-        b"data: \xe2\x82",
-        b"\xac\n\ndata: unterminated",
-    ]
-    parser = SseParser()
-    frames = [f for line in sse_lines(raw) if (f := parser.feed(line)) is not None]
-    assert frames == [
-        Frame("1", "a", "x\u2028y"),
-        Frame("1", "message", "two\nlines"),
-        Frame("", "b", ""),
-        Frame("3", "message", "\u20ac"),
-    ]
-    assert parser.comments == 1
+#: A frame as a browser's EventSource dispatches it, parsed by the client library's decoder.
+Frame = ServerEvent
 
 
 # Reading streams from the live server ----------------------------------------------------------
@@ -148,13 +63,11 @@ def test_the_parser_follows_the_event_stream_rules() -> None:
 @dataclass
 class EventStream:
     response: httpx.Response
-    parser: SseParser = field(default_factory=SseParser)
+    decoder: SseDecoder = field(default_factory=SseDecoder)
 
     def __iter__(self) -> Iterator[Frame]:
-        for line in sse_lines(self.response.iter_bytes()):
-            frame = self.parser.feed(line)
-            if frame is not None:
-                yield frame
+        for chunk in self.response.iter_bytes():
+            yield from self.decoder.feed(chunk)
 
     def take(self, n: int) -> list[Frame]:
         frames = []
@@ -268,7 +181,7 @@ def assert_frames_are_the_log(frames: list[Frame], log: list[dict[str, Any]]) ->
     """Each entry once, in seq order, ``id`` its seq, ``event`` its type, ``data`` the entry."""
     assert [f.id for f in frames] == [str(e["seq"]) for e in log]
     assert [f.event for f in frames] == [e["envelope"]["type"] for e in log]
-    assert [f.entry for f in frames] == log
+    assert [f.json() for f in frames] == log
 
 
 @pytest.fixture
@@ -343,8 +256,7 @@ def test_both_parties_read_the_identical_stream(
                 assert response.status_code == 200
                 streams[key.role] = response.read()
     assert streams["buyer"] == streams["merchant"]
-    parser = SseParser()
-    frames = [f for line in sse_lines([streams["buyer"]]) if (f := parser.feed(line)) is not None]
+    frames = SseDecoder().feed(streams["buyer"])
     assert_frames_are_the_log(frames, log)
 
 
@@ -361,14 +273,14 @@ def test_entries_whose_text_holds_unicode_line_separators_stay_one_frame(
         with event_stream(client, events_path(run.session_id), keys[1]) as stream:
             frames = list(stream)
     assert_frames_are_the_log(frames, log)
-    assert frames[0].entry["envelope"]["payload"]["item"] == item
+    assert frames[0].json()["envelope"]["payload"]["item"] == item
 
 
 # The inbox -------------------------------------------------------------------------------------
 
 
 def _session_of(frame: Frame) -> str:
-    session_id: str = frame.entry["envelope"]["session_id"]
+    session_id: str = frame.json()["envelope"]["session_id"]
     return session_id
 
 
@@ -396,10 +308,10 @@ def test_the_merchant_inbox_carries_its_sessions_and_resumes_from_its_cursor(
                 if frame.event == "session.agree":
                     break
     assert {_session_of(f) for f in frames} == {"sess-inbox"}
-    opening = frames[0].entry["envelope"]
+    opening = frames[0].json()["envelope"]
     assert opening["type"] == "session.open"
     assert opening["payload"]["merchant_agent_id"] == "merchant-sfo"
-    assert [f.entry for f in frames] == log
+    assert [f.json() for f in frames] == log
     assert [f.event for f in frames] == [e["envelope"]["type"] for e in log]
     cursors = [f.id for f in frames]
     assert all(re.fullmatch(r"c[0-9]+", c) for c in cursors)
@@ -507,14 +419,14 @@ def test_a_stream_ends_after_a_close_too(
             frames = list(stream)
     assert_frames_are_the_log(frames, log)
     assert frames[-1].event == "session.close"
-    assert frames[-1].entry["envelope"]["sender"]["role"] == "arbiter"
+    assert frames[-1].json()["envelope"]["sender"]["role"] == "arbiter"
 
 
 # Frames while the negotiation runs ----------------------------------------------------------
 
 
 def _react(client: httpx.Client, agent: PartyAgent[Any], key: Agent, frame: Frame) -> None:
-    for envelope in agent.receive(frame.entry["envelope"], now()):
+    for envelope in agent.receive(frame.json()["envelope"], now()):
         response = client.post(ENVELOPES, content=json.dumps(envelope), headers=key.headers)
         assert response.status_code == 201, response.text
 
@@ -586,7 +498,7 @@ def test_agents_negotiate_from_the_streams_alone(
     assert [e["envelope"]["type"] for e in log] == SFO_JFK_TRACE
     assert verify_log(log, jwks).ok
     assert_frames_are_the_log(seen_by_buyer, log)
-    assert [f.entry for f in seen_by_merchant] == log
+    assert [f.json() for f in seen_by_merchant] == log
 
 
 def test_a_reader_sees_each_move_before_the_next_is_made(
