@@ -36,6 +36,20 @@ def make_agent(agent_id: str, role: str) -> Agent:
     return Agent(agent_id, role, issued.api_key)
 
 
+#: The envelope types of the published SFO→JFK session, in log order.
+SFO_JFK_TRACE = [
+    "session.open",
+    "session.ack",
+    "offer.propose",
+    "offer.counter",
+    "round.verdict",
+    "offer.propose",
+    "offer.accept",
+    "round.verdict",
+    "session.agree",
+]
+
+
 def sfo_jfk_agents(
     tag: str = "", *, buyer_id: str = "buyer-001", merchant_id: str = "merchant-sfo"
 ) -> tuple[BuyerAgent, MerchantAgent]:

@@ -24,6 +24,7 @@ from oanp.audit import verify_log
 from oanp.client import ServerEvent, SseDecoder
 from tests.arbiter_app.factories import (
     ENVELOPES,
+    SFO_JFK_TRACE,
     Agent,
     HttpNegotiation,
     make_agent,
@@ -35,17 +36,6 @@ from tests.conftest import LiveServer
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SFO_JFK_ITEM = {"route": "SFO-JFK", "date": "2026-04-28"}
-SFO_JFK_TRACE = [
-    "session.open",
-    "session.ack",
-    "offer.propose",
-    "offer.counter",
-    "round.verdict",
-    "offer.propose",
-    "offer.accept",
-    "round.verdict",
-    "session.agree",
-]
 #: Every wait on the server is bounded: a stream silent this long fails the test.
 READ_TIMEOUT = 10.0
 

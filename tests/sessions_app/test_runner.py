@@ -16,6 +16,7 @@ from oanp.envelope import parse_envelope
 from sessions_app import runner, services, tasks
 from sessions_app.models import AgentProfile, HostedSession
 from sessions_app.vault import Limits, unseal
+from tests.arbiter_app.factories import SFO_JFK_TRACE
 from tests.conftest import Worker
 from tests.sessions_app.agent_factories import HostedNegotiation, admin, hosted_agent, merchant
 
@@ -26,24 +27,11 @@ def _types(log: list[dict[str, Any]]) -> list[str]:
     return [e["envelope"]["type"] for e in log]
 
 
-SFO_JFK_TYPES = [
-    "session.open",
-    "session.ack",
-    "offer.propose",
-    "offer.counter",
-    "round.verdict",
-    "offer.propose",
-    "offer.accept",
-    "round.verdict",
-    "session.agree",
-]
-
-
 def test_a_hosted_agent_settles_the_sfo_jfk_example(client: Client) -> None:
     hosted_agent(merchant("sfo"))
     negotiation = HostedNegotiation(client, "hosted-sfo")
     log = negotiation.play(nudge=lambda: runner.answer("sess-hosted"))
-    assert _types(log) == SFO_JFK_TYPES
+    assert _types(log) == SFO_JFK_TRACE
     prices = [e["envelope"]["payload"].get("price") for e in log]
     assert prices[3] == 370
     assert prices[6] == 340
@@ -132,7 +120,7 @@ def test_with_a_real_worker_the_hosted_agent_answers_within_a_fraction_of_a_seco
     hosted_agent(merchant("sfo"))
     negotiation = HostedNegotiation(Client(), "hosted-sfo", session_id="sess-worker")
     log = negotiation.play(timeout=10)
-    assert _types(log) == SFO_JFK_TYPES
+    assert _types(log) == SFO_JFK_TRACE
     assert log[-1]["envelope"]["payload"]["final_price"] == 340
     assert len(negotiation.waits) == 3
     # The first answer also waits for the worker's connections to warm up.
