@@ -183,7 +183,8 @@ OANP_RATE_LIMIT_PER_MINUTE = int(os.environ.get("OANP_RATE_LIMIT_PER_MINUTE", "6
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
 else:
-    CELERY_BROKER_URL = "filesystem://"
+    # The file transport ignores the host; naming one keeps kombu from warning that it is missing.
+    CELERY_BROKER_URL = "filesystem://localhost/"
     _QUEUE_DIR = VAR_DIR / "celery"
     for _folder in ("queue", "processed", "control"):
         (_QUEUE_DIR / _folder).mkdir(parents=True, exist_ok=True)
