@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import core, service
+from bench import core, export, live, service, timers
 from bench.report import (
     Options,
     Section,
@@ -24,7 +24,13 @@ from bench.report import (
 )
 
 #: Every section, in the order they run and appear on the page. Add new ones here.
-SECTIONS: tuple[Section, ...] = (core.SECTION, service.SECTION)
+SECTIONS: tuple[Section, ...] = (
+    core.SECTION,
+    service.SECTION,
+    live.SECTION,
+    timers.SECTION,
+    export.SECTION,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_PATH = ROOT / "bench" / "results.json"
