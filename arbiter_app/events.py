@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.dispatch import Signal
 
 from oanp.canonical import JsonObject
@@ -47,6 +48,26 @@ def session_group(session_id: str) -> str:
 
 def agent_group(agent_id: str) -> str:
     return _group("agent", agent_id)
+
+
+WAKE_TIMEOUT_SECONDS = 5.0
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _wake_loop() -> asyncio.AbstractEventLoop:
+    """One event loop per process for wake-ups, running in a thread of its own.
+
+    Outside the server (a worker, a command) there is no running loop, and ``async_to_sync``
+    would start a new one, with a new Redis connection, for every commit: most of the cost of
+    a timer's close. A loop that lives on keeps the layer's connections.
+    """
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="oanp-wake-ups", daemon=True).start()
+        return _loop
 
 
 async def _wake(layer: Any, groups: set[str], message: dict[str, Any]) -> None:
@@ -80,6 +101,12 @@ def announce(
         agent_group(merchant_agent_id),
     }
     try:
-        async_to_sync(_wake)(layer, groups, message)
+        if isinstance(layer, InMemoryChannelLayer):
+            # Its queues belong to the server's event loop: hop onto that loop.
+            async_to_sync(_wake)(layer, groups, message)
+        else:
+            asyncio.run_coroutine_threadsafe(_wake(layer, groups, message), _wake_loop()).result(
+                WAKE_TIMEOUT_SECONDS
+            )
     except Exception:  # the commit stands; streams fall back to polling the database
         log.exception("could not wake the streams of session %s", session_id)
