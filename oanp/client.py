@@ -143,6 +143,10 @@ class StreamError(Exception):
     """An event stream could not be kept open (the arbiter was unreachable for too long)."""
 
 
+#: What a call raises when the arbiter cannot be reached, so callers need not know httpx.
+UNREACHABLE: tuple[type[Exception], ...] = (OSError, StreamError, httpx.HTTPError)
+
+
 # Server-Sent Events --------------------------------------------------------------------------
 
 

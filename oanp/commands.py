@@ -321,10 +321,8 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 
 def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``oanp merchant``: follow the inbox and answer every session, until SIGTERM/SIGINT."""
-    import httpx
-
     from oanp.cli import new_ulid
-    from oanp.client import ArbiterClient, StreamError
+    from oanp.client import UNREACHABLE, ArbiterClient
     from oanp.negotiators import Merchant, MerchantState
 
     agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
@@ -365,7 +363,7 @@ def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             except ProtocolError as exc:
                 print(f"oanp merchant: {exc}", file=err)
                 return 1
-            except (OSError, StreamError, httpx.HTTPError) as exc:
+            except UNREACHABLE as exc:
                 # The arbiter is unreachable: the state file holds everything; start over.
                 report(f"merchant {agent_id}: {exc!r}; recovering in 1 s")
                 time.sleep(1)
