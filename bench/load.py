@@ -26,15 +26,13 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal
 from itertools import count
 from typing import Any
 
 import httpx
 
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
-from oanp.commitments import encode_salt
-from oanp.strategies import ReferenceBuyer, ReferenceMerchant
+from oanp import rehearsal
+from oanp.agents import BuyerAgent, MerchantAgent
 
 ENVELOPES = "/oanp/v0.1/envelopes"
 SFO_JFK_ITEM = {"route": "SFO-JFK", "date": "2026-04-28"}
@@ -58,25 +56,11 @@ def sfo_jfk_agents(
 ) -> tuple[BuyerAgent, MerchantAgent]:
     """The published example's agents (ceiling 420, floor 280) with unique message ids."""
     numbers = count(1)
-
-    def new_id() -> str:
-        return f"{message_prefix}-{next(numbers):02d}"
-
-    buyer = BuyerAgent(
-        agent_id=buyer_id,
-        vault=BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium"),
-        strategy=ReferenceBuyer(),
-        salt=encode_salt(b"\x01" * 32),
-        new_message_id=new_id,
+    return rehearsal.sfo_jfk_agents(
+        buyer_id=buyer_id,
+        merchant_id=merchant_id,
+        new_message_id=lambda: f"{message_prefix}-{next(numbers):02d}",
     )
-    merchant = MerchantAgent(
-        agent_id=merchant_id,
-        vault=MerchantVault(floor_price=Decimal(280), ideal_price=Decimal(400)),
-        strategy=ReferenceMerchant(),
-        salt=encode_salt(b"\x02" * 32),
-        new_message_id=new_id,
-    )
-    return buyer, merchant
 
 
 @dataclass

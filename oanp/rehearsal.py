@@ -10,13 +10,16 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
-from oanp.agents import BuyerAgent, MerchantAgent
+from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
 from oanp.canonical import JsonObject
+from oanp.commitments import encode_salt
 from oanp.envelope import envelope_from_json
 from oanp.log import Entry
 from oanp.machine import Arbiter, Negotiation
+from oanp.strategies import ReferenceBuyer, ReferenceMerchant
 
 #: Enough for 20 rounds of moves and verdicts; a loop past it means two agents talk past
 #: each other, which should fail loudly rather than spin.
@@ -67,3 +70,34 @@ def rehearse(
         envelope = envelope_from_json(outbox.popleft())
         deliver(negotiation.feed(envelope, received_at=clock()))
     return Rehearsal(negotiation, entries)
+
+
+def sfo_jfk_agents(
+    *,
+    buyer_id: str,
+    merchant_id: str,
+    new_message_id: Callable[[], str],
+    buyer_salt: bytes = b"\x01" * 32,
+    merchant_salt: bytes = b"\x02" * 32,
+) -> tuple[BuyerAgent, MerchantAgent]:
+    """The agents of the published SFO→JFK session (PROTOCOL section 4): a reference buyer
+    with ceiling 420 and a reference merchant with floor 280, each kept in its vault.
+
+    The salts default to fixed bytes so that tests and benchmarks are repeatable; anything
+    facing real counterparties passes fresh random ones.
+    """
+    buyer = BuyerAgent(
+        agent_id=buyer_id,
+        vault=BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium"),
+        strategy=ReferenceBuyer(),
+        salt=encode_salt(buyer_salt),
+        new_message_id=new_message_id,
+    )
+    merchant = MerchantAgent(
+        agent_id=merchant_id,
+        vault=MerchantVault(floor_price=Decimal(280), ideal_price=Decimal(400)),
+        strategy=ReferenceMerchant(),
+        salt=encode_salt(merchant_salt),
+        new_message_id=new_message_id,
+    )
+    return buyer, merchant

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from arbiter_app import keys
 from sessions_app import actions, exports, selectors
 from sessions_app.models import Export, Merchant, Role
-from sessions_app.views import _scope
+from sessions_app.views import scope_or_denied
 
 TERMINAL = ("AGREED", "CLOSED")
 
@@ -43,7 +43,7 @@ class TerminateForm(forms.Form):
 @require_http_methods(["GET", "POST"])
 def terminate(request: HttpRequest, session_id: str) -> HttpResponse:
     """GET asks to confirm; POST terminates."""
-    scope = _scope(request)
+    scope = scope_or_denied(request)
     actions.require_staff(scope)
     found = selectors.session(scope, session_id)
     form = TerminateForm(request.POST if request.method == "POST" else None)
@@ -67,7 +67,7 @@ def terminate(request: HttpRequest, session_id: str) -> HttpResponse:
 @login_required
 @require_POST
 def redeliver(request: HttpRequest, session_id: str) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_or_denied(request)
     try:
         actions.redeliver_handoff(actor=request.user, scope=scope, session_id=session_id)
     except ValueError as refused:
@@ -94,7 +94,7 @@ def _dated(key: dict[str, Any]) -> dict[str, Any]:
 @login_required
 @require_GET
 def keys_page(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_or_denied(request)
     actions.require_admin(scope)
     return render(
         request,
@@ -111,7 +111,7 @@ def keys_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def rotate_key(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_or_denied(request)
     actions.require_admin(scope)
     alg = request.POST.get("alg", "")
     if alg not in keys.ALGORITHMS:
@@ -157,7 +157,7 @@ def _merchant_choices(scope: selectors.Scope) -> list[tuple[str, str]]:
 @login_required
 @require_http_methods(["GET", "POST"])
 def exports_page(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_or_denied(request)
     listed = exports.exports_of(scope)  # refuses operators before anything is read
     form = ExportForm(
         request.POST if request.method == "POST" else None, merchants=_merchant_choices(scope)
@@ -181,14 +181,14 @@ def exports_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 def export_status(request: HttpRequest, export_id: int) -> HttpResponse:
     """The small fragment the exports page polls while an export runs."""
-    found = exports.export_of(_scope(request), export_id)
+    found = exports.export_of(scope_or_denied(request), export_id)
     return render(request, "sessions_app/_export_status.html", {"export": found})
 
 
 @login_required
 @require_GET
 def export_download(request: HttpRequest, export_id: int, part: str) -> FileResponse:
-    found = exports.export_of(_scope(request), export_id)
+    found = exports.export_of(scope_or_denied(request), export_id)
     # Only a finished export has files; a failed one kept none.
     if found.state != Export.State.DONE:
         raise Http404("this export has no files")
@@ -205,7 +205,7 @@ def export_download(request: HttpRequest, export_id: int, part: str) -> FileResp
 @login_required
 @require_GET
 def audit_page(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_or_denied(request)
     return render(
         request, "sessions_app/audit.html", {"scope": scope, "events": actions.audit_log(scope)}
     )

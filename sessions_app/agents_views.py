@@ -19,11 +19,11 @@ from django.views.decorators.http import require_POST
 from sessions_app import forms, selectors, services
 from sessions_app.models import AgentProfile, Merchant, Role
 from sessions_app.vault import Limits, seal_text, unseal_text
-from sessions_app.views import _scope
+from sessions_app.views import scope_or_denied
 
 
 def _manager(request: HttpRequest) -> selectors.Scope:
-    scope = _scope(request)
+    scope = scope_or_denied(request)
     if scope.role not in (Role.MERCHANT, Role.ADMIN):
         raise PermissionDenied("operators watch sessions; agents are their merchants' to change")
     return scope
@@ -31,7 +31,7 @@ def _manager(request: HttpRequest) -> selectors.Scope:
 
 @login_required
 def agent_list(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_or_denied(request)
     return render(
         request,
         "sessions_app/agents.html",
@@ -91,7 +91,9 @@ def agent_page(request: HttpRequest, agent_id: str) -> HttpResponse:
     acp_secret = None
     if shown is not None and shown["agent_id"] == agent_id:
         acp_secret = unseal_text(shown["sealed"].encode())
-    return _agent_page(request, _scope(request), agent_id, issued=api_key, acp_secret=acp_secret)
+    return _agent_page(
+        request, scope_or_denied(request), agent_id, issued=api_key, acp_secret=acp_secret
+    )
 
 
 def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) -> HttpResponse:

@@ -28,7 +28,7 @@ FILTERS = ("state", "merchant", "agent", "verdict", "violation", "range", "q")
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
 
 
-def _scope(request: HttpRequest) -> selectors.Scope:
+def scope_or_denied(request: HttpRequest) -> selectors.Scope:
     scope = selectors.scope_of(request.user)
     if scope is None:
         raise PermissionDenied("this account has no role yet; ask an admin")
@@ -37,7 +37,7 @@ def _scope(request: HttpRequest) -> selectors.Scope:
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_or_denied(request)
     sessions = selectors.sessions(scope)
     by_state = dict(sessions.values_list("phase").annotate(n=Count("id")).order_by())
     now = timezone.now()
@@ -100,7 +100,7 @@ def _violated() -> Exists:
 
 @login_required
 def session_list(request: HttpRequest) -> HttpResponse:
-    scope = _scope(request)
+    scope = scope_or_denied(request)
     sessions = selectors.sessions(scope).annotate(violated=_violated())
     params = request.GET
     if params.get("state") in STATES:
@@ -146,7 +146,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 
 
 def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
-    scope = _scope(request)
+    scope = scope_or_denied(request)
     found = selectors.session(scope, session_id)
     entries = selectors.entries(found)
     view = timeline(entries, every_public_jwk())
@@ -183,5 +183,5 @@ def session_page(request: HttpRequest, session_id: str) -> HttpResponse:
 def session_head(request: HttpRequest, session_id: str) -> JsonResponse:
     """How far the session's log reaches: the live page's fallback when a wake-up is lost
     (the in-memory channel layer cannot carry the worker's to the server)."""
-    found = selectors.session(_scope(request), session_id)
+    found = selectors.session(scope_or_denied(request), session_id)
     return JsonResponse({"head_seq": found.head_seq, "state": found.phase})

@@ -6,16 +6,14 @@ import json
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal
 from itertools import count
 from typing import Any
 
 import httpx
 
 from arbiter_app import services
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
-from oanp.commitments import encode_salt
-from oanp.strategies import ReferenceBuyer, ReferenceMerchant
+from oanp import rehearsal
+from oanp.agents import BuyerAgent, MerchantAgent
 
 ENVELOPES = "/oanp/v0.1/envelopes"
 
@@ -53,27 +51,13 @@ SFO_JFK_TRACE = [
 def sfo_jfk_agents(
     tag: str = "", *, buyer_id: str = "buyer-001", merchant_id: str = "merchant-sfo"
 ) -> tuple[BuyerAgent, MerchantAgent]:
-    """The published example's agents: ceiling 420 and floor 280, kept in their vaults."""
+    """The published example's agents, with message ids ``{tag}msg-0001``, ... ."""
     numbers = count(1)
-
-    def new_id() -> str:
-        return f"{tag}msg-{next(numbers):04d}"
-
-    buyer = BuyerAgent(
-        agent_id=buyer_id,
-        vault=BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium"),
-        strategy=ReferenceBuyer(),
-        salt=encode_salt(b"\x01" * 32),
-        new_message_id=new_id,
+    return rehearsal.sfo_jfk_agents(
+        buyer_id=buyer_id,
+        merchant_id=merchant_id,
+        new_message_id=lambda: f"{tag}msg-{next(numbers):04d}",
     )
-    merchant = MerchantAgent(
-        agent_id=merchant_id,
-        vault=MerchantVault(floor_price=Decimal(280), ideal_price=Decimal(400)),
-        strategy=ReferenceMerchant(),
-        salt=encode_salt(b"\x02" * 32),
-        new_message_id=new_id,
-    )
-    return buyer, merchant
 
 
 def now() -> datetime:
