@@ -5,9 +5,7 @@ buyer agents that keep negotiating in the background so the dashboard has someth
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -34,6 +32,7 @@ from sessions_app.management.commands.seed_demo import (
     issue_buyer_keys,
     seed,
 )
+from sessions_app.supervisor import Child, Program, Supervisor
 
 STARTUP_SECONDS = 30
 # The timer demo's session ends this long after it opens, with nobody moving.
@@ -44,7 +43,7 @@ SFO_JFK = {"route": "SFO-JFK", "date": "2026-04-28"}
 
 
 class Stop(Exception):
-    """SIGTERM: unwind like Ctrl-C, so the server and the worker are stopped, not orphaned."""
+    """SIGTERM: unwind like Ctrl-C, so the children are stopped, not orphaned."""
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
@@ -52,19 +51,51 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise Stop
 
 
-def _end(child: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the child's whole group (the worker's beat is a process of its own), then
-    SIGKILL for whatever is still there after a grace period."""
-    if child.poll() is not None:
-        return
-    try:
-        os.killpg(child.pid, signal.SIGTERM)
-        child.wait(15)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.wait(5)
-    except ProcessLookupError:
-        pass
+def programs(host: str, port: int) -> list[Program]:
+    """The server, the worker and beat, each a process of its own with its own log, so each
+    can die and come back alone."""
+    var = settings.VAR_DIR
+    python = [sys.executable, "-m"]
+    daphne = [*python, "daphne", "-b", host, "-p", str(port)]
+    celery = [*python, "celery", "-A", "oanp_site"]
+    logging = ["--loglevel", "INFO"]
+    return [
+        Program(
+            "server",
+            [*daphne, "--access-log", str(var / "demo-access.log"), "oanp_site.asgi:application"],
+            var / "demo-server.log",
+        ),
+        Program(
+            "worker",
+            [
+                *celery,
+                "worker",
+                "--pool",
+                "threads",
+                "--concurrency",
+                "2",
+                *logging,
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            var / "demo-worker.log",
+        ),
+        # The schedule is a file under var/: no schedule tables for SQLite to lock.
+        Program(
+            "beat",
+            [
+                *celery,
+                "beat",
+                "--scheduler",
+                "celery.beat:PersistentScheduler",
+                "--schedule",
+                str(var / "demo-beat-schedule"),
+                *logging,
+            ],
+            var / "demo-beat.log",
+        ),
+    ]
 
 
 class Command(BaseCommand):
@@ -103,16 +134,12 @@ class Command(BaseCommand):
         keys = issue_buyer_keys()
         self.url = url = f"http://{host}:{port}"
         signal.signal(signal.SIGTERM, _stop)
-        children: list[subprocess.Popen[bytes]] = []
+        supervisor = Supervisor(programs(host, port), say=self.stdout.write, cwd=settings.BASE_DIR)
         background: BackgroundBuyers | None = None
         try:
-            access_log = settings.VAR_DIR / "demo-access.log"
-            daphne = ["daphne", "-b", host, "-p", str(port), "--access-log", str(access_log)]
-            server = self._spawn(children, [*daphne, "oanp_site.asgi:application"])
-            worker_log = settings.VAR_DIR / "demo-worker.log"
-            worker = self._spawn(children, self._worker_command(), log=worker_log)
-            self._wait_until_up(url, server)
-            self._wait_until_ready(worker, worker_log)
+            supervisor.start()
+            self._wait_until_up(url, supervisor["server"])
+            self._wait_until_ready(supervisor["worker"])
             self.stdout.write(f"\nThe arbiter is serving at {url}/")
             self.stdout.write(f"  Dashboard: {url}/  (sign in at {url}/login/)")
             self.stdout.write(
@@ -120,8 +147,11 @@ class Command(BaseCommand):
             )
             self.stdout.write(f"  JWKS:    {url}/.well-known/jwks.json")
             self.stdout.write(f"  Admin:   {url}/admin/")
-            self.stdout.write(f"  Timers:  a Celery worker with beat (its log: {worker_log})")
-            self.stdout.write(f"  Access log: {access_log}\n")
+            self.stdout.write("  Timers:  a Celery worker and beat")
+            self.stdout.write("  Each process is restarted when it exits; their logs:")
+            for child in supervisor.children.values():
+                self.stdout.write(f"    {child.name}: {child.program.log}")
+            self.stdout.write(f"  Access log: {settings.VAR_DIR / 'demo-access.log'}\n")
             self.stdout.write("Demo accounts (passwords are kept only hashed, so they are shown")
             self.stdout.write("when set; `manage.py demo --reset-passwords` sets new ones):")
             for line in accounts_table(seeded):
@@ -147,7 +177,8 @@ class Command(BaseCommand):
                     f"hosted merchants, {buyers} session(s) at a time."
                 )
             self.stdout.write(f"\nStill serving at {url}/ - press Ctrl-C to stop.")
-            server.wait()
+            while True:  # the children are watched by threads; here we only wait for a signal
+                signal.pause()
         except (KeyboardInterrupt, Stop):
             pass
         finally:
@@ -158,75 +189,25 @@ class Command(BaseCommand):
             try:
                 if background is not None:
                     background.close()
-                for child in reversed(children):
-                    _end(child)
+                supervisor.stop()
             finally:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, previous)
 
-    def _spawn(
-        self,
-        children: list[subprocess.Popen[bytes]],
-        module_args: list[str],
-        *,
-        log: Any = None,
-    ) -> subprocess.Popen[bytes]:
-        """Start ``python -m ...`` with this process's environment, in a process group of its
-        own: Ctrl-C reaches only this command, which stops each child in turn."""
-        out = None if log is None else open(log, "wb")  # noqa: SIM115 - the child keeps it
-        try:
-            child = subprocess.Popen(  # noqa: S603 - our own interpreter and modules
-                [sys.executable, "-m", *module_args],
-                cwd=settings.BASE_DIR,
-                env=os.environ.copy(),
-                stdout=out,
-                stderr=None if out is None else subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            if out is not None:
-                out.close()
-        children.append(child)
-        return child
-
-    @staticmethod
-    def _worker_command() -> list[str]:
-        # Beat keeps its schedule in a file under var/: no schedule tables for SQLite to lock.
-        return [
-            "celery",
-            "-A",
-            "oanp_site",
-            "worker",
-            "-B",
-            "--scheduler",
-            "celery.beat:PersistentScheduler",
-            "--schedule",
-            str(settings.VAR_DIR / "demo-beat-schedule"),
-            "--pool",
-            "threads",
-            "--concurrency",
-            "2",
-            "--loglevel",
-            "INFO",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ]
-
-    def _wait_until_ready(self, worker: subprocess.Popen[bytes], log: Any) -> None:
+    def _wait_until_ready(self, worker: Child) -> None:
         deadline = time.monotonic() + STARTUP_SECONDS
-        while b" ready." not in log.read_bytes():  # the log starts afresh with each demo
-            if worker.poll() is not None:
-                raise CommandError(f"the Celery worker exited with {worker.returncode}; see {log}")
+        while b" ready." not in worker.output():
+            if worker.exits:
+                raise CommandError(f"the Celery worker exited; see {worker.program.log}")
             if time.monotonic() > deadline:
                 raise CommandError(f"the Celery worker was not ready in {STARTUP_SECONDS} s")
             time.sleep(0.2)
 
-    def _wait_until_up(self, url: str, server: subprocess.Popen[bytes]) -> None:
+    def _wait_until_up(self, url: str, server: Child) -> None:
         deadline = time.monotonic() + STARTUP_SECONDS
         while time.monotonic() < deadline:
-            if server.poll() is not None:
-                raise CommandError(f"the server exited with {server.returncode}; is {url} taken?")
+            if server.exits:
+                raise CommandError(f"the server exited; is {url} taken?")
             try:
                 httpx.get(f"{url}/.well-known/jwks.json", timeout=1)
                 return
