@@ -36,8 +36,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-input -e '.[dev]'
 	touch $@
 
+# Options for `manage.py demo`, e.g. make demo ARGS=--reset-passwords
+ARGS ?=
+
 demo: venv
-	$(BIN)/python manage.py demo
+	$(BIN)/python manage.py demo $(ARGS)
 
 services:
 	@$(call ensure_service,PostgreSQL,$(PG_UP),$(PG_START))
