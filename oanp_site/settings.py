@@ -185,15 +185,18 @@ if REDIS_URL:
 else:
     # The file transport ignores the host; naming one keeps kombu from warning that it is missing.
     CELERY_BROKER_URL = "filesystem://localhost/"
-    _QUEUE_DIR = VAR_DIR / "celery"
-    for _folder in ("queue", "processed", "control"):
+    # kombu's file transport, made safe for a worker and producers at once (see its module).
+    CELERY_BROKER_TRANSPORT = "oanp_site.broker:Transport"
+    _QUEUE_DIR = Path(os.environ.get("OANP_BROKER_DIR") or VAR_DIR / "celery")
+    for _folder in ("queue", "claimed", "rejected", "control"):
         (_QUEUE_DIR / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_QUEUE_DIR / "queue"),
         "data_folder_out": str(_QUEUE_DIR / "queue"),
-        "processed_folder": str(_QUEUE_DIR / "processed"),
+        # Beside the queue, on its file system, so that taking a message is one atomic rename.
+        "claimed_folder": str(_QUEUE_DIR / "claimed"),
+        "rejected_folder": str(_QUEUE_DIR / "rejected"),
         "control_folder": str(_QUEUE_DIR / "control"),
-        "store_processed": False,
         # The file queue is polled; the default second would show in every hosted answer.
         "polling_interval": 0.1,
     }
