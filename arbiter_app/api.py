@@ -28,6 +28,7 @@ from oanp.errors import (
     ProtocolError,
     SchemaInvalid,
 )
+from oanp_site.logs import annotate
 
 JSON = "application/json"
 
@@ -62,6 +63,7 @@ class EnvelopesView(AgentView):
 
     def post(self, request: Request) -> HttpResponse:
         envelope = parse_envelope(_body(request))
+        annotate(request, session_id=envelope.session_id)
         outcome = services.receive_envelope(agent=_agent(request), envelope=envelope)
         return _json_response(outcome.body, outcome.status)
 

@@ -16,8 +16,12 @@ class ArbiterAppConfig(AppConfig):
     verbose_name = "Arbiter"
 
     def ready(self) -> None:
+        from arbiter_app import heartbeats
         from arbiter_app.callbacks import on_entries_committed
         from arbiter_app.events import entries_committed
+        from arbiter_app.metrics import count_verdicts
 
         post_migrate.connect(_first_signing_key, sender=self)
         entries_committed.connect(on_entries_committed, dispatch_uid="oanp-callbacks")
+        entries_committed.connect(count_verdicts, dispatch_uid="oanp-verdict-metrics")
+        heartbeats.connect()

@@ -110,3 +110,29 @@ def announce(
             )
     except Exception:  # the commit stands; streams fall back to polling the database
         log.exception("could not wake the streams of session %s", session_id)
+
+
+async def _echo(layer: Any) -> None:
+    channel = await layer.new_channel()
+    await layer.send(channel, {"type": "oanp.echo"})
+    await layer.receive(channel)
+
+
+def echo(timeout: float) -> str:
+    """Send one message through the channel layer and read it back, as a wake-up would travel;
+    the layer's class name. Raises when the layer fails or takes longer than ``timeout``.
+
+    The in-memory layer lives inside this process and cannot be away: it is only named.
+    """
+    layer = get_channel_layer()
+    if layer is None:
+        raise RuntimeError("no channel layer is configured")
+    if not isinstance(layer, InMemoryChannelLayer):
+        future = asyncio.run_coroutine_threadsafe(_echo(layer), _wake_loop())
+        try:
+            future.result(timeout)
+        except BaseException:
+            future.cancel()  # a receive left waiting on a silent server would never end
+            raise
+    return type(layer).__name__
+

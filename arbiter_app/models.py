@@ -281,3 +281,50 @@ class DeliveryAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.number} ({self.status_code or self.error or 'running'})"
+
+
+# The machinery's own records: what operators read to tell whether the background runs. -------
+
+
+class ProcessKind(models.TextChoices):
+    WORKER = "worker"
+    BEAT = "beat"
+
+
+class Heartbeat(models.Model):
+    """The last sign of life of one background process: a Celery worker, by its hostname, or
+    beat. Rows stay after a process stops, so the health panel can say when it was last seen."""
+
+    kind = models.CharField(max_length=16, choices=ProcessKind.choices)
+    name = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField()
+    #: A worker's own heartbeat thread, or beat's last tick.
+    seen_at = models.DateTimeField(db_index=True)
+    #: When a worker last ran beat's heartbeat task, and how long that task waited in the queue:
+    #: proof that the broker hands tasks over, not only that the process lives.
+    answered_at = models.DateTimeField(null=True, blank=True)
+    queue_wait_ms = models.PositiveIntegerField(null=True, blank=True)
+    #: Set by a clean shutdown, so a stopped worker is not counted alive until it goes stale.
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "name"], name="one_heartbeat_per_process")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name} seen {self.seen_at:%Y-%m-%d %H:%M:%S}"
+
+
+class TaskFailure(models.Model):
+    """A background task that raised. Only the exception's class is kept: a message may quote
+    data that must not reach a dashboard."""
+
+    task = models.CharField(max_length=200)
+    task_id = models.CharField(max_length=64)
+    error = models.CharField(max_length=200)
+    failed_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.error} at {self.failed_at:%Y-%m-%d %H:%M:%S}"

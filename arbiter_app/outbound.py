@@ -23,6 +23,7 @@ import httpx
 from cryptography.fernet import Fernet
 from django.conf import settings
 
+from arbiter_app import metrics
 from arbiter_app.models import DeliveryAttempt
 from oanp.errors import ProtocolError
 
@@ -230,6 +231,8 @@ def record(attempt: DeliveryAttempt, answer: Answer) -> None:
     attempt.save(
         update_fields=["status_code", "latency_ms", "outcome", "response_excerpt", "error"]
     )
+    kind = "handoff" if attempt.handoff_id is not None else "callback"
+    metrics.DELIVERIES.labels(kind=kind, outcome=answer.outcome.value).inc()
 
 
 # Retries -------------------------------------------------------------------------------------

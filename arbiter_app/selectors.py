@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from django.db.models import F, Q, QuerySet
+from django.conf import settings
+from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from arbiter_app.models import (
@@ -22,8 +23,11 @@ from arbiter_app.models import (
     Handoff,
     HandoffState,
     HandoffTarget,
+    Heartbeat,
+    ProcessKind,
     Role,
     Session,
+    TaskFailure,
 )
 from arbiter_app.summary import session_summary
 from oanp.canonical import JsonObject
@@ -208,3 +212,92 @@ def revealed_constraints(session: Session) -> dict[str, JsonObject]:
         for role, reveal in reveals.items()
         if isinstance(reveal, dict) and isinstance(reveal.get("constraints"), dict)
     }
+
+
+# The machinery: workers, beat, failures, backlogs ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcessSeen:
+    kind: str
+    name: str
+    started_at: datetime
+    seen_at: datetime
+    answered_at: datetime | None
+    queue_wait_ms: int | None
+    stopped_at: datetime | None
+    alive: bool
+
+    def as_json(self, now: datetime) -> JsonObject:
+        return {
+            "name": self.name,
+            "alive": self.alive,
+            "last_seen": self.seen_at.isoformat(),
+            "seconds_ago": round((now - self.seen_at).total_seconds(), 1),
+            "last_answer": None if self.answered_at is None else self.answered_at.isoformat(),
+            "queue_wait_ms": self.queue_wait_ms,
+            "stopped": self.stopped_at is not None,
+        }
+
+
+def background_processes(kind: str, now: datetime | None = None) -> list[ProcessSeen]:
+    """Every worker (or beat) that reported in the last day, most recently seen first. One is
+    alive while it has not stopped and was seen within ``OANP_WORKER_LOST_SECONDS``."""
+    now = now or timezone.now()
+    lost = now - timedelta(seconds=settings.OANP_WORKER_LOST_SECONDS)
+    rows = Heartbeat.objects.filter(kind=kind, seen_at__gte=now - timedelta(days=1)).order_by(
+        "-seen_at"
+    )
+    return [
+        ProcessSeen(
+            kind=row.kind,
+            name=row.name,
+            started_at=row.started_at,
+            seen_at=row.seen_at,
+            answered_at=row.answered_at,
+            queue_wait_ms=row.queue_wait_ms,
+            stopped_at=row.stopped_at,
+            alive=row.stopped_at is None and row.seen_at >= lost,
+        )
+        for row in rows
+    ]
+
+
+def workers(now: datetime | None = None) -> list[ProcessSeen]:
+    return background_processes(ProcessKind.WORKER, now)
+
+
+def beats(now: datetime | None = None) -> list[ProcessSeen]:
+    return background_processes(ProcessKind.BEAT, now)
+
+
+def failed_tasks_since(since: datetime) -> int:
+    return TaskFailure.objects.filter(failed_at__gte=since).count()
+
+
+@dataclass(frozen=True)
+class DeliveryBacklog:
+    """Handoffs waiting for a retry or given up on; callbacks waiting for a retry."""
+
+    handoffs_retrying: int
+    handoffs_failed: int
+    callbacks_retrying: int
+
+
+def delivery_backlog() -> DeliveryBacklog:
+    handoffs = Handoff.objects.aggregate(
+        retrying=Count("pk", filter=Q(state=HandoffState.PENDING, attempts__gt=0)),
+        failed=Count("pk", filter=Q(state=HandoffState.FAILED)),
+    )
+    callbacks = CallbackCursor.objects.filter(attempts__gt=0, callback__disabled_at__isnull=True)
+    return DeliveryBacklog(
+        handoffs_retrying=handoffs["retrying"],
+        handoffs_failed=handoffs["failed"],
+        callbacks_retrying=callbacks.count(),
+    )
+
+
+def sessions_by_phase() -> dict[str, int]:
+    rows = Session.objects.values_list("phase").annotate(n=Count("pk")).order_by()
+    return dict(rows)
+

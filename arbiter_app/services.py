@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from arbiter_app import events, outbound, timers
+from arbiter_app import events, metrics, outbound, timers
 from arbiter_app.handoff import open_handoff
 from arbiter_app.handoff import send as send_handoff
 from arbiter_app.handoff import send_test as send_test_request
@@ -101,22 +101,31 @@ def receive_envelope(
     that an envelope arriving after its session's timer fell due first lets the timer close
     the session, then is refused with ``timer_expired``.
     """
+    refused = partial(metrics.count_envelope, envelope.type.value, "refused")
     if envelope.agent_id != agent.agent_id or envelope.role.value != agent.role:
+        refused()
         raise SenderMismatch(
             f"this key speaks for {agent.role} {agent.agent_id!r}, not "
             f"{envelope.role.value} {envelope.agent_id!r}"
         )
     try:
-        with transaction.atomic():
-            result = _receive(envelope, now)
-    except IntegrityError:
-        if envelope.type is not MessageType.SESSION_OPEN:
-            raise
-        # Two opens of one new session_id raced; the loser now finds the winner's row.
-        with transaction.atomic():
-            result = _receive(envelope, now)
+        try:
+            with transaction.atomic():
+                result = _receive(envelope, now)
+        except IntegrityError:
+            if envelope.type is not MessageType.SESSION_OPEN:
+                raise
+            # Two opens of one new session_id raced; the loser now finds the winner's row.
+            with transaction.atomic():
+                result = _receive(envelope, now)
+    except ProtocolError:
+        refused()
+        raise
     if isinstance(result, TimerExpired):
+        refused()
         raise result  # after the commit: the timer's close stands
+    outcome = "accepted" if result.status == 201 else "replayed"
+    metrics.count_envelope(envelope.type.value, outcome)
     return result
 
 
@@ -173,11 +182,13 @@ def expire_session(*, session_id: str, now: datetime | None = None) -> bool:
         now = now or timezone.now()  # after the lock, as in _receive
         if session is None or session.next_deadline is None or session.next_deadline > now:
             return False
+        due = session.next_deadline
         negotiation = _negotiation(session)
         entries = negotiation.expire(now)
         if not entries:
             return False
         _append(session, negotiation, entries, now=now)
+    metrics.TIMER_LATENESS.observe((now - due).total_seconds())
     return True
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+from celery import Task, shared_task
 
-from arbiter_app import callbacks, handoff, keys, selectors, services
+from arbiter_app import callbacks, handoff, heartbeats, keys, selectors, services
 
 
 @shared_task
@@ -39,3 +39,12 @@ def sweep_deliveries() -> int:
     """Make every delivery attempt that fell due, however its own task fared."""
     handoffs = sum(handoff.deliver(pk) for pk in selectors.due_handoffs())
     return handoffs + sum(callbacks.deliver(pk) for pk in selectors.due_callback_cursors())
+
+
+@shared_task(bind=True)
+def heartbeat(self: Task) -> None:
+    """Sent by beat every OANP_HEARTBEAT_SECONDS; running it shows the queue hands work over."""
+    heartbeats.answered(
+        hostname=self.request.hostname or "", sent_at=self.request.get(heartbeats.SENT_AT_HEADER)
+    )
+

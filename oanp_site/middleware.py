@@ -8,14 +8,28 @@ the one worker thread that serves the view, which is where this project's views 
 
 from __future__ import annotations
 
+import json
+import logging
+import time
+from collections.abc import Callable
+
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.middleware import AuthenticationMiddleware as _Authentication
 from django.contrib.messages.middleware import MessageMiddleware as _Message
 from django.contrib.sessions.middleware import SessionMiddleware as _Session
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.middleware.clickjacking import XFrameOptionsMiddleware as _XFrameOptions
 from django.middleware.common import CommonMiddleware as _Common
 from django.middleware.csrf import CsrfViewMiddleware as _CsrfView
 from django.middleware.security import SecurityMiddleware as _Security
 from whitenoise.middleware import WhiteNoiseMiddleware as _WhiteNoise
+
+from arbiter_app import metrics
+from arbiter_app.problems import PROBLEM_TYPE
+from oanp_site.logs import log_fields
+
+request_log = logging.getLogger("oanp.request")
 
 
 class SecurityMiddleware(_Security):
@@ -48,3 +62,73 @@ class XFrameOptionsMiddleware(_XFrameOptions):
 
 class WhiteNoiseMiddleware(_WhiteNoise):
     async_capable = False
+
+
+#: Probes answer every few seconds; their lines would drown the rest, so they log at DEBUG.
+QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+class RequestLogMiddleware:
+    """One log line and one latency observation per request, with the agent, the session and,
+    for a refusal, its problem code. First in the chain, so it times all the others."""
+
+    async_capable = False
+    sync_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        seconds = time.perf_counter() - started
+        match = request.resolver_match
+        route = f"/{match.route}" if match is not None else "unmatched"
+        code = _problem_code(response)
+        if code:
+            metrics.REFUSALS.labels(code=code).inc()
+        metrics.REQUEST_SECONDS.labels(
+            method=request.method, route=route, status=response.status_code
+        ).observe(seconds)
+        fields = {
+            "method": request.method,
+            "path": request.path,
+            "status": response.status_code,
+            "duration_ms": round(seconds * 1000, 1),
+            "code": code,
+            "agent_id": getattr(getattr(request, "auth", None), "agent_id", ""),
+            "session_id": (match.kwargs.get("session_id", "") if match is not None else "")
+            or log_fields(request).get("session_id", ""),
+            "user": _username(request),
+        }
+        level = logging.INFO
+        if request.path in QUIET_PATHS:
+            level = logging.DEBUG
+        elif response.status_code >= 500:
+            level = logging.WARNING
+        request_log.log(
+            level,
+            "%s %s %s",
+            request.method,
+            request.path,
+            response.status_code,
+            extra={"oanp": fields},
+        )
+        return response
+
+
+def _username(request: HttpRequest) -> str:
+    # On API requests the "user" is the agent's credential; only people have a username.
+    user = getattr(request, "user", None)
+    return user.get_username() if isinstance(user, AbstractBaseUser) else ""
+
+
+def _problem_code(response: HttpResponseBase) -> str:
+    if response.streaming or not response.get("Content-Type", "").startswith(PROBLEM_TYPE):
+        return ""
+    try:
+        body = json.loads(response.content)  # type: ignore[attr-defined]
+    except ValueError:
+        return ""
+    code = body.get("code") if isinstance(body, dict) else None
+    return code if isinstance(code, str) else ""

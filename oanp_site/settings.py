@@ -7,6 +7,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from oanp_site.logs import logging_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-dev-only-change-me")
@@ -36,6 +38,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     f"oanp_site.middleware.{name}"
     for name in (
+        "RequestLogMiddleware",
         "SecurityMiddleware",
         "WhiteNoiseMiddleware",
         "SessionMiddleware",
@@ -235,7 +238,39 @@ OANP_DELIVERY_RETRY_CAP_SECONDS = float(os.environ.get("OANP_DELIVERY_RETRY_CAP_
 OANP_DELIVERY_MAX_ATTEMPTS = int(os.environ.get("OANP_DELIVERY_MAX_ATTEMPTS", "31"))
 OANP_DELIVERY_TIMEOUT_SECONDS = float(os.environ.get("OANP_DELIVERY_TIMEOUT_SECONDS", "10"))
 
+# Health: how often each worker and beat say they are alive, and how long without a word before
+# one counts as lost (/readyz answers 503, the dashboard shows a banner).
+OANP_HEARTBEAT_SECONDS = float(os.environ.get("OANP_HEARTBEAT_SECONDS", "10"))
+OANP_WORKER_LOST_SECONDS = float(os.environ.get("OANP_WORKER_LOST_SECONDS", "45"))
+
+# Metrics: every server, worker and beat process writes its counters into one folder and a
+# scrape of /metrics sums them (prometheus-client's multiprocess mode). It must be set before
+# prometheus-client is first imported, which happens only after settings load.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(VAR_DIR / "metrics"))
+Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+# Who may read /metrics: a bearer token when set, else these networks (loopback by default).
+OANP_METRICS_TOKEN = os.environ.get("OANP_METRICS_TOKEN", "")
+OANP_METRICS_ALLOW = [
+    n.strip() for n in os.environ.get("OANP_METRICS_ALLOW", "127.0.0.0/8,::1/128").split(",")
+    if n.strip()
+]
+
+# One log format for the server, the worker and beat: text, or JSON lines.
+LOGGING = logging_config(
+    fmt=os.environ.get("OANP_LOG_FORMAT", "text").lower(),
+    level=os.environ.get("OANP_LOG_LEVEL", "INFO").upper(),
+)
+# The worker logs through LOGGING too (oanp_site.celery), not through handlers of its own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
 CELERY_BEAT_SCHEDULE = {
+    # Beat's tick and the worker's answer: /readyz reads both (arbiter_app.heartbeats).
+    "heartbeat": {
+        "task": "arbiter_app.tasks.heartbeat",
+        "schedule": OANP_HEARTBEAT_SECONDS,
+        # One that waited this long answers nothing new; drop it rather than pile them up.
+        "options": {"expires": OANP_WORKER_LOST_SECONDS},
+    },
     "sweep-timers": {
         "task": "arbiter_app.tasks.sweep_timers",
         "schedule": OANP_TIMER_SWEEP_SECONDS,

@@ -2,11 +2,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from arbiter_app import health
 from arbiter_app.api import JwksView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("oanp/v0.1/", include("arbiter_app.urls")),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics, name="metrics"),
     path(".well-known/jwks.json", JwksView.as_view(), name="jwks"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

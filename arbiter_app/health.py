@@ -1,0 +1,226 @@
+"""What an operator's probes and scrapers read: ``/healthz``, ``/readyz`` and ``/metrics``.
+
+``/healthz`` says the process answers and touches nothing. ``/readyz`` checks every dependency
+at once, each under a deadline, so a database or broker that hangs makes the answer 503, never
+a wait. ``/metrics`` adds up every process's counters and reads the live figures.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import secrets
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as Timeout
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from arbiter_app import events, selectors
+from arbiter_app.problems import problem_body, problem_response
+from oanp_site.celery import app
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+#: Each check's deadline: a probe wants an answer, even one that says "no answer".
+CHECK_SECONDS = 2.0
+
+Detail = dict[str, Any]
+
+
+# The checks ----------------------------------------------------------------------------------
+
+
+def _database() -> Detail:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return {"vendor": connection.vendor}
+
+
+def queue_depth() -> int:
+    """Tasks waiting in the default queue (not those a worker holds until their ETA)."""
+    with app.connection_for_read() as broker:
+        # Not passive: Redis forgets an empty queue, and declaring the default one is harmless.
+        declared = broker.default_channel.queue_declare(
+            queue=app.conf.task_default_queue, passive=False
+        )
+        return int(declared.message_count)
+
+
+def _broker() -> Detail:
+    return {"transport": app.conf.broker_transport or _scheme(), "queue_depth": queue_depth()}
+
+
+def _scheme() -> str:
+    return str(app.conf.broker_url).partition("://")[0]
+
+
+def _channel_layer() -> Detail:
+    backend = events.echo(CHECK_SECONDS)
+    detail: Detail = {"backend": backend}
+    if backend == "InMemoryChannelLayer":
+        detail["note"] = "in this process only; live pages poll the database for the rest"
+    return detail
+
+
+def _seen(processes: list[selectors.ProcessSeen], what: str) -> Detail:
+    now = timezone.now()
+    alive = [p for p in processes if p.alive]
+    last = processes[0] if processes else None
+    detail: Detail = {
+        "ok": bool(alive),
+        "alive": len(alive),
+        "last_seen": None if last is None else last.seen_at.isoformat(),
+        "seconds_ago": None if last is None else round((now - last.seen_at).total_seconds(), 1),
+        "processes": [p.as_json(now) for p in processes[:10]],
+    }
+    if not alive:
+        lost = settings.OANP_WORKER_LOST_SECONDS
+        detail["error"] = (
+            f"no {what} seen in the last {lost:g} s" if processes else f"no {what} ever reported"
+        )
+    return detail
+
+
+def _worker() -> Detail:
+    return _seen(selectors.workers(), "worker")
+
+
+def _beat() -> Detail:
+    return _seen(selectors.beats(), "beat")
+
+
+CHECKS: dict[str, Callable[[], Detail]] = {
+    "database": _database,
+    "broker": _broker,
+    "channel_layer": _channel_layer,
+    "worker": _worker,
+    "beat": _beat,
+}
+
+# Threads of their own, so a hung dependency costs a probe its deadline, not the server a thread
+# per request; a check still running from an earlier probe makes later ones time out too.
+_pool = ThreadPoolExecutor(max_workers=len(CHECKS) * 2, thread_name_prefix="oanp-readyz")
+
+
+def _run(check: Callable[[], Detail]) -> Detail:
+    try:
+        return {"ok": True, **check()}
+    except Exception as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    finally:
+        connection.close()  # the pool thread's own connection, back to the pool
+
+
+def readiness() -> tuple[str, dict[str, Detail]]:
+    """``("ok" | "degraded" | "down", checks)``: down when the database is, since then nothing
+    can be recorded; degraded when anything else fails."""
+    futures = {name: _pool.submit(_run, check) for name, check in CHECKS.items()}
+    results: dict[str, Detail] = {}
+    for name, future in futures.items():
+        try:
+            results[name] = future.result(timeout=CHECK_SECONDS)
+        except Timeout:
+            results[name] = {"ok": False, "error": f"no answer within {CHECK_SECONDS:g} s"}
+    if not results["database"]["ok"]:
+        return "down", results
+    return ("ok" if all(r["ok"] for r in results.values()) else "degraded"), results
+
+
+# The views -----------------------------------------------------------------------------------
+
+
+def _json(body: Detail, status: int = 200) -> HttpResponse:
+    response = HttpResponse(json.dumps(body), status=status, content_type=JSON)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_GET
+def healthz(request: HttpRequest) -> HttpResponse:
+    return _json({"status": "ok"})
+
+
+@require_GET
+def readyz(request: HttpRequest) -> HttpResponse:
+    status, checks = readiness()
+    response = _json({"status": status, "checks": checks}, 200 if status == "ok" else 503)
+    # A 503 here is an answer, not a failure of the server: keep it out of Django's error log
+    # (the body says what is wrong, and the request line is logged anyway).
+    response._has_been_logged = True  # type: ignore[attr-defined]
+    return response
+
+
+class _LiveFigures:
+    """Gauges read at scrape time from the database and the broker. A figure whose source is
+    away is left out, not zeroed: /readyz says which source, and a gap reads as "unknown"."""
+
+    def collect(self) -> Iterator[Metric]:
+        for read in (self._phases, self._workers, self._queue):
+            try:
+                figure = read()
+            except Exception:
+                log.warning("a live figure of /metrics could not be read", exc_info=True)
+                continue
+            yield figure
+
+    @staticmethod
+    def _phases() -> Metric:
+        phases = GaugeMetricFamily("oanp_sessions", "Sessions, by phase.", labels=["phase"])
+        for phase, count in sorted(selectors.sessions_by_phase().items()):
+            phases.add_metric([phase], count)
+        return phases
+
+    @staticmethod
+    def _workers() -> Metric:
+        return GaugeMetricFamily(
+            "oanp_workers_alive",
+            "Workers seen within OANP_WORKER_LOST_SECONDS.",
+            value=sum(w.alive for w in selectors.workers()),
+        )
+
+    @staticmethod
+    def _queue() -> Metric:
+        return GaugeMetricFamily(
+            "oanp_queue_depth", "Tasks waiting in the broker's default queue.", value=queue_depth()
+        )
+
+
+def _allowed(request: HttpRequest) -> bool:
+    token = settings.OANP_METRICS_TOKEN
+    if token:
+        sent = request.headers.get("Authorization", "")
+        return secrets.compare_digest(sent.encode(), f"Bearer {token}".encode())
+    try:
+        client = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+    except ValueError:
+        return False
+    return any(client in ipaddress.ip_network(n, strict=False) for n in settings.OANP_METRICS_ALLOW)
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    if not _allowed(request):
+        return problem_response(
+            problem_body(
+                status=403,
+                code="metrics_forbidden",
+                title="Metrics forbidden",
+                detail="send the metrics token, or scrape from an allowed network",
+                instance=request.path,
+            )
+        )
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    registry.register(_LiveFigures())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
