@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import core, export, live, service, timers
+from bench import broker, core, export, live, service, timers
 from bench.report import (
     Options,
     Section,
@@ -30,6 +30,7 @@ SECTIONS: tuple[Section, ...] = (
     live.SECTION,
     timers.SECTION,
     export.SECTION,
+    broker.SECTION,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
