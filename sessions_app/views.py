@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from arbiter_app.keys import every_public_jwk
 from arbiter_app.models import Entry
-from sessions_app import selectors
+from sessions_app import machinery, selectors
 from sessions_app.analytics import analyse
 from sessions_app.models import AgentProfile, Merchant
 from sessions_app.timeline import timeline
@@ -81,6 +81,8 @@ def overview(request: HttpRequest) -> HttpResponse:
             "charts_json": json.dumps(charts),
             "recent": sessions.order_by("-opened_at")[:10],
             "by_strategy": selectors.by_strategy(scope),
+            # Hostnames and every tenant's failures are the operators' business, not a merchant's.
+            "machinery": machinery.health() if scope.is_staff_role else None,
         },
     )
 

@@ -1,5 +1,8 @@
 // The session page stays live: a WebSocket says when the log grew, the page then fetches its
 // body again (so a reconnect catches up by seq), and verdicts are announced, not every tick.
+// The status beside the title says "live" only while both hold: the session can still change
+// and the socket is connected. An ended session says "closed" (a handoff's attempts may still
+// arrive over the socket, but the negotiation will not move).
 (function () {
   "use strict";
   const body = document.getElementById("session-body");
@@ -18,7 +21,19 @@
     const state = document.getElementById("session-state");
     return state ? state.dataset.verdicts.split(";").filter(Boolean) : [];
   }
+  function ended() {
+    const state = document.getElementById("session-state");
+    return state ? state.dataset.ended === "true" : status.dataset.state === "closed";
+  }
+  let connected = false;
+  function showStatus() {
+    if (ended()) setStatus("closed", "closed");
+    else if (navigator.onLine === false) setStatus("offline", "offline");
+    else if (connected) setStatus("live", "live");
+    else setStatus("reconnecting", "reconnecting…");
+  }
   function setStatus(state, text) {
+    if (status.dataset.state === state) return;
     status.dataset.state = state;
     status.textContent = text;
   }
@@ -48,6 +63,7 @@
   // After each swap has settled: redraw the chart on the new canvas, announce new verdicts.
   body.addEventListener("htmx:afterSettle", () => {
     drawChart();
+    showStatus();  // the session may just have ended
     const now = verdicts();
     const fresh = now.filter((v) => !announced.includes(v));
     announced = now;
@@ -63,7 +79,8 @@
     const socket = new WebSocket(scheme + "://" + window.location.host + "/ws/sessions/" + encodeURIComponent(sessionId) + "/");
     socket.onopen = () => {
       retry = 500;
-      setStatus("live", "live");
+      connected = true;
+      showStatus();
       refresh();  // catch up on whatever happened while disconnected
     };
     socket.onmessage = (event) => {
@@ -71,7 +88,8 @@
       if (message.head_seq > head()) refresh();
     };
     socket.onclose = () => {
-      setStatus("reconnecting", "reconnecting…");
+      connected = false;
+      showStatus();
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 10000);
     };
@@ -85,6 +103,8 @@
       .then((h) => { if (h && h.head_seq > head()) refresh(); })
       .catch(() => {});
   }, POLL_MS);
+  window.addEventListener("offline", showStatus);
+  window.addEventListener("online", showStatus);
   document.addEventListener("DOMContentLoaded", drawChart);
   if (document.readyState !== "loading") drawChart();
   connect();

@@ -1,0 +1,19 @@
+"""What every dashboard template may show, whichever view rendered it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from django.utils.functional import SimpleLazyObject
+
+from sessions_app import machinery
+
+
+def worker_outage(request: HttpRequest) -> dict[str, Any]:
+    """``worker_outage``: a :class:`machinery.Outage`, or falsy while a worker is alive.
+
+    Lazy, so only a template that reads it pays its one query: the base template for signed-in
+    people, a queued export's status; not the login page nor the fragments htmx polls.
+    """
+    return {"worker_outage": SimpleLazyObject(machinery.worker_outage)}
