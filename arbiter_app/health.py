@@ -50,6 +50,8 @@ def _database() -> Detail:
 def queue_depth() -> int:
     """Tasks waiting in the default queue (not those a worker holds until their ETA)."""
     with app.connection_for_read() as broker:
+        # One try: kombu would otherwise retry a broker that is away for minutes.
+        broker.ensure_connection(max_retries=1, interval_start=0, timeout=CHECK_SECONDS)
         # Not passive: Redis forgets an empty queue, and declaring the default one is harmless.
         declared = broker.default_channel.queue_declare(
             queue=app.conf.task_default_queue, passive=False

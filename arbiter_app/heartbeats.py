@@ -23,7 +23,7 @@ from typing import Any
 
 from celery import signals
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import connection
 from django.utils import timezone
 
 from arbiter_app import metrics
@@ -60,8 +60,11 @@ def _quietly(what: str, write: Any, *args: Any, **kwargs: Any) -> None:
     except Exception:
         log.warning("could not record %s", what, exc_info=True)
     finally:
-        # This runs outside any request: give the connection back rather than hold it.
-        connection.close()
+        # Outside any request nothing else would notice a connection the database dropped:
+        # give it back after each write and take a fresh one next time. Not inside a caller's
+        # transaction (a task run eagerly), which is the caller's to end.
+        if not connection.in_atomic_block:
+            connection.close()
 
 
 # The worker ------------------------------------------------------------------------------------
@@ -76,7 +79,10 @@ class _WorkerHeartbeat(threading.Thread):
     def run(self) -> None:
         _quietly("the worker's start", self._start)
         while not self.stopping.wait(settings.OANP_HEARTBEAT_SECONDS):
-            _quietly("the worker's heartbeat", _save, ProcessKind.WORKER, self.hostname)
+            # stopped_at again: another worker of the same name may have stopped meanwhile.
+            _quietly(
+                "the worker's heartbeat", _save, ProcessKind.WORKER, self.hostname, stopped_at=None
+            )
 
     def _start(self) -> None:
         _save(
@@ -167,8 +173,6 @@ def _on_task_postrun(
     name = getattr(sender, "name", "?")
     outcome = (state or "unknown").lower()
     metrics.TASKS.labels(task=name, outcome=outcome).inc()
-    # Close stale connections as Django does after a request; the task itself ran in one.
-    close_old_connections()
     level = logging.WARNING if outcome == "failure" else logging.INFO
     if name == HEARTBEAT_TASK and outcome == "success":
         level = logging.DEBUG  # every few seconds; /readyz shows it

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,10 @@ class Worker:
                 self.kill()
 
 
+#: Heartbeats every second; a worker silent for 4 s is lost (/readyz, the dashboard's banner).
+HEARTBEATS = {"OANP_HEARTBEAT_SECONDS": "1", "OANP_WORKER_LOST_SECONDS": "4"}
+
+
 @pytest.fixture(scope="session")
 def worker_env(django_db_setup: None, django_db_blocker: Any) -> dict[str, str]:
     with django_db_blocker.unblock():
@@ -122,6 +127,7 @@ def worker_env(django_db_setup: None, django_db_blocker: Any) -> dict[str, str]:
         **os.environ,
         "DATABASE_URL": database_url,
         "OANP_TIMER_SWEEP_SECONDS": "1",
+        **HEARTBEATS,
         "OANP_ALLOW_PRIVATE_TARGETS": "true",
         # Retries of deliveries 0.2 s, 0.4 s, … apart, so a test sees several in a second.
         "OANP_DELIVERY_RETRY_BASE_SECONDS": "0.2",
@@ -146,17 +152,16 @@ def celery_worker_process(worker_env: dict[str, str]) -> Iterator[Worker]:
     worker.stop()
 
 
-@pytest.fixture(scope="session")
-def live_arbiter(django_db_setup: None, django_db_blocker: Any) -> Iterator[LiveServer]:
-    """Daphne serving the project's ASGI application on the test database, as in production."""
-    with django_db_blocker.unblock():
-        database_url = _database_url()
+@contextmanager
+def serve(env: dict[str, str]) -> Iterator[LiveServer]:
+    """Daphne serving the project's ASGI application with ``env`` on top of this process's
+    environment, on a free port; stopped on exit."""
     port = _free_port()
     env = {
         **os.environ,
-        "DATABASE_URL": database_url,
         "OANP_PUBLIC_URL": f"http://127.0.0.1:{port}",
         "PYTHONUNBUFFERED": "1",
+        **env,
     }
     log = (ROOT / "var" / f"daphne-{port}.log").open("wb")
     process = subprocess.Popen(
@@ -179,14 +184,25 @@ def live_arbiter(django_db_setup: None, django_db_blocker: Any) -> Iterator[Live
     deadline = time.monotonic() + 30
     while True:
         try:
-            httpx.get(f"{url}/oanp/v0.1/openapi.json", timeout=2)
+            httpx.get(f"{url}/healthz", timeout=2)
             break
         except httpx.TransportError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
                 pytest.fail(f"daphne did not start; see {log.name}")
             time.sleep(0.1)
-    yield LiveServer(url, process)
-    process.terminate()
-    process.wait(10)
-    log.close()
+    try:
+        yield LiveServer(url, process)
+    finally:
+        process.terminate()
+        process.wait(10)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def live_arbiter(django_db_setup: None, django_db_blocker: Any) -> Iterator[LiveServer]:
+    """Daphne serving the project's ASGI application on the test database, as in production."""
+    with django_db_blocker.unblock():
+        database_url = _database_url()
+    with serve({"DATABASE_URL": database_url, **HEARTBEATS}) as server:
+        yield server

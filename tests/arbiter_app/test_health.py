@@ -1,0 +1,363 @@
+"""/healthz, /readyz and /metrics, against real dependencies: the suite's worker killed and
+started again, a PostgreSQL cluster and a Redis server of the test's own stopped and started
+under a running server, and two servers whose counters one scrape adds up."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from arbiter_app import selectors
+from arbiter_app.models import Heartbeat, ProcessKind
+from tests.arbiter_app.factories import HttpNegotiation, make_agent, sfo_jfk_agents
+from tests.conftest import HEARTBEATS, ROOT, LiveServer, Worker, serve
+
+Readiness = dict[str, Any]
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.2)
+    pytest.fail(f"not within {timeout} s: {condition}")
+
+
+def readyz(server: LiveServer) -> tuple[int, Readiness]:
+    started = time.monotonic()
+    response = httpx.get(f"{server.url}/readyz", timeout=10)
+    # Every check has a deadline of its own: a probe is answered, whatever hangs.
+    assert time.monotonic() - started < 5
+    body: Readiness = response.json()
+    assert set(body["checks"]) == {"database", "broker", "channel_layer", "worker", "beat"}
+    assert (response.status_code == 200) == (body["status"] == "ok")
+    return response.status_code, body
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# Without a server --------------------------------------------------------------------------------
+
+
+def test_healthz_answers_without_a_login_or_a_dependency(client: Any) -> None:
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+    assert client.post("/healthz").status_code == 405
+
+
+@pytest.mark.django_db
+def test_a_worker_is_alive_while_its_heartbeat_is_fresh_and_it_has_not_stopped(
+    settings: Any,
+) -> None:
+    settings.OANP_WORKER_LOST_SECONDS = 45
+    now = timezone.now()
+    Heartbeat.objects.all().delete()
+    for name, seen, stopped in (
+        ("fresh", now - timedelta(seconds=44), None),
+        ("silent", now - timedelta(seconds=46), None),
+        ("stopped", now, now),
+    ):
+        Heartbeat.objects.create(
+            kind=ProcessKind.WORKER,
+            name=name,
+            started_at=now - timedelta(hours=1),
+            seen_at=seen,
+            stopped_at=stopped,
+        )
+    alive = {w.name: w.alive for w in selectors.workers(now)}
+    assert alive == {"fresh": True, "silent": False, "stopped": False}
+    assert [w.name for w in selectors.workers(now)] == ["stopped", "fresh", "silent"]
+
+
+# The suite's worker --------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readyz_turns_503_when_the_worker_dies_and_200_when_it_is_back(
+    live_arbiter: LiveServer, celery_worker_process: Worker
+) -> None:
+    def answered() -> Readiness | None:
+        # Alive, and beat's heartbeat task answered through the broker.
+        status, body = readyz(live_arbiter)
+        workers = body["checks"]["worker"]["processes"]
+        return body if status == 200 and workers[0]["queue_wait_ms"] is not None else None
+
+    body = wait_for(answered)
+    assert body["status"] == "ok"
+    assert body["checks"]["worker"]["alive"] >= 1
+    assert body["checks"]["beat"]["ok"]
+
+    celery_worker_process.kill()
+    try:
+        killed = time.monotonic()
+        status, body = wait_for(lambda: (r := readyz(live_arbiter))[0] == 503 and r)
+        lost = float(HEARTBEATS["OANP_WORKER_LOST_SECONDS"])
+        assert time.monotonic() - killed < lost + 3
+        assert body["status"] == "degraded"
+        assert not body["checks"]["worker"]["ok"]
+        assert "no worker seen in the last 4 s" in body["checks"]["worker"]["error"]
+        assert body["checks"]["database"]["ok"]
+        assert body["checks"]["broker"]["ok"]
+        # Beat ran inside the killed worker: its ticks stop too.
+        wait_for(lambda: not readyz(live_arbiter)[1]["checks"]["beat"]["ok"], lost + 3)
+    finally:
+        celery_worker_process.start()
+    _, body = wait_for(lambda: (r := readyz(live_arbiter))[0] == 200 and r)
+    assert body["checks"]["worker"]["ok"]
+    assert body["checks"]["beat"]["ok"]
+
+
+# Dependencies of the test's own -----------------------------------------------------------------
+
+
+def _postgres_bin() -> Path:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not found:
+        pytest.fail("PostgreSQL's server programs (initdb, pg_ctl) are not installed")
+    return found[-1].parent
+
+
+class PrivateCluster:
+    """A PostgreSQL cluster in a temporary folder on a port of its own, run as the postgres
+    user when the tests run as root (the server refuses to run as root)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.bin = _postgres_bin()
+        self.data = folder / "data"
+        self.port = _free_port()
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(folder, "postgres")
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+
+    def _run(self, program: str, *args: str) -> None:
+        # No pipes: the server pg_ctl starts would inherit them and hold them open forever.
+        subprocess.run(
+            [*self.as_user, str(self.bin / program), *args],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1"
+        log = str(self.data.parent / "server.log")
+        self._run("pg_ctl", "-D", str(self.data), "-l", log, "-o", options, "-w", "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    @property
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+
+@pytest.fixture
+def cluster() -> Iterator[PrivateCluster]:
+    folder = Path(tempfile.mkdtemp(prefix="oanp-pg-"))
+    cluster = PrivateCluster(folder)
+    cluster.start()
+    try:
+        env = {**os.environ, "DATABASE_URL": cluster.url}
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "-v0"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        yield cluster
+    finally:
+        subprocess.run(
+            [*cluster.as_user, str(cluster.bin / "pg_ctl"), "-D", str(cluster.data), "stop"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_readyz_reports_a_stopped_database_and_its_return(cluster: PrivateCluster) -> None:
+    with serve({"DATABASE_URL": cluster.url, **HEARTBEATS}) as server:
+        status, body = readyz(server)
+        assert body["checks"]["database"] == {"ok": True, "vendor": "postgresql"}
+        assert status == 503
+        assert body["status"] == "degraded"  # no worker on this database
+
+        cluster.stop()
+        status, body = wait_for(lambda: (r := readyz(server))[1]["status"] == "down" and r)
+        assert status == 503
+        assert not body["checks"]["database"]["ok"]
+        assert body["checks"]["database"]["error"]
+        # The liveness probe does not depend on the database: the process still answers.
+        assert httpx.get(f"{server.url}/healthz").status_code == 200
+
+        cluster.start()
+        status, body = wait_for(lambda: (r := readyz(server))[1]["checks"]["database"]["ok"] and r)
+        assert body["status"] == "degraded"  # back, with no restart of the server
+
+
+@pytest.fixture
+def redis_server() -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    """A Redis server of the test's own: ``start()`` (again) on one fixed port."""
+    port = _free_port()
+    running: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
+            stdout=subprocess.DEVNULL,
+        )
+        running.append(process)
+        wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 10)
+        return process
+
+    start.port = port  # type: ignore[attr-defined]
+    yield start
+    for process in running:
+        process.kill()
+        process.wait(5)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readyz_reports_an_unreachable_redis_and_its_return(redis_server: Any) -> None:
+    from tests.conftest import _database_url
+
+    redis = redis_server()
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    with serve({"DATABASE_URL": _database_url(), "REDIS_URL": url, **HEARTBEATS}) as server:
+        status, body = readyz(server)
+        checks = body["checks"]
+        assert checks["broker"]["ok"]
+        assert checks["broker"]["transport"] == "redis"
+        assert checks["channel_layer"] == {"ok": True, "backend": "RedisChannelLayer"}
+
+        redis.kill()
+        redis.wait(5)
+        status, body = readyz(server)
+        checks = body["checks"]
+        assert status == 503
+        assert body["status"] == "degraded"
+        assert not checks["broker"]["ok"]
+        assert "Error" in checks["broker"]["error"]
+        assert not checks["channel_layer"]["ok"]
+        assert checks["database"]["ok"]
+
+        redis_server()
+        wait_for(lambda: readyz(server)[1]["checks"]["broker"]["ok"])
+        wait_for(lambda: readyz(server)[1]["checks"]["channel_layer"]["ok"])
+
+
+# Metrics ----------------------------------------------------------------------------------------
+
+
+def scrape(
+    server: LiveServer, **headers: str
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = httpx.get(f"{server.url}/metrics", headers=headers, timeout=10)
+    assert response.status_code == 200, response.text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+class RoundRobin:
+    """An HTTP client that sends each request to the next of several servers."""
+
+    def __init__(self, clients: list[httpx.Client]) -> None:
+        self.clients = clients
+        self.sent = [0] * len(clients)
+
+    def _next(self) -> httpx.Client:
+        index = sum(self.sent) % len(self.clients)
+        self.sent[index] += 1
+        return self.clients[index]
+
+    def post(self, *args: Any, **kwargs: Any) -> httpx.Response:
+        return self._next().post(*args, **kwargs)
+
+    def get(self, *args: Any, **kwargs: Any) -> httpx.Response:
+        return self._next().get(*args, **kwargs)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_metrics_add_up_the_counters_of_every_server_process(tmp_path: Path) -> None:
+    from tests.conftest import _database_url
+
+    env = {"DATABASE_URL": _database_url(), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    buyer_key = make_agent("buyer-001", "buyer")
+    merchant_key = make_agent("merchant-sfo", "merchant")
+    buyer, merchant = sfo_jfk_agents()
+    with serve(env) as first, serve(env) as second:
+        clients = [first.client(), second.client()]
+        spread = RoundRobin(clients)
+        log = HttpNegotiation(spread, buyer, merchant, buyer_key, merchant_key).run("sess-metrics")
+        refused = clients[1].post("/oanp/v0.1/envelopes", content=b"{", headers=buyer_key.headers)
+        assert refused.status_code == 400
+        for client in clients:
+            client.close()
+        assert all(n > 3 for n in spread.sent)  # both servers took part
+
+        samples = scrape(first)
+
+    party = [e for e in log if e["envelope"]["sender"]["role"] != "arbiter"]
+    for kind in {e["envelope"]["type"] for e in party}:
+        sent = sum(e["envelope"]["type"] == kind for e in party)
+        key = ("oanp_envelopes_total", (("outcome", "accepted"), ("type", kind)))
+        assert samples[key] == sent, kind
+    verdicts = [
+        e["envelope"]["payload"]["status"] for e in log if e["envelope"]["type"] == "round.verdict"
+    ]
+    for status in set(verdicts):
+        assert samples[("oanp_verdicts_total", (("status", status),))] == verdicts.count(status)
+    code = refused.json()["code"]
+    assert samples[("oanp_refusals_total", (("code", code),))] == 1
+    requests = sum(
+        value
+        for (name, labels), value in samples.items()
+        if name == "oanp_request_duration_seconds_count"
+        and dict(labels)["route"] == "/oanp/v0.1/envelopes"
+    )
+    assert requests == len(party) + 1
+    assert samples[("oanp_sessions", (("phase", "AGREED"),))] >= 1
+    assert ("oanp_queue_depth", ()) in samples
+
+
+@pytest.mark.django_db
+def test_metrics_are_guarded_by_network_or_token(client: Any, settings: Any) -> None:
+    assert client.get("/metrics").status_code == 200  # the test client comes from 127.0.0.1
+    settings.OANP_METRICS_ALLOW = ["10.0.0.0/8"]
+    refused = client.get("/metrics")
+    assert refused.status_code == 403
+    assert refused.json()["code"] == "metrics_forbidden"
+    assert client.get("/metrics", REMOTE_ADDR="10.1.2.3").status_code == 200
+    settings.OANP_METRICS_TOKEN = "s3cret-token"
+    assert client.get("/metrics", REMOTE_ADDR="10.1.2.3").status_code == 403
+    wrong = {"Authorization": "Bearer nope"}
+    assert client.get("/metrics", headers=wrong).status_code == 403
+    right = {"Authorization": "Bearer s3cret-token"}
+    assert client.get("/metrics", headers=right, REMOTE_ADDR="192.0.2.1").status_code == 200
