@@ -111,7 +111,7 @@ def test_readyz_turns_503_when_the_worker_dies_and_200_when_it_is_back(
     celery_worker_process.kill()
     try:
         killed = time.monotonic()
-        status, body = wait_for(lambda: (r := readyz(live_arbiter))[0] == 503 and r)
+        _, body = wait_for(lambda: (r := readyz(live_arbiter))[0] == 503 and r)
         lost = float(HEARTBEATS["OANP_WORKER_LOST_SECONDS"])
         assert time.monotonic() - killed < lost + 3
         assert body["status"] == "degraded"
