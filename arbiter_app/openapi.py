@@ -179,6 +179,35 @@ SCHEMAS: dict[str, Schema] = {
         }
     ),
     "Jwks": _object({"keys": {"type": "array", "items": {"type": "object"}}}),
+    "Readiness": _object(
+        {
+            "status": {
+                "type": "string",
+                "enum": ["ok", "degraded", "down"],
+                "description": "ok: every check passed; down: the database failed, so nothing "
+                "can be recorded; degraded: another check failed.",
+            },
+            "checks": _object(
+                {
+                    name: {"$ref": "#/components/schemas/Check"}
+                    for name in ("database", "broker", "channel_layer", "worker", "beat")
+                }
+            ),
+        }
+    ),
+    "Check": {
+        "type": "object",
+        "required": ["ok"],
+        "properties": {
+            "ok": {"type": "boolean"},
+            "error": {"type": "string", "description": "Why the check failed."},
+        },
+        "additionalProperties": True,
+        "description": "One dependency. database: vendor; broker: transport, queue_depth; "
+        "channel_layer: backend; worker and beat: alive, last_seen, seconds_ago and processes "
+        "(name, alive, last_seen, seconds_ago, last_answer, queue_wait_ms, stopped).",
+    },
+    "Liveness": _object({"status": {"type": "string", "enum": ["ok"]}}),
     "KeyHistory": _object(
         {
             "keys": {
@@ -420,6 +449,53 @@ PATHS: dict[str, Schema] = {
             "security": [],
         }
     },
+    "/healthz": {
+        "get": {
+            **_operation(
+                "getHealth",
+                "Liveness: the process answers (touches no dependency)",
+                {"200": _json("Liveness", "The process is up.")},
+            ),
+            "tags": ["operations"],
+            "security": [],
+        }
+    },
+    "/readyz": {
+        "get": {
+            **_operation(
+                "getReadiness",
+                "Readiness: database, broker, channel layer, worker and beat, each checked "
+                "under a 2 s deadline",
+                {
+                    "200": _json("Readiness", "Every check passed."),
+                    "503": _json("Readiness", "At least one check failed; see checks."),
+                },
+            ),
+            "tags": ["operations"],
+            "security": [],
+        }
+    },
+    "/metrics": {
+        "get": {
+            **_operation(
+                "getMetrics",
+                "Prometheus metrics of every server, worker and beat process",
+                {
+                    "200": {
+                        "description": "The Prometheus text format.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    "403": {
+                        "description": "Not from an allowed network, or without the metrics "
+                        "token (`metrics_forbidden`).",
+                        "content": {"application/problem+json": {"schema": _ref("Problem")}},
+                    },
+                },
+            ),
+            "tags": ["operations"],
+            "security": [{"metricsToken": []}, {}],
+        }
+    },
     "/.well-known/jwks.json": {
         "get": {
             **_operation("getJwks", "Public signing keys", {"200": _json("Jwks", "JWKS.")}),
@@ -438,5 +514,11 @@ def add_streams(result: Schema, generator: Any, request: Any, public: bool) -> S
         "type": "http",
         "scheme": "bearer",
         "description": "An agent's API key: `oanp_<prefix>_<secret>`.",
+    }
+    components["securitySchemes"]["metricsToken"] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "OANP_METRICS_TOKEN, when set; otherwise /metrics answers only the "
+        "networks in OANP_METRICS_ALLOW (loopback by default).",
     }
     return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema
 import pytest
 from openapi_spec_validator import validate
 
@@ -24,6 +25,8 @@ ENDPOINTS: dict[tuple[str, str], set[int]] = {
     ("/oanp/v0.1/keys", "get"): set(),
     ("/.well-known/jwks.json", "get"): set(),
 }
+#: What operators' probes and scrapers read, outside the protocol; no API key.
+OPERATIONS = [("/healthz", "get"), ("/readyz", "get"), ("/metrics", "get")]
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +66,23 @@ def test_every_endpoint_is_described_with_its_problems(
 
 def test_no_endpoint_is_undocumented(document: dict[str, Any]) -> None:
     described = {(p, m) for p, ops in document["paths"].items() for m in ops}
-    assert described - set(ENDPOINTS) <= set()
-    assert set(ENDPOINTS) <= described
+    assert described == set(ENDPOINTS) | set(OPERATIONS)
+
+
+@pytest.mark.django_db
+def test_the_health_endpoints_answer_as_documented(document: dict[str, Any], client: Any) -> None:
+    for path, method in OPERATIONS:
+        assert document["paths"][path][method]["tags"] == ["operations"]
+    assert document["paths"]["/healthz"]["get"]["security"] == []
+    readiness = document["paths"]["/readyz"]["get"]["responses"]
+    assert set(readiness) == {"200", "503"}
+    response = client.get("/readyz")
+    schema = {"$ref": "#/components/schemas/Readiness", "components": document["components"]}
+    jsonschema.validate(response.json(), schema)
+    assert str(response.status_code) in readiness
+    metrics = document["paths"]["/metrics"]["get"]["responses"]
+    assert "text/plain" in metrics["200"]["content"]
+    assert client.get("/metrics").status_code == 200
 
 
 def test_the_key_less_endpoints_are_marked_so(document: dict[str, Any]) -> None:
