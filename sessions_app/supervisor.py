@@ -134,12 +134,21 @@ class Child:
                 f"the last lines of {self.program.log}:{lines}\n"
                 f"restarting {self.name} in {delay:g} s"
             )
-            if supervisor.stopping.wait(delay):
-                return
-            with supervisor.lock:
-                if supervisor.stopping.is_set():
+            while True:
+                if supervisor.stopping.wait(delay):
                     return
-                self.process = self._spawn()
+                with supervisor.lock:
+                    if supervisor.stopping.is_set():
+                        return
+                    try:
+                        self.process = self._spawn()
+                        break
+                    except OSError as error:  # a full disk, a vanished interpreter: try again
+                        delay = supervisor.backoff.delay(failures)
+                        failures += 1
+                        supervisor.say(
+                            f"could not start {self.name}: {error}; trying again in {delay:g} s"
+                        )
             supervisor.say(f"restarted {self.name} (pid {self.process.pid})")
 
     def join(self) -> None:

@@ -137,6 +137,25 @@ def test_a_child_that_stayed_up_long_enough_is_restarted_after_the_first_pause(
     assert delays == [0.05, 0.05, 0.05]
 
 
+def test_a_program_that_cannot_be_started_again_is_retried_until_it_can(
+    supervise: Callable[..., Supervisor], console: Console, tmp_path: Path
+) -> None:
+    program = tmp_path / "program"
+    program.write_text("#!/bin/sh\nsleep 60\n")
+    program.chmod(0o755)
+    supervisor = supervise({"program": [str(program)]}, Backoff(first=0.1, cap=0.2))
+    moved = program.rename(tmp_path / "program.away")
+    os.killpg(supervisor["program"].process.pid, signal.SIGKILL)
+
+    console.until(r"could not start program: .*No such file")
+    console.until(r"could not start program")  # and again, still missing
+    moved.rename(program)
+
+    pid = int(console.until(r"restarted program \(pid (\d+)\)")[1])
+    assert supervisor["program"].process.pid == pid
+    assert supervisor["program"].process.poll() is None
+
+
 def test_stop_ends_every_child_and_whatever_it_started(
     supervise: Callable[..., Supervisor], console: Console, monkeypatch: pytest.MonkeyPatch
 ) -> None:
