@@ -5,12 +5,14 @@ buyer agents that keep negotiating in the background so the dashboard has someth
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -49,6 +51,26 @@ class Stop(Exception):
 def _stop(signum: int, frame: FrameType | None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough; see the cleanup
     raise Stop
+
+
+def _forget_earlier_metrics() -> None:
+    """This demo starts every process of its deployment, so counters start at zero with it:
+    the files of an earlier run's processes (``counter_<pid>.db`` and the like, their pids gone)
+    would otherwise be added to this one's."""
+    for stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*_*.db"):
+        pid = stale.stem.rpartition("_")[2]
+        if pid.isdigit() and not _running(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def programs(host: str, port: int) -> list[Program]:
@@ -134,6 +156,7 @@ class Command(BaseCommand):
         keys = issue_buyer_keys()
         self.url = url = f"http://{host}:{port}"
         signal.signal(signal.SIGTERM, _stop)
+        _forget_earlier_metrics()
         supervisor = Supervisor(programs(host, port), say=self.stdout.write, cwd=settings.BASE_DIR)
         background: BackgroundBuyers | None = None
         try:
@@ -148,6 +171,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  JWKS:    {url}/.well-known/jwks.json")
             self.stdout.write(f"  Admin:   {url}/admin/")
             self.stdout.write("  Timers:  a Celery worker and beat")
+            self.stdout.write(f"  Health:  {url}/readyz  (metrics: {url}/metrics)")
             self.stdout.write("  Each process is restarted when it exits; their logs:")
             for child in supervisor.children.values():
                 self.stdout.write(f"    {child.name}: {child.program.log}")
