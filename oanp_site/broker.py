@@ -42,6 +42,8 @@ from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
 from kombu.utils.objects import cached_property
 
+from oanp_site import processes
+
 logger = logging.getLogger("oanp.broker")
 
 Table = list[filesystem.exchange_queue_t]
@@ -59,16 +61,6 @@ def _publish(path: Path, data: bytes) -> None:
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise ChannelError(f"Cannot write {path}") from exc
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
 
 
 def _in_queue(name: str, queue: str) -> bool:
@@ -169,7 +161,7 @@ class Channel(filesystem.Channel):
         """Give back every message claimed by a process that no longer runs."""
         for claimed in self.claimed_folder.iterdir():
             pid, separator, _ = claimed.name.partition(_PID_SEPARATOR)
-            if separator and pid.isdigit() and not _alive(int(pid)):
+            if separator and pid.isdigit() and not processes.alive(int(pid)):
                 logger.info("giving back %s, claimed by process %s that is gone", claimed, pid)
                 self._give_back(claimed)
 

@@ -27,6 +27,7 @@ from oanp.cli import describe_entry, new_ulid
 from oanp.client import ArbiterClient
 from oanp.envelope import format_timestamp
 from oanp.log import Entry
+from oanp_site import processes
 from sessions_app.demo_buyers import BackgroundBuyers, Stalled, buyer_agent, negotiate
 from sessions_app.management.commands.seed_demo import (
     DEMO_BUYERS,
@@ -59,18 +60,8 @@ def _forget_earlier_metrics() -> None:
     would otherwise be added to this one's."""
     for stale in Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).glob("*_*.db"):
         pid = stale.stem.rpartition("_")[2]
-        if pid.isdigit() and not _running(int(pid)):
+        if pid.isdigit() and not processes.alive(int(pid)):
             stale.unlink(missing_ok=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    return True
 
 
 def programs(host: str, port: int) -> list[Program]:
