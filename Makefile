@@ -60,8 +60,13 @@ lint: venv
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/oanp
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
+# The suite's metrics folder starts empty, so no earlier run's counters are added to its own.
+TEST_METRICS_DIR := $(CURDIR)/var/metrics-test
+
 test: venv services browser lint
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/pytest -q
+	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
+		PROMETHEUS_MULTIPROC_DIR=$(TEST_METRICS_DIR) $(BIN)/pytest -q
 
 bench: venv
 	$(BIN)/python -m bench

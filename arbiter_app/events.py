@@ -135,4 +135,3 @@ def echo(timeout: float) -> str:
             future.cancel()  # a receive left waiting on a silent server would never end
             raise
     return type(layer).__name__
-

@@ -11,21 +11,23 @@ import ipaddress
 import json
 import logging
 import secrets
+import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as Timeout
+from concurrent.futures import wait
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from arbiter_app import events, selectors
+from arbiter_app.probes import Probe
 from arbiter_app.problems import problem_body, problem_response
 from oanp_site.celery import app
 
@@ -47,9 +49,11 @@ def _database() -> Detail:
     return {"vendor": connection.vendor}
 
 
-def queue_depth() -> int:
+def _depth() -> int:
     """Tasks waiting in the default queue (not those a worker holds until their ETA)."""
-    with app.connection_for_read() as broker:
+    # Socket timeouts: a broker that accepts and then says nothing would hold the probe forever.
+    timeouts = {"socket_timeout": CHECK_SECONDS, "socket_connect_timeout": CHECK_SECONDS}
+    with app.connection_for_read(transport_options=timeouts) as broker:
         # One try: kombu would otherwise retry a broker that is away for minutes.
         broker.ensure_connection(max_retries=1, interval_start=0, timeout=CHECK_SECONDS)
         # Not passive: Redis forgets an empty queue, and declaring the default one is harmless.
@@ -59,12 +63,20 @@ def queue_depth() -> int:
         return int(declared.message_count)
 
 
+_depth_probe: Probe[int] = Probe(_depth)
+
+
+def queue_depth(within: float = CHECK_SECONDS) -> int | None:
+    """The default queue's depth, or ``None`` when the broker did not answer ``within``."""
+    try:
+        return _depth_probe.ask(within)
+    except Exception:  # refused, hung, misconfigured: to a reader all are "unreachable"
+        return None
+
+
 def _broker() -> Detail:
-    return {"transport": app.conf.broker_transport or _scheme(), "queue_depth": queue_depth()}
-
-
-def _scheme() -> str:
-    return str(app.conf.broker_url).partition("://")[0]
+    transport = app.conf.broker_transport or str(app.conf.broker_url).partition("://")[0]
+    return {"transport": transport, "queue_depth": _depth()}
 
 
 def _channel_layer() -> Detail:
@@ -75,8 +87,7 @@ def _channel_layer() -> Detail:
     return detail
 
 
-def _seen(processes: list[selectors.ProcessSeen], what: str) -> Detail:
-    now = timezone.now()
+def _seen(processes: list[selectors.ProcessSeen], what: str, now: datetime) -> Detail:
     alive = [p for p in processes if p.alive]
     last = processes[0] if processes else None
     detail: Detail = {
@@ -95,48 +106,76 @@ def _seen(processes: list[selectors.ProcessSeen], what: str) -> Detail:
 
 
 def _worker() -> Detail:
-    return _seen(selectors.workers(), "worker")
+    now = timezone.now()
+    workers = selectors.workers(now)
+    detail = _seen(workers, "worker", now)
+    # A live worker process is not enough: while beat sends its heartbeat task, some worker must
+    # have run one lately (or have only just started), or the queue is not being served.
+    if detail["ok"] and any(b.alive for b in selectors.beats(now)):
+        recent = now - timedelta(seconds=settings.OANP_WORKER_LOST_SECONDS)
+        if not any(
+            w.alive and max(w.answered_at or w.started_at, w.started_at) >= recent for w in workers
+        ):
+            detail["ok"] = False
+            detail["error"] = (
+                "workers are alive but none ran beat's heartbeat task in the last "
+                f"{settings.OANP_WORKER_LOST_SECONDS:g} s: nothing is taking tasks from the queue"
+            )
+    return detail
 
 
 def _beat() -> Detail:
-    return _seen(selectors.beats(), "beat")
+    now = timezone.now()
+    return _seen(selectors.beats(now), "beat", now)
 
 
-CHECKS: dict[str, Callable[[], Detail]] = {
-    "database": _database,
-    "broker": _broker,
-    "channel_layer": _channel_layer,
-    "worker": _worker,
-    "beat": _beat,
+def _checked(check: Callable[[], Detail]) -> Callable[[], Detail]:
+    def run() -> Detail:
+        try:
+            return {"ok": True, **check()}
+        except Exception as exc:
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+    return run
+
+
+PROBES: dict[str, Probe[Detail]] = {
+    name: Probe(_checked(check))
+    for name, check in (
+        ("database", _database),
+        ("broker", _broker),
+        ("channel_layer", _channel_layer),
+        ("worker", _worker),
+        ("beat", _beat),
+    )
 }
-
-# Threads of their own, so a hung dependency costs a probe its deadline, not the server a thread
-# per request; a check still running from an earlier probe makes later ones time out too.
-_pool = ThreadPoolExecutor(max_workers=len(CHECKS) * 2, thread_name_prefix="oanp-readyz")
-
-
-def _run(check: Callable[[], Detail]) -> Detail:
-    try:
-        return {"ok": True, **check()}
-    except Exception as exc:
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
-    finally:
-        connection.close()  # the pool thread's own connection, back to the pool
+#: A flood of probes costs the dependencies one round of checks per this many seconds.
+REUSE_SECONDS = 1.0
+_last: tuple[float, str, dict[str, Detail]] | None = None
 
 
 def readiness() -> tuple[str, dict[str, Detail]]:
     """``("ok" | "degraded" | "down", checks)``: down when the database is, since then nothing
-    can be recorded; degraded when anything else fails."""
-    futures = {name: _pool.submit(_run, check) for name, check in CHECKS.items()}
-    results: dict[str, Detail] = {}
-    for name, future in futures.items():
-        try:
-            results[name] = future.result(timeout=CHECK_SECONDS)
-        except Timeout:
-            results[name] = {"ok": False, "error": f"no answer within {CHECK_SECONDS:g} s"}
+    can be recorded; degraded when anything else fails. All checks run at once and the answer
+    comes within CHECK_SECONDS, whatever hangs."""
+    global _last  # one reading shared by the requests of this process
+    last = _last
+    if last is not None and time.monotonic() - last[0] < REUSE_SECONDS:
+        return last[1], last[2]
+    futures = {name: probe.start() for name, probe in PROBES.items()}
+    wait(futures.values(), timeout=CHECK_SECONDS)
+    results: dict[str, Detail] = {
+        name: future.result()
+        if future.done()
+        else {"ok": False, "error": PROBES[name].late(CHECK_SECONDS)}
+        for name, future in futures.items()
+    }
     if not results["database"]["ok"]:
-        return "down", results
-    return ("ok" if all(r["ok"] for r in results.values()) else "degraded"), results
+        status = "down"
+    else:
+        status = "ok" if all(r["ok"] for r in results.values()) else "degraded"
+    _last = (time.monotonic(), status, results)
+    return status, results
 
 
 # The views -----------------------------------------------------------------------------------
@@ -148,12 +187,12 @@ def _json(body: Detail, status: int = 200) -> HttpResponse:
     return response
 
 
-@require_GET
+@require_safe
 def healthz(request: HttpRequest) -> HttpResponse:
     return _json({"status": "ok"})
 
 
-@require_GET
+@require_safe
 def readyz(request: HttpRequest) -> HttpResponse:
     status, checks = readiness()
     response = _json({"status": status, "checks": checks}, 200 if status == "ok" else 503)
@@ -193,8 +232,11 @@ class _LiveFigures:
 
     @staticmethod
     def _queue() -> Metric:
+        depth = queue_depth()
+        if depth is None:
+            raise RuntimeError("the broker did not answer")
         return GaugeMetricFamily(
-            "oanp_queue_depth", "Tasks waiting in the broker's default queue.", value=queue_depth()
+            "oanp_queue_depth", "Tasks waiting in the broker's default queue.", value=depth
         )
 
 

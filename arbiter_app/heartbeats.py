@@ -36,6 +36,7 @@ SENT_AT_HEADER = "oanp_sent_at"
 #: Arguments worth naming on a task's log line: ids, never anything a secret could be in.
 LOGGED_ARGUMENTS = ("session_id", "agent_id", "handoff_id", "cursor_id")
 KEEP_RECORDS = timedelta(days=7)
+PRUNE_SECONDS = 3600
 
 
 def _beat_name() -> str:
@@ -78,11 +79,21 @@ class _WorkerHeartbeat(threading.Thread):
 
     def run(self) -> None:
         _quietly("the worker's start", self._start)
+        pruned = time.monotonic()
         while not self.stopping.wait(settings.OANP_HEARTBEAT_SECONDS):
             # stopped_at again: another worker of the same name may have stopped meanwhile.
             _quietly(
                 "the worker's heartbeat", _save, ProcessKind.WORKER, self.hostname, stopped_at=None
             )
+            if time.monotonic() - pruned > PRUNE_SECONDS:
+                _quietly("the pruning of old records", _prune)
+                pruned = time.monotonic()
+        # Written here, after the last heartbeat, so no heartbeat can land after it.
+        _quietly(
+            "the worker's stop",
+            Heartbeat.objects.filter(kind=ProcessKind.WORKER, name=self.hostname).update,
+            stopped_at=timezone.now(),
+        )
 
     def _start(self) -> None:
         _save(
@@ -93,18 +104,17 @@ class _WorkerHeartbeat(threading.Thread):
             answered_at=None,
             queue_wait_ms=None,
         )
-        cutoff = timezone.now() - KEEP_RECORDS
-        TaskFailure.objects.filter(failed_at__lt=cutoff).delete()
-        Heartbeat.objects.filter(seen_at__lt=cutoff).delete()
+        _prune()
 
     def stop(self) -> None:
         self.stopping.set()
-        self.join(timeout=5)
-        _quietly(
-            "the worker's stop",
-            Heartbeat.objects.filter(kind=ProcessKind.WORKER, name=self.hostname).update,
-            stopped_at=timezone.now(),
-        )
+        self.join(timeout=10)
+
+
+def _prune() -> None:
+    cutoff = timezone.now() - KEEP_RECORDS
+    TaskFailure.objects.filter(failed_at__lt=cutoff).delete()
+    Heartbeat.objects.filter(seen_at__lt=cutoff).delete()
 
 
 _heartbeat: _WorkerHeartbeat | None = None
@@ -123,6 +133,8 @@ def _on_worker_shutdown(**kwargs: Any) -> None:
 
 def answered(*, hostname: str, sent_at: float | None) -> None:
     """The worker ran beat's heartbeat task: record when, and how long it waited."""
+    if not hostname:
+        return  # run in-process, not by a worker: there is no worker to vouch for
     wait = None if sent_at is None else max(0, round((time.time() - sent_at) * 1000))
     _save(ProcessKind.WORKER, hostname, answered_at=timezone.now(), queue_wait_ms=wait)
 

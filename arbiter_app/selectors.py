@@ -300,4 +300,3 @@ def delivery_backlog() -> DeliveryBacklog:
 def sessions_by_phase() -> dict[str, int]:
     rows = Session.objects.values_list("phase").annotate(n=Count("pk")).order_by()
     return dict(rows)
-

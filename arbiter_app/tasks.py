@@ -47,4 +47,3 @@ def heartbeat(self: Task) -> None:
     heartbeats.answered(
         hostname=self.request.hostname or "", sent_at=self.request.get(heartbeats.SENT_AT_HEADER)
     )
-

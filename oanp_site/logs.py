@@ -40,12 +40,28 @@ class RedactSecrets(logging.Filter):
             record.msg, record.args = clean, None
         fields = getattr(record, FIELDS, None)
         if isinstance(fields, dict):
-            setattr(
-                record,
-                FIELDS,
-                {k: redact(v) if isinstance(v, str) else v for k, v in fields.items()},
-            )
+            setattr(record, FIELDS, _redacted(fields))
         return True
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v) for v in value]
+    return value
+
+
+def _exception(formatter: logging.Formatter, record: logging.LogRecord) -> str:
+    """The traceback and stack of a record, redacted: an exception's message may quote a key."""
+    parts = []
+    if record.exc_info:
+        parts.append(formatter.formatException(record.exc_info))
+    if record.stack_info:
+        parts.append(formatter.formatStack(record.stack_info))
+    return redact("\n".join(parts))
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
@@ -66,9 +82,8 @@ class TextFormatter(logging.Formatter):
         line = f"{_timestamp(record)} {record.levelname} {record.name} {record.getMessage()}"
         if fields:
             line = f"{line} {fields}"
-        if record.exc_info:
-            line = f"{line}\n{self.formatException(record.exc_info)}"
-        return line
+        trace = _exception(self, record)
+        return f"{line}\n{trace}" if trace else line
 
 
 def _text(value: Any) -> str:
@@ -87,8 +102,9 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             **_fields(record),
         }
-        if record.exc_info:
-            line["exception"] = redact(self.formatException(record.exc_info))
+        trace = _exception(self, record)
+        if trace:
+            line["exception"] = trace
         return json.dumps(line, default=str, separators=(",", ":"))
 
 

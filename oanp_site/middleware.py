@@ -66,6 +66,7 @@ class WhiteNoiseMiddleware(_WhiteNoise):
 
 #: Probes answer every few seconds; their lines would drown the rest, so they log at DEBUG.
 QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class RequestLogMiddleware:
@@ -81,14 +82,23 @@ class RequestLogMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         started = time.perf_counter()
         response = self.get_response(request)
-        seconds = time.perf_counter() - started
+        try:
+            self._record(request, response, time.perf_counter() - started)
+        except Exception:  # the answer stands whatever its log line does
+            request_log.exception("could not log %s %s", request.method, request.path)
+        return response
+
+    @staticmethod
+    def _record(request: HttpRequest, response: HttpResponseBase, seconds: float) -> None:
         match = request.resolver_match
         route = f"/{match.route}" if match is not None else "unmatched"
+        # Labels come only from fixed sets: a client must not mint time series of its own.
+        method = request.method if request.method in METHODS else "other"
         code = _problem_code(response)
         if code:
             metrics.REFUSALS.labels(code=code).inc()
         metrics.REQUEST_SECONDS.labels(
-            method=request.method, route=route, status=response.status_code
+            method=method, route=route, status=response.status_code
         ).observe(seconds)
         fields = {
             "method": request.method,
@@ -114,12 +124,13 @@ class RequestLogMiddleware:
             response.status_code,
             extra={"oanp": fields},
         )
-        return response
 
 
 def _username(request: HttpRequest) -> str:
-    # On API requests the "user" is the agent's credential; only people have a username.
-    user = getattr(request, "user", None)
+    # Only a user the request already loaded: loading one here would cost a probe two queries,
+    # and a database that is away would turn its answer into an error. On API requests the
+    # "user" is the agent's credential; only people have a username.
+    user = request.__dict__.get("_cached_user")
     return user.get_username() if isinstance(user, AbstractBaseUser) else ""
 
 

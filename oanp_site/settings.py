@@ -2,6 +2,7 @@
 
 import base64
 import hashlib
+import ipaddress
 import os
 from pathlib import Path
 
@@ -249,10 +250,13 @@ OANP_WORKER_LOST_SECONDS = float(os.environ.get("OANP_WORKER_LOST_SECONDS", "45"
 # prometheus-client is first imported, which happens only after settings load.
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(VAR_DIR / "metrics"))
 Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
-# Who may read /metrics: a bearer token when set, else these networks (loopback by default).
+# Who may read /metrics: a bearer token when set, else these networks (loopback by default;
+# behind a reverse proxy on this machine every client is loopback: set the token). A network
+# that does not parse stops the start, rather than failing every scrape.
 OANP_METRICS_TOKEN = os.environ.get("OANP_METRICS_TOKEN", "")
 OANP_METRICS_ALLOW = [
-    n.strip() for n in os.environ.get("OANP_METRICS_ALLOW", "127.0.0.0/8,::1/128").split(",")
+    str(ipaddress.ip_network(n.strip(), strict=False))
+    for n in os.environ.get("OANP_METRICS_ALLOW", "127.0.0.0/8,::1/128").split(",")
     if n.strip()
 ]
 

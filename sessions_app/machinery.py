@@ -4,7 +4,6 @@ hosted agents and exports all wait for one)."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -17,9 +16,6 @@ from arbiter_app import selectors as arbiter
 #: How long the overview waits for the broker: a refused connection takes kombu seconds of
 #: retries, and a page must not wait on them.
 QUEUE_DEPTH_SECONDS = 1.0
-
-_broker_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="oanp-queue-depth")
-
 
 @dataclass(frozen=True)
 class Health:
@@ -39,14 +35,6 @@ class Health:
         return sum(worker.alive for worker in self.workers)
 
 
-def queue_depth() -> int | None:
-    future = _broker_pool.submit(arbiter_health.queue_depth)
-    try:
-        return future.result(timeout=QUEUE_DEPTH_SECONDS)
-    except Exception:  # refused, timed out, misconfigured: to a reader all are "unreachable"
-        return None
-
-
 def health(now: datetime | None = None) -> Health:
     now = now or timezone.now()
     beats = arbiter.beats(now)
@@ -54,7 +42,7 @@ def health(now: datetime | None = None) -> Health:
         now=now,
         workers=arbiter.workers(now),
         beat=beats[0] if beats else None,
-        queue_depth=queue_depth(),
+        queue_depth=arbiter_health.queue_depth(within=QUEUE_DEPTH_SECONDS),
         failed_last_hour=arbiter.failed_tasks_since(now - timedelta(hours=1)),
         deliveries=arbiter.delivery_backlog(),
         lost_seconds=settings.OANP_WORKER_LOST_SECONDS,

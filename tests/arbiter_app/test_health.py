@@ -5,11 +5,13 @@ under a running server, and two servers whose counters one scrape adds up."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -21,10 +23,11 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from arbiter_app import selectors
+from arbiter_app import health, selectors
 from arbiter_app.models import Heartbeat, ProcessKind
+from arbiter_app.probes import Probe
 from tests.arbiter_app.factories import HttpNegotiation, make_agent, sfo_jfk_agents
-from tests.conftest import HEARTBEATS, ROOT, LiveServer, Worker, serve
+from tests.conftest import HEARTBEATS, ROOT, LiveServer, Worker, _free_port, serve
 
 Readiness = dict[str, Any]
 
@@ -50,12 +53,6 @@ def readyz(server: LiveServer) -> tuple[int, Readiness]:
     return response.status_code, body
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # Without a server --------------------------------------------------------------------------------
 
 
@@ -64,6 +61,49 @@ def test_healthz_answers_without_a_login_or_a_dependency(client: Any) -> None:
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
     assert client.post("/healthz").status_code == 405
+
+
+@pytest.mark.django_db
+def test_healthz_touches_no_database_even_for_a_signed_in_browser(
+    client: Any, django_assert_num_queries: Any
+) -> None:
+    client.cookies["sessionid"] = "x" * 32
+    with django_assert_num_queries(0):
+        assert client.get("/healthz").status_code == 200
+        assert client.head("/healthz").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_check_that_hangs_costs_each_probe_its_deadline_and_runs_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = threading.Event()
+    calls = []
+
+    def hangs() -> dict[str, Any]:
+        calls.append(1)
+        release.wait(30)
+        return {}
+
+    monkeypatch.setattr(
+        health, "PROBES", {**health.PROBES, "broker": Probe(health._checked(hangs))}
+    )
+    monkeypatch.setattr(health, "REUSE_SECONDS", 0)
+    try:
+        for _ in range(3):
+            started = time.monotonic()
+            status, checks = health.readiness()
+            assert time.monotonic() - started < health.CHECK_SECONDS + 0.5
+            assert status == "degraded"
+            assert checks["broker"]["ok"] is False
+            assert "no answer within 2 s" in checks["broker"]["error"]
+            assert checks["database"]["ok"]
+        running = re.search(r"has run for ([0-9.]+) s", checks["broker"]["error"])
+        assert running is not None
+        assert float(running[1]) >= 2 * health.CHECK_SECONDS
+        assert len(calls) == 1  # the later probes waited on the run under way
+    finally:
+        release.set()
 
 
 @pytest.mark.django_db
@@ -256,7 +296,10 @@ def test_readyz_reports_an_unreachable_redis_and_its_return(redis_server: Any) -
 
         redis.kill()
         redis.wait(5)
-        status, body = readyz(server)
+        # Within a second, as an answer is reused that long.
+        status, body = wait_for(
+            lambda: (r := readyz(server))[1]["checks"]["broker"]["ok"] is False and r, 3
+        )
         checks = body["checks"]
         assert status == 503
         assert body["status"] == "degraded"
@@ -361,3 +404,17 @@ def test_metrics_are_guarded_by_network_or_token(client: Any, settings: Any) -> 
     assert client.get("/metrics", headers=wrong).status_code == 403
     right = {"Authorization": "Bearer s3cret-token"}
     assert client.get("/metrics", headers=right, REMOTE_ADDR="192.0.2.1").status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_client_cannot_mint_time_series_with_its_own_http_method(client: Any) -> None:
+    client.generic("X-INVENTED", "/no-such-page")
+    methods = {
+        sample.labels["method"]
+        for family in text_string_to_metric_families(client.get("/metrics").content.decode())
+        for sample in family.samples
+        if sample.name.startswith("oanp_request_duration_seconds")
+    }
+    assert "X-INVENTED" not in methods
+    assert "other" in methods
+

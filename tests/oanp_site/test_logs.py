@@ -131,3 +131,19 @@ def test_json_lines_from_a_real_process() -> None:
     assert line["message"] == "GET / 200"
     assert line["agent_id"] == "a-1"
     assert line["status"] == 200
+
+
+def test_a_traceback_quoting_a_secret_is_redacted_in_both_formats() -> None:
+    key = "oanp_0123456789ab_Zm9vYmFyYmF6cXV4LXNlY3JldA"
+    try:
+        raise ValueError(f"refused {key}")
+    except ValueError:
+        made = logging.LogRecord(
+            "oanp.test", logging.ERROR, __file__, 1, "failed", None, sys.exc_info()
+        )
+    made.oanp = {"nested": {"headers": [f"Bearer {key}"]}}
+    RedactSecrets().filter(made)
+    for formatter in (TextFormatter(), JsonFormatter()):
+        text = formatter.format(made)
+        assert "ValueError" in text
+        assert key not in text

@@ -19,6 +19,7 @@ from django.utils import timezone
 from arbiter_app import health as arbiter_health
 from arbiter_app import selectors as arbiter
 from arbiter_app.models import Heartbeat, ProcessKind, TaskFailure
+from arbiter_app.probes import Probe
 from sessions_app import machinery
 from sessions_app.models import Export, Role
 from sessions_app.templatetags.ago import ago
@@ -184,7 +185,7 @@ def backlog(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def depth(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(arbiter_health, "queue_depth", lambda: 7)
+    monkeypatch.setattr(arbiter_health, "_depth_probe", Probe(lambda: 7))
 
 
 def failure(before: timedelta) -> None:
@@ -229,7 +230,7 @@ def test_a_broker_away_reads_unreachable_and_no_worker_reads_so(
     def refused() -> int:
         raise ConnectionRefusedError("no broker")
 
-    monkeypatch.setattr(arbiter_health, "queue_depth", refused)
+    monkeypatch.setattr(arbiter_health, "_depth_probe", Probe(refused))
     text = panel(staff().get("/").content.decode())
     assert "Queue depth broker unreachable " in text
     assert "Workers alive 0 " in text
@@ -246,10 +247,10 @@ def test_a_broker_that_hangs_costs_the_page_one_second_not_the_hang(
         release.wait(30)
         return 1
 
-    monkeypatch.setattr(arbiter_health, "queue_depth", hangs)
+    monkeypatch.setattr(arbiter_health, "_depth_probe", Probe(hangs))
     started = time.monotonic()
     try:
-        assert machinery.queue_depth() is None
+        assert machinery.health().queue_depth is None
     finally:
         release.set()
     assert time.monotonic() - started < machinery.QUEUE_DEPTH_SECONDS + 0.5

@@ -208,7 +208,9 @@ def test_the_demo_worker_killed_is_reported_and_comes_back_ready(
 ) -> None:
     """The demo's own worker command, on a queue of its own so it takes no other test's tasks."""
     worker = next(program for program in programs("127.0.0.1", 0) if program.name == "worker")
-    argv = [*worker.argv, "--queues", f"supervisor-test-{os.getpid()}"]
+    # A name of its own too: the suite's worker reports its heartbeats as celery@<host>.
+    name = f"supervisor-test-{os.getpid()}"
+    argv = [*worker.argv, "--queues", name, "--hostname", f"{name}@%h"]
     supervisor = supervise({"worker": argv}, Backoff(first=0.2), env=worker_env)
     child = supervisor["worker"]
 

@@ -71,7 +71,7 @@ def programs(host: str, port: int) -> list[Program]:
     python = [sys.executable, "-m"]
     daphne = [*python, "daphne", "-b", host, "-p", str(port)]
     celery = [*python, "celery", "-A", "oanp_site"]
-    logging = ["--loglevel", "INFO"]
+    loglevel = ["--loglevel", "INFO"]
     return [
         Program(
             "server",
@@ -87,7 +87,7 @@ def programs(host: str, port: int) -> list[Program]:
                 "threads",
                 "--concurrency",
                 "2",
-                *logging,
+                *loglevel,
                 "--without-heartbeat",
                 "--without-gossip",
                 "--without-mingle",
@@ -104,7 +104,7 @@ def programs(host: str, port: int) -> list[Program]:
                 "celery.beat:PersistentScheduler",
                 "--schedule",
                 str(var / "demo-beat-schedule"),
-                *logging,
+                *loglevel,
             ],
             var / "demo-beat.log",
         ),
