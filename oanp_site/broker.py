@@ -50,6 +50,8 @@ Table = list[filesystem.exchange_queue_t]
 
 # Between the claimer's pid and the message's own name in a claimed file's name.
 _PID_SEPARATOR = "~"
+_inherited_lock = threading.Lock()
+_inherited_checked = False
 
 
 def _publish(path: Path, data: bytes) -> None:
@@ -159,9 +161,17 @@ class Channel(filesystem.Channel):
 
     def _recover_orphans(self) -> None:
         """Give back every message claimed by a process that no longer runs."""
+        global _inherited_checked  # once per process, before its first claim
+        with _inherited_lock:
+            inherited, _inherited_checked = not _inherited_checked, True
         for claimed in self.claimed_folder.iterdir():
             pid, separator, _ = claimed.name.partition(_PID_SEPARATOR)
-            if separator and pid.isdigit() and not processes.alive(int(pid)):
+            if not (separator and pid.isdigit()):
+                continue
+            # Claims under this process's own pid, found before it claimed anything, were left
+            # by a process gone before it: a restarted container's worker gets the same pid.
+            mine = int(pid) == os.getpid()
+            if inherited if mine else not processes.alive(int(pid)):
                 logger.info("giving back %s, claimed by process %s that is gone", claimed, pid)
                 self._give_back(claimed)
 

@@ -186,6 +186,29 @@ def test_a_message_claimed_by_a_dead_process_is_put_back(folder: Path) -> None:
         message.ack()
 
 
+def test_claims_under_this_pid_before_its_first_claim_were_a_predecessors(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _connect(folder) as conn:
+        _send(conn, "inherited")
+    [name] = _files(folder, "queue")
+    mine = f"{os.getpid()}~{name}"
+    os.rename(folder / "queue" / name, folder / "claimed" / mine)
+    # As a worker restarted in a container finds its predecessor's claims under its own pid.
+    monkeypatch.setattr(broker, "_inherited_checked", False)
+    with _connect(folder) as conn:
+        conn.default_channel  # noqa: B018 - a new channel is what looks for orphans
+        assert _files(folder, "queue") == [name]
+        message = QUEUE(conn.default_channel).get()
+        assert message is not None
+        assert _files(folder, "claimed") == [mine]
+        with _connect(folder) as later:
+            later.default_channel  # noqa: B018 - a later channel leaves live claims alone
+            assert _files(folder, "claimed") == [mine]
+        message.ack()
+    assert _files(folder, "claimed") == []
+
+
 def test_two_consumers_never_take_the_same_message(folder: Path) -> None:
     with _connect(folder) as producer:
         for number in range(200):
