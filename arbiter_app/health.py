@@ -27,13 +27,13 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from arbiter_app import events, selectors
+from arbiter_app.api import JSON
 from arbiter_app.probes import Probe
 from arbiter_app.problems import problem_body, problem_response
 from oanp_site.celery import app
 
 log = logging.getLogger(__name__)
 
-JSON = "application/json"
 #: Each check's deadline: a probe wants an answer, even one that says "no answer".
 CHECK_SECONDS = 2.0
 

@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from prometheus_client import Counter, Histogram
+from django.core.exceptions import ImproperlyConfigured
+from prometheus_client import Counter, Histogram, values
+
+# Settings name the folder before this import; a process that imported prometheus-client
+# earlier would count only for itself, silently. Say so at start instead.
+if values.ValueClass is values.MutexValue:
+    raise ImproperlyConfigured(
+        "prometheus-client was imported before PROMETHEUS_MULTIPROC_DIR was set; "
+        "this process's counters would never reach /metrics"
+    )
 
 ENVELOPES = Counter(
     "oanp_envelopes",
