@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import broker, core, export, live, service, timers
+from bench import broker, core, export, health, live, service, timers
 from bench.report import (
     Options,
     Section,
@@ -31,6 +31,7 @@ SECTIONS: tuple[Section, ...] = (
     timers.SECTION,
     export.SECTION,
     broker.SECTION,
+    health.SECTION,
 )
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,6 +10,9 @@ with ``httpx.AsyncClient``, one request in flight at a time.
   the entry it made and the arbiter's entries it caused, the new tail of the log, which both
   agents read in order to decide what to send next. No log is fetched.
 - ``bare``: each worker posts, one after the other, the very bodies one pair sent.
+- ``get``: each worker GETs one path ``requests`` times, one after the other (each starting
+  ``interval_s`` after the one before, when that is given), each answer expected with
+  ``status`` (the health section's probes and scrapes).
 
 The report holds every request's latency, the wall time from the first request to the last
 answer, and this process's CPU time over the same span, so a reader can tell whether the
@@ -137,13 +140,33 @@ async def _bare_worker(
         await _post(client, path, body, headers, tally)
 
 
+async def _get_worker(client: httpx.AsyncClient, job: dict[str, Any], tally: Tally) -> None:
+    path, status, interval = job["path"], job["status"], job.get("interval_s", 0.0)
+    first = time.perf_counter()
+    for number in range(job["requests"]):
+        await asyncio.sleep(first + number * interval - time.perf_counter())
+        start = time.perf_counter()
+        response = await client.get(path)
+        tally.latencies_s.append(time.perf_counter() - start)
+        if response.status_code != status:
+            raise Refused(f"GET {path} answered {response.status_code}: {response.text[:500]}")
+
+
+def _workers(job: dict[str, Any]) -> int:
+    if job["kind"] == "arbiter":
+        return len(job["pairs"])
+    if job["kind"] == "get":
+        return int(job["workers"])
+    return len(job["bodies"])
+
+
 async def _connect(client: httpx.AsyncClient, workers: int) -> None:
     """Open one keep-alive connection per worker before the clock starts."""
     await asyncio.gather(*(client.get("/.well-known/jwks.json") for _ in range(workers)))
 
 
 async def run(job: dict[str, Any], ready: Any, go: Any) -> dict[str, Any]:
-    workers = len(job["pairs"]) if job["kind"] == "arbiter" else len(job["bodies"])
+    workers = _workers(job)
     limits = httpx.Limits(max_connections=workers, max_keepalive_connections=workers)
     tally = Tally()
     async with httpx.AsyncClient(base_url=job["url"], limits=limits, timeout=60) as client:
@@ -153,6 +176,8 @@ async def run(job: dict[str, Any], ready: Any, go: Any) -> dict[str, Any]:
         cpu_start, start = _cpu_s(), time.monotonic()
         if job["kind"] == "arbiter":
             tasks = [_pair_worker(client, pair, job, tally) for pair in job["pairs"]]
+        elif job["kind"] == "get":
+            tasks = [_get_worker(client, job, tally) for _ in range(workers)]
         else:
             tasks = [_bare_worker(client, bodies, job["path"], tally) for bodies in job["bodies"]]
         await asyncio.gather(*tasks)

@@ -254,8 +254,11 @@ def machine_busy_s() -> float:
 # Load ------------------------------------------------------------------------------------------
 
 
-def backend_pids(database: Database) -> set[int]:
-    """The PostgreSQL backends serving the bench's database (Daphne's pooled connections)."""
+def backend_pids(database: Database | None) -> set[int]:
+    """The PostgreSQL backends serving the bench's database (Daphne's pooled connections);
+    none for a server on SQLite."""
+    if database is None:
+        return set()
     with psycopg.connect(database.conninfo("postgres"), autocommit=True) as conn:
         rows = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = %s", [database.name]
@@ -264,7 +267,7 @@ def backend_pids(database: Database) -> set[int]:
 
 
 def load(
-    env: dict[str, str], server: Server, database: Database, job: dict[str, Any]
+    env: dict[str, str], server: Server, database: Database | None, job: dict[str, Any]
 ) -> dict[str, Any]:
     """Run one load in a client process of its own; its report plus the server side's CPU."""
     client = subprocess.Popen(

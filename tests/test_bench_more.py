@@ -31,7 +31,7 @@ def sections(out: Path) -> dict[str, Any]:
 
 def test_the_sections_are_registered_in_order() -> None:
     names = [section.name for section in SECTIONS]
-    assert names == ["core", "service", "live", "timers", "export", "broker"]
+    assert names == ["core", "service", "live", "timers", "export", "broker", "health"]
 
 
 def test_each_section_ran_quick_and_wrote_its_table(sections: dict[str, Any]) -> None:
