@@ -11,6 +11,7 @@ import ipaddress
 import json
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import wait
@@ -22,6 +23,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_safe
+from kombu import Connection
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -49,17 +51,33 @@ def _database() -> Detail:
     return {"vendor": connection.vendor}
 
 
+# One connection to the broker, kept: opening one costs more than the question it answers.
+_broker_lock = threading.Lock()
+_broker_connection: Connection | None = None
+
+
 def _depth() -> int:
     """Tasks waiting in the default queue (not those a worker holds until their ETA)."""
-    # Socket timeouts: a broker that accepts and then says nothing would hold the probe forever.
-    timeouts = {"socket_timeout": CHECK_SECONDS, "socket_connect_timeout": CHECK_SECONDS}
-    with app.connection_for_read(transport_options=timeouts) as broker:
-        # One try: kombu would otherwise retry a broker that is away for minutes.
-        broker.ensure_connection(max_retries=1, interval_start=0, timeout=CHECK_SECONDS)
-        # Not passive: Redis forgets an empty queue, and declaring the default one is harmless.
-        declared = broker.default_channel.queue_declare(
-            queue=app.conf.task_default_queue, passive=False
-        )
+    global _broker_connection  # shared by the probes of this process, one at a time
+    with _broker_lock:
+        if _broker_connection is None:
+            # Socket timeouts: a broker that accepts and then says nothing would hold the
+            # probe forever.
+            timeouts = {"socket_timeout": CHECK_SECONDS, "socket_connect_timeout": CHECK_SECONDS}
+            _broker_connection = app.connection_for_read(transport_options=timeouts)
+        try:
+            # One try: kombu would otherwise retry a broker that is away for minutes.
+            _broker_connection.ensure_connection(
+                max_retries=1, interval_start=0, timeout=CHECK_SECONDS
+            )
+            # Not passive: Redis forgets an empty queue; declaring the default one is harmless.
+            declared = _broker_connection.default_channel.queue_declare(
+                queue=app.conf.task_default_queue, passive=False
+            )
+        except Exception:
+            _broker_connection.close()  # a fresh connection next time, once the broker is back
+            _broker_connection = None
+            raise
         return int(declared.message_count)
 
 
