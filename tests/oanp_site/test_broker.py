@@ -378,10 +378,18 @@ def test_a_worker_killed_mid_run_loses_no_task(folder: Path) -> None:
         while len(_executed(folder)) < count // 2:
             assert worker.poll() is None, log.read_text(errors="replace")[-4000:]
             time.sleep(0.01)
+        # Frozen, so what it holds cannot change before the kill; between two tasks it may hold
+        # nothing for an instant, so it runs on a little until it holds something.
+        while True:
+            os.killpg(worker.pid, signal.SIGSTOP)
+            held = _files(folder, "claimed")
+            if held:
+                break
+            os.killpg(worker.pid, signal.SIGCONT)
+            assert len(_executed(folder)) < count, "the worker ran every task before the kill"
+            time.sleep(0.005)
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
-        held = _files(folder, "claimed")
-        assert held
         assert all(name.startswith(f"{worker.pid}~") for name in held)
         # The next worker's first channel finds the claims' owner gone and gives them back.
         worker = _worker(env, log)
