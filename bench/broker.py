@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from typing import Any
 
 from bench.report import Options, Row, Section, SectionResult, rate, times
 from bench.service import ROOT, percentile_ms
+from tests.support.processes import purge, spawn, tail, terminate, wait_ready, worker_argv
 
 TITLE = "Celery's embedded broker beside Redis: task throughput and hand-over latency"
 WORKER = "celery worker, threads pool, concurrency 2, as make demo runs it"
@@ -71,55 +71,18 @@ def environment(broker: str, folder: Path) -> dict[str, str]:
     return env
 
 
-def _celery(env: dict[str, str], *args: str) -> list[str]:
-    return [sys.executable, "-m", "celery", "-A", "oanp_site", *args]
-
-
 @contextmanager
 def worker(env: dict[str, str], log_path: Path) -> Iterator[None]:
     """A worker on the broker ``env`` names, with the bench's task, ready when yielded."""
-    subprocess.run(_celery(env, "purge", "-f"), cwd=ROOT, env=env, check=True, capture_output=True)
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            _celery(
-                env,
-                "worker",
-                "--include",
-                "bench.broker_tasks",
-                "--pool",
-                "threads",
-                "--concurrency",
-                "2",
-                "--loglevel",
-                "INFO",
-                "--without-heartbeat",
-                "--without-gossip",
-                "--without-mingle",
-            ),
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    purge(env)
+    process = spawn(worker_argv(2, include="bench.broker_tasks"), env, log_path)
     try:
-        deadline = time.monotonic() + 60
-        while b" ready." not in log_path.read_bytes():
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = log_path.read_text(errors="replace")[-4000:]
-                raise RuntimeError(f"the Celery worker did not start:\n{tail}")
-            time.sleep(0.1)
+        wait_ready(process, log_path, timeout=60, error=RuntimeError)
         yield
         if process.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-4000:]
-            raise RuntimeError(f"the Celery worker died:\n{tail}")
+            raise RuntimeError(f"the Celery worker died:\n{tail(log_path)}")
     finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        terminate(process, 20)
 
 
 def send(env: dict[str, str], phase: str, count: int, interval_s: float) -> float:

@@ -42,7 +42,6 @@ from bench.service import (
     ROOT,
     Database,
     Server,
-    _free_port,
     bench_database,
     daphne,
     fresh_database,
@@ -52,6 +51,7 @@ from bench.service import (
     summary,
 )
 from bench.timers import celery_worker
+from tests.support.processes import free_port
 
 TITLE = "the cost of a probe of /healthz and /readyz and a scrape of /metrics"
 REDIS_URL = "redis://127.0.0.1:6379/9"
@@ -223,7 +223,7 @@ def endpoints(
 
 def on_postgresql(size: Size, name: str, metrics_dir: Path) -> dict[str, Any]:
     database = bench_database(name)
-    port = _free_port()
+    port = free_port()
     env = server_environment(database, port)
     env.update(REDIS_URL=REDIS_URL, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir))
     with fresh_database(database) as version:
@@ -247,7 +247,7 @@ def on_postgresql(size: Size, name: str, metrics_dir: Path) -> dict[str, Any]:
 def on_sqlite(size: Size, folder: Path) -> dict[str, Any]:
     env = broker.environment("embedded", folder)
     env["PROMETHEUS_MULTIPROC_DIR"] = str(folder / "metrics")
-    port = _free_port()
+    port = free_port()
     prepare(env, 0)
     with running(env, port) as server:
         measured = endpoints(env, server, None, size)

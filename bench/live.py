@@ -33,7 +33,6 @@ from bench.load import ENVELOPES, SFO_JFK_ITEM, sfo_jfk_agents
 from bench.report import Options, Row, Section, SectionResult
 from bench.service import (
     REDIS_URL,
-    _free_port,
     bench_database,
     daphne,
     fresh_database,
@@ -42,6 +41,7 @@ from bench.service import (
     server_environment,
 )
 from bench.timers import job
+from tests.support.processes import free_port
 
 TITLE = "from an accepted envelope to the WebSocket frame in a subscribed dashboard page"
 FRAME_TIMEOUT_S = 10.0
@@ -196,7 +196,7 @@ def run(options: Options) -> SectionResult:
     size = QUICK if options.quick else FULL
     name = f"oanp_bench_live_quick_{os.getpid()}" if options.quick else "oanp_bench_live"
     database = bench_database(name)
-    port = _free_port()
+    port = free_port()
     env = server_environment(database, port)
     tag = f"live{int(time.time()) % 1_000_000:06d}"
     with fresh_database(database) as version:

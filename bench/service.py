@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from psycopg import sql
 
 from bench.peer import BARE_PATH
 from bench.report import Options, Row, Section, SectionResult, judged, rate, times
+from tests.support.processes import ROOT, daphne_argv, free_port, spawn, tail
 
 #: From the issue: envelopes/s and p99 at 10 pairs, and the arbiter within 3× of the peer.
 AIM_ENVELOPES_PER_S = 500
@@ -49,7 +49,6 @@ AIM_BARE_OVER_ARBITER = 3.0
 REDIS_URL = "redis://127.0.0.1:6379/13"
 #: The product's throttle still runs; it is only raised so a busy pair is not refused.
 RATE_LIMIT_PER_MINUTE = 1_000_000_000
-ROOT = Path(__file__).resolve().parent.parent
 TITLE = "sessions over HTTP on PostgreSQL, against a bare Django JSON endpoint"
 
 
@@ -130,12 +129,6 @@ def fresh_database(database: Database) -> Iterator[str]:
 # The server ------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def server_environment(database: Database, port: int) -> dict[str, str]:
     env = {
         key: value
@@ -175,10 +168,7 @@ class Server:
     log_path: Path
 
     def log_tail(self) -> str:
-        try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
-        except OSError:
-            return ""
+        return tail(self.log_path)
 
 
 @contextmanager
@@ -186,44 +176,28 @@ def daphne(env: dict[str, str], port: int) -> Iterator[Server]:
     """One Daphne process serving the project's ASGI application, as in production."""
     log_path = ROOT / "var" / f"bench-daphne-{port}.log"
     log_path.parent.mkdir(exist_ok=True)
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "oanp_site.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        server = Server(f"http://127.0.0.1:{port}", process, log_path)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"{server.url}/.well-known/jwks.json", timeout=2).is_success:
-                        break
-                except httpx.TransportError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"daphne did not start:\n{server.log_tail()}")
-                time.sleep(0.1)
-            print(f"bench: service: daphne pid {process.pid} on {server.url}", file=sys.stderr)
-            yield server
-        finally:
-            process.terminate()
+    process = spawn(daphne_argv(port), env, log_path, new_session=False)
+    server = Server(f"http://127.0.0.1:{port}", process, log_path)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
             try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                if httpx.get(f"{server.url}/.well-known/jwks.json", timeout=2).is_success:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"daphne did not start:\n{server.log_tail()}")
+            time.sleep(0.1)
+        print(f"bench: service: daphne pid {process.pid} on {server.url}", file=sys.stderr)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
     log_path.unlink(missing_ok=True)
 
 
@@ -486,7 +460,7 @@ def run(options: Options) -> SectionResult:
     size = QUICK if options.quick else FULL
     name = f"oanp_bench_quick_{os.getpid()}" if options.quick else "oanp_bench"
     database = bench_database(name)
-    port = _free_port()
+    port = free_port()
     env = server_environment(database, port)
     run_tag = f"r{int(time.time()) % 1_000_000:06d}"
     with fresh_database(database) as version:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -38,12 +37,12 @@ from bench.report import Options, Row, Section, SectionResult, rate, times
 from bench.service import (
     ROOT,
     Database,
-    _free_port,
     bench_database,
     fresh_database,
     percentile_ms,
     server_environment,
 )
+from tests.support.processes import free_port, purge, spawn, terminate, wait_ready, worker_argv
 
 TITLE = "open sessions with armed timers: the sweep, against one UPDATE per session; lateness"
 SWEEP_SECONDS = 1.0
@@ -83,69 +82,18 @@ def job(env: dict[str, str], *args: str) -> dict[str, Any]:
 @contextmanager
 def celery_worker(env: dict[str, str]) -> Iterator[Path]:
     """A Celery worker with beat on the section's database and broker; yields its log."""
-    subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "oanp_site", "purge", "-f"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    purge(env)
     log_path = ROOT / "var" / f"bench-worker-{os.getpid()}.log"
     log_path.parent.mkdir(exist_ok=True)
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "oanp_site",
-                "worker",
-                "-B",
-                "--scheduler",
-                "celery.beat:PersistentScheduler",
-                "--schedule",
-                str(log_path.with_suffix(".beat")),
-                "--pool",
-                "threads",
-                "--concurrency",
-                "4",
-                "--loglevel",
-                "INFO",
-                "--without-heartbeat",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while b" ready." not in log_path.read_bytes():
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the Celery worker did not start:\n{_tail(log_path)}")
-                time.sleep(0.1)
-            print(f"bench: timers: celery worker pid {process.pid}", file=sys.stderr)
-            yield log_path
-        finally:
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+    process = spawn(worker_argv(4, beat_schedule=log_path.with_suffix(".beat")), env, log_path)
+    try:
+        wait_ready(process, log_path, timeout=60, error=RuntimeError)
+        print(f"bench: timers: celery worker pid {process.pid}", file=sys.stderr)
+        yield log_path
+    finally:
+        terminate(process, 20)
     for leftover in log_path.parent.glob(log_path.stem + ".beat*"):
         leftover.unlink(missing_ok=True)
-
-
-def _tail(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")[-4000:]
-    except OSError:
-        return ""
 
 
 _EXPIRED = re.compile(rb"tasks\.expire_session\[[^\]]+\] succeeded in [0-9.e-]+s: True")
@@ -161,7 +109,7 @@ def closed_by(log: bytes) -> dict[str, int]:
 
 
 def environment(database: Database) -> dict[str, str]:
-    env = server_environment(database, _free_port())
+    env = server_environment(database, free_port())
     env["OANP_TIMER_SWEEP_SECONDS"] = str(SWEEP_SECONDS)
     return env
 

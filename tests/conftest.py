@@ -7,10 +7,7 @@ The tests run against the database ``DATABASE_URL`` names (PostgreSQL under ``ma
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,13 +19,17 @@ import httpx
 import pytest
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.processes import (
+    ROOT,
+    daphne_argv,
+    free_port,
+    kill_group,
+    purge,
+    spawn,
+    terminate,
+    wait_ready,
+    worker_argv,
+)
 
 
 @dataclass(frozen=True)
@@ -62,57 +63,30 @@ class Worker:
 
     def start(self) -> None:
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "oanp_site",
-                "worker",
-                "-B",
-                "--scheduler",
-                "celery.beat:PersistentScheduler",
-                "--schedule",
-                str(self.log_path.with_suffix(".beat")),
-                "--pool",
-                "threads",
-                "--concurrency",
-                "4",
-                "--loglevel",
-                "INFO",
-                "--without-heartbeat",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            # Beat runs in a child process of the worker: a group of its own lets kill() take
-            # both down, as a crash of the machine would, with no beat left behind.
-            start_new_session=True,
+        # Beat runs in a child process of the worker: a group of its own lets kill() take
+        # both down, as a crash of the machine would, with no beat left behind.
+        self.process = spawn(
+            worker_argv(4, beat_schedule=self.log_path.with_suffix(".beat")),
+            self.env,
+            self.log_path,
+            append=True,
         )
-        deadline = time.monotonic() + 60
-        while b" ready." not in self.log_path.read_bytes()[offset:]:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the Celery worker did not start; see {self.log_path}")
-            time.sleep(0.1)
+        wait_ready(
+            self.process,
+            self.log_path,
+            offset=offset,
+            timeout=60,
+            message=f"the Celery worker did not start; see {self.log_path}",
+        )
 
     def kill(self) -> None:
         """SIGKILL, as a crash would: no chance to finish or hand anything back."""
         assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
+        kill_group(self.process, 10)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.process is not None:
+            terminate(self.process, 20)
 
 
 #: Heartbeats every second; a worker silent for 4 s is lost (/readyz, the dashboard's banner).
@@ -138,13 +112,7 @@ def worker_env(django_db_setup: None, django_db_blocker: Any) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def celery_worker_process(worker_env: dict[str, str]) -> Iterator[Worker]:
     """The worker runs for the whole session; tests that kill it start it again."""
-    subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "oanp_site", "purge", "-f"],
-        cwd=ROOT,
-        env=worker_env,
-        check=True,
-        capture_output=True,
-    )
+    purge(worker_env)
     log_path = ROOT / "var" / f"worker-{os.getpid()}.log"
     worker = Worker(worker_env, log_path)
     worker.start()
@@ -156,30 +124,15 @@ def celery_worker_process(worker_env: dict[str, str]) -> Iterator[Worker]:
 def serve(env: dict[str, str]) -> Iterator[LiveServer]:
     """Daphne serving the project's ASGI application with ``env`` on top of this process's
     environment, on a free port; stopped on exit."""
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "OANP_PUBLIC_URL": f"http://127.0.0.1:{port}",
         "PYTHONUNBUFFERED": "1",
         **env,
     }
-    log = (ROOT / "var" / f"daphne-{port}.log").open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "oanp_site.asgi:application",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    log_path = ROOT / "var" / f"daphne-{port}.log"
+    process = spawn(daphne_argv(port), env, log_path, new_session=False)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -189,14 +142,13 @@ def serve(env: dict[str, str]) -> Iterator[LiveServer]:
         except httpx.TransportError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
-                pytest.fail(f"daphne did not start; see {log.name}")
+                pytest.fail(f"daphne did not start; see {log_path}")
             time.sleep(0.1)
     try:
         yield LiveServer(url, process)
     finally:
         process.terminate()
         process.wait(10)
-        log.close()
 
 
 @pytest.fixture(scope="session")

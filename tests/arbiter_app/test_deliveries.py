@@ -21,18 +21,11 @@ from arbiter_app import services
 from arbiter_app.models import AgentCallback, CallbackCursor, Handoff, HandoffTarget, Session
 from tests.arbiter_app.factories import Agent, ClientNegotiation
 from tests.conftest import Worker
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ITEM = {"route": "SFO-JFK", "date": "2026-04-28", "sku": "SFOJFK-0428"}
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {condition.__doc__ or condition}")
-        time.sleep(0.05)
 
 
 def signed_by(secret: str, headers: dict[str, str], body: bytes) -> bool:
@@ -196,7 +189,7 @@ def test_a_handoff_is_retried_until_the_merchant_takes_it_once(
         """the handoff is delivered"""
         return handoff_of("sess-acp-retry").state == "delivered"
 
-    wait_for(delivered)
+    wait_for(delivered, 15)
     handoff = handoff_of("sess-acp-retry")
     assert attempts_of(handoff) == [(1, 500, "retry"), (2, 502, "retry"), (3, 201, "delivered")]
     assert len(server.requests) == 3
@@ -220,7 +213,7 @@ def test_a_refusal_stops_the_retries(
 ) -> None:
     acp, _ = handoff_to(receivers, merchant, ["400"])
     agree(client, buyer, merchant, "sess-acp-400")
-    wait_for(lambda: handoff_of("sess-acp-400").state == "failed")
+    wait_for(lambda: handoff_of("sess-acp-400").state == "failed", 15)
     handoff = handoff_of("sess-acp-400")
     assert attempts_of(handoff) == [(1, 400, "rejected")]
     assert handoff.next_attempt_at is None
@@ -232,7 +225,7 @@ def test_a_checkout_at_another_price_is_flagged(
 ) -> None:
     handoff_to(receivers, merchant, [], unit_amount=35000)
     agree(client, buyer, merchant, "sess-acp-price")
-    wait_for(lambda: handoff_of("sess-acp-price").state == "delivered")
+    wait_for(lambda: handoff_of("sess-acp-price").state == "delivered", 15)
     handoff = handoff_of("sess-acp-price")
     assert handoff.flagged
     assert handoff.flag_reason == "the checkout's unit amount 35000 is not the agreed 34000"
@@ -244,7 +237,7 @@ def test_a_gone_endpoint_disables_the_target(
 ) -> None:
     handoff_to(receivers, merchant, ["410"])
     agree(client, buyer, merchant, "sess-acp-410")
-    wait_for(lambda: handoff_of("sess-acp-410").state == "disabled")
+    wait_for(lambda: handoff_of("sess-acp-410").state == "disabled", 15)
     assert attempts_of(handoff_of("sess-acp-410")) == [(1, 410, "gone")]
     target = HandoffTarget.objects.get(merchant_agent_id=merchant.agent_id)
     assert target.disabled_at is not None
@@ -257,7 +250,7 @@ def test_a_retry_pending_when_the_worker_dies_is_made_after_it_restarts(
     # 503 with Retry-After: 2 keeps the retry pending long enough to kill the worker first.
     acp, server = handoff_to(receivers, merchant, ["503"])
     agree(client, buyer, merchant, "sess-acp-crash")
-    wait_for(lambda: attempts_of(handoff_of("sess-acp-crash")) == [(1, 503, "retry")])
+    wait_for(lambda: attempts_of(handoff_of("sess-acp-crash")) == [(1, 503, "retry")], 15)
     celery_worker_process.kill()
     try:
         assert handoff_of("sess-acp-crash").state == "pending"
@@ -307,7 +300,7 @@ def test_an_agent_receives_every_entry_once_in_order_through_a_failure(
         cursor = CallbackCursor.objects.filter(session__session_id="sess-callback").first()
         return cursor is not None and cursor.delivered_seq == len(log)
 
-    wait_for(caught_up)
+    wait_for(caught_up, 15)
     assert all(signed_by(secret, r.headers, r.body) for r in server.requests)
     assert {r.path for r in server.requests} == {"/hooks/oanp"}
     seqs = [json.loads(r.body)["seq"] for r in server.requests]
@@ -337,7 +330,7 @@ def test_a_gone_callback_is_disabled(
         """the merchant's callback is disabled"""
         return AgentCallback.objects.filter(disabled_at__isnull=False).exists()
 
-    wait_for(disabled)
+    wait_for(disabled, 15)
     run.finish()
     assert len(server.requests) == 1  # the session.open naming the merchant, then nothing
     callback = AgentCallback.objects.get()

@@ -27,19 +27,11 @@ from arbiter_app import health, selectors
 from arbiter_app.models import Heartbeat, ProcessKind
 from arbiter_app.probes import Probe
 from tests.arbiter_app.factories import HttpNegotiation, make_agent, sfo_jfk_agents
-from tests.conftest import HEARTBEATS, ROOT, LiveServer, Worker, _free_port, serve
+from tests.conftest import HEARTBEATS, ROOT, LiveServer, Worker, serve
+from tests.support.processes import free_port
+from tests.support.waiting import wait_for
 
 Readiness = dict[str, Any]
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.2)
-    pytest.fail(f"not within {timeout} s: {condition}")
 
 
 def readyz(server: LiveServer) -> tuple[int, Readiness]:
@@ -143,7 +135,7 @@ def test_readyz_turns_503_when_the_worker_dies_and_200_when_it_is_back(
         workers = body["checks"]["worker"]["processes"]
         return body if status == 200 and workers[0]["queue_wait_ms"] is not None else None
 
-    body = wait_for(answered)
+    body = wait_for(answered, 20, interval=0.2)
     assert body["status"] == "ok"
     assert body["checks"]["worker"]["alive"] >= 1
     assert body["checks"]["beat"]["ok"]
@@ -151,7 +143,7 @@ def test_readyz_turns_503_when_the_worker_dies_and_200_when_it_is_back(
     celery_worker_process.kill()
     try:
         killed = time.monotonic()
-        _, body = wait_for(lambda: (r := readyz(live_arbiter))[0] == 503 and r)
+        _, body = wait_for(lambda: (r := readyz(live_arbiter))[0] == 503 and r, 20, interval=0.2)
         lost = float(HEARTBEATS["OANP_WORKER_LOST_SECONDS"])
         assert time.monotonic() - killed < lost + 3
         assert body["status"] == "degraded"
@@ -160,10 +152,12 @@ def test_readyz_turns_503_when_the_worker_dies_and_200_when_it_is_back(
         assert body["checks"]["database"]["ok"]
         assert body["checks"]["broker"]["ok"]
         # Beat ran inside the killed worker: its ticks stop too.
-        wait_for(lambda: not readyz(live_arbiter)[1]["checks"]["beat"]["ok"], lost + 3)
+        wait_for(
+            lambda: not readyz(live_arbiter)[1]["checks"]["beat"]["ok"], lost + 3, interval=0.2
+        )
     finally:
         celery_worker_process.start()
-    _, body = wait_for(lambda: (r := readyz(live_arbiter))[0] == 200 and r)
+    _, body = wait_for(lambda: (r := readyz(live_arbiter))[0] == 200 and r, 20, interval=0.2)
     assert body["checks"]["worker"]["ok"]
     assert body["checks"]["beat"]["ok"]
 
@@ -185,7 +179,7 @@ class PrivateCluster:
     def __init__(self, folder: Path) -> None:
         self.bin = _postgres_bin()
         self.data = folder / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.as_user: list[str] = []
         if os.geteuid() == 0:
             shutil.chown(folder, "postgres")
@@ -247,7 +241,9 @@ def test_readyz_reports_a_stopped_database_and_its_return(cluster: PrivateCluste
         assert body["status"] == "degraded"  # no worker on this database
 
         cluster.stop()
-        status, body = wait_for(lambda: (r := readyz(server))[1]["status"] == "down" and r)
+        status, body = wait_for(
+            lambda: (r := readyz(server))[1]["status"] == "down" and r, 20, interval=0.2
+        )
         assert status == 503
         assert not body["checks"]["database"]["ok"]
         assert body["checks"]["database"]["error"]
@@ -255,14 +251,16 @@ def test_readyz_reports_a_stopped_database_and_its_return(cluster: PrivateCluste
         assert httpx.get(f"{server.url}/healthz").status_code == 200
 
         cluster.start()
-        status, body = wait_for(lambda: (r := readyz(server))[1]["checks"]["database"]["ok"] and r)
+        status, body = wait_for(
+            lambda: (r := readyz(server))[1]["checks"]["database"]["ok"] and r, 20, interval=0.2
+        )
         assert body["status"] == "degraded"  # back, with no restart of the server
 
 
 @pytest.fixture
 def redis_server() -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
     """A Redis server of the test's own: ``start()`` (again) on one fixed port."""
-    port = _free_port()
+    port = free_port()
     running: list[subprocess.Popen[bytes]] = []
 
     def start() -> subprocess.Popen[bytes]:
@@ -271,7 +269,7 @@ def redis_server() -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
             stdout=subprocess.DEVNULL,
         )
         running.append(process)
-        wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 10)
+        wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 10, interval=0.2)
         return process
 
     start.port = port  # type: ignore[attr-defined]
@@ -298,7 +296,9 @@ def test_readyz_reports_an_unreachable_redis_and_its_return(redis_server: Any) -
         redis.wait(5)
         # Within a second, as an answer is reused that long.
         status, body = wait_for(
-            lambda: (r := readyz(server))[1]["checks"]["broker"]["ok"] is False and r, 3
+            lambda: (r := readyz(server))[1]["checks"]["broker"]["ok"] is False and r,
+            3,
+            interval=0.2,
         )
         checks = body["checks"]
         assert status == 503
@@ -309,8 +309,8 @@ def test_readyz_reports_an_unreachable_redis_and_its_return(redis_server: Any) -
         assert checks["database"]["ok"]
 
         redis_server()
-        wait_for(lambda: readyz(server)[1]["checks"]["broker"]["ok"])
-        wait_for(lambda: readyz(server)[1]["checks"]["channel_layer"]["ok"])
+        wait_for(lambda: readyz(server)[1]["checks"]["broker"]["ok"], 20, interval=0.2)
+        wait_for(lambda: readyz(server)[1]["checks"]["channel_layer"]["ok"], 20, interval=0.2)
 
 
 # Metrics ----------------------------------------------------------------------------------------
@@ -417,4 +417,3 @@ def test_a_client_cannot_mint_time_series_with_its_own_http_method(client: Any) 
     }
     assert "X-INVENTED" not in methods
     assert "other" in methods
-

@@ -4,8 +4,6 @@ however a late move races the timer and whether or not the worker was up when it
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -17,17 +15,11 @@ import pytest
 from arbiter_app.models import Entry, Session
 from oanp.audit import verify_log
 from tests.arbiter_app.factories import ENVELOPES, Agent, ClientNegotiation
-from tests.conftest import ROOT, LiveServer, Worker
+from tests.conftest import LiveServer, Worker
+from tests.support.processes import purge
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def wait_for(condition: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {condition.__doc__ or condition}")
-        time.sleep(0.05)
 
 
 def closed(session_id: str) -> bool:
@@ -47,7 +39,7 @@ def test_a_session_past_its_deadline_closes_on_time(
     deadline = datetime.now(UTC) + timedelta(seconds=2)
     run = ClientNegotiation(client, buyer, merchant, session_id="sess-deadline")
     run.open(deadline=deadline)
-    wait_for(lambda: closed("sess-deadline"))
+    wait_for(lambda: closed("sess-deadline"), 20)
     session = Session.objects.get(session_id="sess-deadline")
     assert session.close_reason == "deadline_expired"
     assert session.ended_at is not None
@@ -131,7 +123,7 @@ def test_a_move_racing_its_timer_is_either_taken_or_refused_never_both(
     jwks = client.get("/.well-known/jwks.json").json()
     for run in runs:
         sid = run.session_id
-        wait_for(lambda sid=sid: closed(sid))
+        wait_for(lambda sid=sid: closed(sid), 20)
         sent, answer = answers[sid]
         log = run.log()
         types = [e["envelope"]["type"] for e in log]
@@ -160,25 +152,19 @@ def test_timers_fall_due_while_the_worker_is_down_still_close_once(
     received = expire_tasks_received(celery_worker_process)
     held = ClientNegotiation(client, buyer, merchant, session_id="sess-held", tag="h")
     held.open(deadline=soon)
-    wait_for(lambda: expire_tasks_received(celery_worker_process) > received)
+    wait_for(lambda: expire_tasks_received(celery_worker_process) > received, 20)
     celery_worker_process.kill()
     try:
         lost = ClientNegotiation(client, buyer, merchant, session_id="sess-lost", tag="l")
         lost.open(deadline=soon)
-        purge = subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "oanp_site", "purge", "-f"],
-            cwd=ROOT,
-            env=celery_worker_process.env,
-            capture_output=True,
-            check=True,
-        )
-        assert b"1 message" in purge.stdout, purge.stdout  # the lost timer's task, gone
-        wait_for(lambda: datetime.now(UTC) > soon + timedelta(seconds=1))
+        purged = purge(celery_worker_process.env)
+        assert b"1 message" in purged.stdout, purged.stdout  # the lost timer's task, gone
+        wait_for(lambda: datetime.now(UTC) > soon + timedelta(seconds=1), 20)
         assert not closed("sess-held")  # nobody is there to close them
         assert not closed("sess-lost")
     finally:
         celery_worker_process.start()
     for sid in ("sess-held", "sess-lost"):
-        wait_for(lambda sid=sid: closed(sid))
+        wait_for(lambda sid=sid: closed(sid), 20)
         assert closes(sid) == 1
         assert Session.objects.get(session_id=sid).close_reason == "deadline_expired"

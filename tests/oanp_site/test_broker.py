@@ -22,8 +22,9 @@ import pytest
 from kombu import Connection, Exchange, Queue
 
 from oanp_site import broker
+from tests.support.processes import ROOT, spawn, terminate, worker_argv
+from tests.support.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("queue", "claimed", "rejected", "control")
 
 
@@ -271,33 +272,7 @@ def _environment(folder: Path) -> dict[str, str]:
 
 def _worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """The demo's worker, with the tests' task."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "oanp_site",
-                "worker",
-                "--include",
-                "tests.oanp_site.broker_tasks",
-                "--pool",
-                "threads",
-                "--concurrency",
-                "2",
-                "--loglevel",
-                "INFO",
-                "--without-heartbeat",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    return spawn(worker_argv(2, include="tests.oanp_site.broker_tasks"), env, log, append=True)
 
 
 def _producers(env: dict[str, str], count: int) -> list[subprocess.Popen[bytes]]:
@@ -319,23 +294,20 @@ def _executed(folder: Path) -> list[str]:
 
 
 def _wait_for(folder: Path, expected: set[str], worker: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + SOAK_SECONDS
-    while not expected <= set(_executed(folder)):
+    def all_ran() -> bool:
+        if expected <= set(_executed(folder)):
+            return True
         assert worker.poll() is None, log.read_text(errors="replace")[-4000:]
-        assert time.monotonic() < deadline, (
+        return False
+
+    wait_for(
+        all_ran,
+        SOAK_SECONDS,
+        interval=0.2,
+        message=lambda: (
             f"{len(expected - set(_executed(folder)))} of {len(expected)} tasks never ran"
-        )
-        time.sleep(0.2)
-
-
-def _stop(worker: subprocess.Popen[bytes]) -> None:
-    if worker.poll() is None:
-        worker.terminate()
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
+        ),
+    )
 
 
 def _markers(count: int) -> set[str]:
@@ -356,7 +328,7 @@ def test_a_worker_runs_every_task_of_racing_producers(folder: Path) -> None:
         _wait_for(folder, _markers(TASKS_PER_PRODUCER), worker, log)
         assert worker.poll() is None
     finally:
-        _stop(worker)
+        terminate(worker)
     output = log.read_text(errors="replace")
     # Nothing fatal, and nothing the broker found unreadable.
     assert "CRITICAL" not in output
@@ -395,5 +367,5 @@ def test_a_worker_killed_mid_run_loses_no_task(folder: Path) -> None:
         worker = _worker(env, log)
         _wait_for(folder, _markers(count), worker, log)
     finally:
-        _stop(worker)
+        terminate(worker)
     assert _files(folder, "claimed") == _files(folder, "queue") == []

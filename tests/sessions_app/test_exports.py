@@ -8,8 +8,7 @@ import csv
 import io
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from sessions_app import exports, selectors
 from sessions_app.models import AgentProfile, AuditEvent, Export, Membership, Merchant, Role
 from tests.arbiter_app.factories import ClientNegotiation, make_agent
 from tests.conftest import ROOT, Worker
+from tests.support.waiting import wait_for
 
 PASSWORD = "correct horse battery"
 
@@ -32,14 +32,6 @@ def member(username: str, role: str, merchant: Merchant | None = None) -> Client
     browser = Client(HTTP_HOST="localhost")
     assert browser.login(username=username, password=PASSWORD)
     return browser
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {condition.__doc__ or condition}")
-        time.sleep(0.05)
 
 
 SESSIONS = {"a": ["sess-a-agreed", "sess-a-live"], "b": ["sess-b-agreed"]}
@@ -93,7 +85,7 @@ def download(browser: Client, export: Export, part: str) -> bytes:
 
 
 def finished(export_id: int) -> Export:
-    wait_for(lambda: Export.objects.get(pk=export_id).state in ("done", "failed"))
+    wait_for(lambda: Export.objects.get(pk=export_id).state in ("done", "failed"), 30)
     return Export.objects.get(pk=export_id)
 
 

@@ -7,7 +7,6 @@ connected: "offline" without a network, "closed" once the session has ended."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -26,19 +25,12 @@ from tests.arbiter_app.factories import ClientNegotiation, make_agent
 from tests.conftest import LiveServer, Worker
 from tests.sessions_app.agent_factories import PASSWORD, member
 from tests.sessions_app.browser import chromium, screenshot, sign_in
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LAST_SEEN = timedelta(minutes=3)
 T = TypeVar("T")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {condition.__doc__ or condition}")
-        time.sleep(0.1)
 
 
 def all_quiet() -> str:
@@ -140,7 +132,7 @@ def test_operators_see_the_machinery_and_sessions_say_when_they_are_live(
             page.reload()
             expect(page.get_by_role("alert")).to_have_count(0)
 
-            off_the_loop(lambda: wait_for(worker_answered_since(restarted)))
+            off_the_loop(lambda: wait_for(worker_answered_since(restarted), 60, interval=0.1))
             page.click("nav >> text=Overview")
             expect(page.get_by_role("alert")).to_have_count(0)
             assert int(fact(page, "workers-alive")) >= 1

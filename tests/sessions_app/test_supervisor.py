@@ -18,6 +18,7 @@ import pytest
 from sessions_app import supervisor as supervisor_module
 from sessions_app.management.commands.demo import programs
 from sessions_app.supervisor import Backoff, Program, Supervisor
+from tests.support.waiting import wait_for
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 # Sixteen lines, then status 3: the report shows only the last ten.
@@ -215,10 +216,12 @@ def test_the_demo_worker_killed_is_reported_and_comes_back_ready(
     child = supervisor["worker"]
 
     def ready() -> None:
-        deadline = time.monotonic() + 20
-        while b" ready." not in child.output():
-            assert time.monotonic() < deadline, child.tail()
-            time.sleep(0.1)
+        wait_for(
+            lambda: b" ready." in child.output(),
+            20,
+            interval=0.1,
+            message=lambda: "\n".join(child.tail()),
+        )
 
     ready()
     first = child.process.pid

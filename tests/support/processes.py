@@ -1,0 +1,152 @@
+"""The processes tests and the bench run: free ports, Daphne's and Celery's command lines, and
+a worker started and waited for until it says it is ready."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.waiting import Message, fail, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on at the moment."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def daphne_argv(port: int) -> list[str]:
+    """Daphne serving the project's ASGI application on 127.0.0.1:``port``, as in production."""
+    return [
+        sys.executable,
+        "-m",
+        "daphne",
+        "-b",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "oanp_site.asgi:application",
+    ]
+
+
+def celery_argv(*args: str) -> list[str]:
+    """``celery -A oanp_site`` with ``args``, in this interpreter."""
+    return [sys.executable, "-m", "celery", "-A", "oanp_site", *args]
+
+
+def worker_argv(
+    concurrency: int, *, beat_schedule: Path | None = None, include: str | None = None
+) -> list[str]:
+    """A Celery worker on a threads pool of ``concurrency`` threads, without the cluster chatter
+    (heartbeat, gossip, mingle); with beat embedded (``-B``) keeping its schedule in
+    ``beat_schedule`` where one is named, and the tasks of module ``include`` besides the
+    project's own."""
+    argv = celery_argv("worker")
+    if include is not None:
+        argv += ["--include", include]
+    if beat_schedule is not None:
+        argv += [
+            "-B",
+            "--scheduler",
+            "celery.beat:PersistentScheduler",
+            "--schedule",
+            str(beat_schedule),
+        ]
+    return [
+        *argv,
+        "--pool",
+        "threads",
+        "--concurrency",
+        str(concurrency),
+        "--loglevel",
+        "INFO",
+        "--without-heartbeat",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+
+
+def purge(env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    """Drop every task waiting on the broker ``env`` names; what celery said is returned."""
+    return subprocess.run(
+        celery_argv("purge", "-f"), cwd=ROOT, env=env, check=True, capture_output=True
+    )
+
+
+def spawn(
+    argv: list[str],
+    env: dict[str, str],
+    log_path: Path,
+    *,
+    append: bool = False,
+    new_session: bool = True,
+) -> subprocess.Popen[bytes]:
+    """``argv`` run from the project's folder with ``env``, its output and errors written to
+    ``log_path`` (added to it with ``append``). With ``new_session``, in a process group of its
+    own, so that :func:`kill_group` takes down its children too (a worker's beat)."""
+    with log_path.open("ab" if append else "wb") as log:
+        return subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=new_session,
+        )
+
+
+def tail(path: Path) -> str:
+    """The last 4,000 characters of a log ('' where it cannot be read)."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-4000:]
+    except OSError:
+        return ""
+
+
+def wait_ready(
+    process: subprocess.Popen[bytes],
+    log_path: Path,
+    *,
+    offset: int = 0,
+    timeout: float = 60.0,
+    message: Message | None = None,
+    error: type[Exception] | None = None,
+) -> None:
+    """Until the worker's log, from byte ``offset`` on, says it is ready; :func:`fail` with
+    ``message`` (by default, the log's tail) if it exits first or ``timeout`` seconds pass."""
+
+    def did_not_start() -> str:
+        return f"the Celery worker did not start:\n{tail(log_path)}"
+
+    def ready() -> bool:
+        if b" ready." in log_path.read_bytes()[offset:]:
+            return True
+        if process.poll() is not None:
+            fail(message or did_not_start, error)
+        return False
+
+    wait_for(ready, timeout, interval=0.1, message=message or did_not_start, error=error)
+
+
+def kill_group(process: subprocess.Popen[bytes], timeout: float | None = None) -> None:
+    """SIGKILL to the process's group, as a crash would: no chance to finish or hand anything
+    back."""
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout)
+
+
+def terminate(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    """SIGTERM, and SIGKILL to its group if it has not exited within ``timeout`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(process)
