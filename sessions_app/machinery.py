@@ -17,6 +17,7 @@ from arbiter_app import selectors as arbiter
 #: retries, and a page must not wait on them.
 QUEUE_DEPTH_SECONDS = 1.0
 
+
 @dataclass(frozen=True)
 class Health:
     now: datetime

@@ -94,6 +94,14 @@ def test_operators_see_the_machinery_and_sessions_say_when_they_are_live(
     base = live_arbiter.url
 
     worker = celery_worker_process
+
+    # The database was emptied before this test: let beat and the worker report again first,
+    # so the page has a beat and a worker to call lost.
+    def reported() -> bool:
+        """beat ticked and a worker beat since the database was emptied"""
+        return all(Heartbeat.objects.filter(kind=kind).exists() for kind in ProcessKind.values)
+
+    wait_for(reported, 30, interval=0.1)
     worker.stop()
     try:
         since = all_quiet()

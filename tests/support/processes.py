@@ -3,6 +3,7 @@ a worker started and waited for until it says it is ready."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -143,10 +144,16 @@ def kill_group(process: subprocess.Popen[bytes], timeout: float | None = None) -
 
 
 def terminate(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
-    """SIGTERM, and SIGKILL to its group if it has not exited within ``timeout`` seconds."""
+    """SIGTERM, and SIGKILL to its group if it has not exited within ``timeout`` seconds.
+
+    A process that leads a group of its own (a worker with embedded beat) may exit before a
+    child it started; what is left of its group is killed too, so no beat outlives the test.
+    """
     if process.poll() is None:
         process.terminate()
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
             kill_group(process)
+    with contextlib.suppress(ProcessLookupError):  # no group of its own, or nothing left
+        os.killpg(process.pid, signal.SIGKILL)
