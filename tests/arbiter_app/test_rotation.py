@@ -16,8 +16,8 @@ from arbiter_app.models import SigningKey
 from arbiter_app.tasks import maintain_signing_keys
 from oanp.audit import verify_log
 from tests.arbiter_app.factories import Agent, ClientNegotiation
-from tests.arbiter_app.test_timers import wait_for
 from tests.conftest import Worker
+from tests.support.waiting import wait_for
 
 HISTORY_MEMBERS = {"state", "activated_at", "retiring_at", "retired_at"}
 
@@ -137,7 +137,7 @@ def test_the_worker_rotates_a_key_past_its_period(
     SigningKey.objects.filter(pk=old.pk).update(activated_at=backdated)
 
     maintain_signing_keys.delay()
-    wait_for(lambda: SigningKey.objects.filter(state="active").exclude(pk=old.pk).exists())
+    wait_for(lambda: SigningKey.objects.filter(state="active").exclude(pk=old.pk).exists(), 20)
     old.refresh_from_db()
     assert old.state == "retiring"
     new = SigningKey.objects.get(state="active")
