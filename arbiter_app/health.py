@@ -132,7 +132,8 @@ def _worker() -> Detail:
     if detail["ok"] and any(b.alive for b in selectors.beats(now)):
         recent = now - timedelta(seconds=settings.OANP_WORKER_LOST_SECONDS)
         if not any(
-            w.alive and max(w.answered_at or w.started_at, w.started_at) >= recent for w in workers
+            w.alive and (w.started_at >= recent or (w.answered_at or w.started_at) >= recent)
+            for w in workers
         ):
             detail["ok"] = False
             detail["error"] = (

@@ -219,7 +219,6 @@ def revealed_constraints(session: Session) -> dict[str, JsonObject]:
 
 @dataclass(frozen=True)
 class ProcessSeen:
-    kind: str
     name: str
     started_at: datetime
     seen_at: datetime
@@ -250,7 +249,6 @@ def background_processes(kind: str, now: datetime | None = None) -> list[Process
     )
     return [
         ProcessSeen(
-            kind=row.kind,
             name=row.name,
             started_at=row.started_at,
             seen_at=row.seen_at,

@@ -15,10 +15,8 @@ database 12, purged first.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,8 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import Options, Row, Section, SectionResult, rate, times
-from bench.service import ROOT, percentile_ms
-from tests.support.processes import purge, spawn, tail, terminate, wait_ready, worker_argv
+from bench.service import percentile_ms
+from tests.support.processes import (
+    product_free_environment,
+    purge,
+    run_json,
+    spawn,
+    tail,
+    terminate,
+    wait_ready,
+    worker_argv,
+)
 
 TITLE = "Celery's embedded broker beside Redis: task throughput and hand-over latency"
 WORKER = "celery worker, threads pool, concurrency 2, as make demo runs it"
@@ -54,11 +61,7 @@ QUICK = Size(burst=100, paced=20, interval_s=0.02, wait_s=60)
 
 def environment(broker: str, folder: Path) -> dict[str, str]:
     """The product's settings on ``broker``; a database of their own that no task touches."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "OANP_")) and k not in ("DATABASE_URL", "REDIS_URL")
-    }
+    env = product_free_environment()
     env.update(
         DJANGO_SETTINGS_MODULE="oanp_site.settings",
         DATABASE_URL=f"sqlite:///{folder / 'db.sqlite3'}",
@@ -86,17 +89,9 @@ def worker(env: dict[str, str], log_path: Path) -> Iterator[None]:
 
 
 def send(env: dict[str, str], phase: str, count: int, interval_s: float) -> float:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.broker_tasks", phase, str(count), str(interval_s)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"bench.broker_tasks {phase} failed:\n{done.stderr[-4000:]}")
-    send_s: float = json.loads(done.stdout.strip().splitlines()[-1])["send_s"]
+    send_s: float = run_json(env, "bench.broker_tasks", phase, str(count), str(interval_s))[
+        "send_s"
+    ]
     return send_s
 
 

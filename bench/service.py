@@ -38,7 +38,14 @@ from psycopg import sql
 
 from bench.peer import BARE_PATH
 from bench.report import Options, Row, Section, SectionResult, judged, rate, times
-from tests.support.processes import ROOT, daphne_argv, free_port, spawn, tail
+from tests.support.processes import (
+    ROOT,
+    daphne_argv,
+    free_port,
+    product_free_environment,
+    spawn,
+    tail,
+)
 
 #: From the issue: envelopes/s and p99 at 10 pairs, and the arbiter within 3× of the peer.
 AIM_ENVELOPES_PER_S = 500
@@ -130,11 +137,7 @@ def fresh_database(database: Database) -> Iterator[str]:
 
 
 def server_environment(database: Database, port: int) -> dict[str, str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("DJANGO_", "OANP_")) and key not in ("DATABASE_URL", "REDIS_URL")
-    }
+    env = product_free_environment()
     env.update(
         DJANGO_SETTINGS_MODULE="bench.site",
         DATABASE_URL=database.url,

@@ -20,11 +20,9 @@ for the broker, the cache and the channel layer, as deployed:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -42,7 +40,15 @@ from bench.service import (
     percentile_ms,
     server_environment,
 )
-from tests.support.processes import free_port, purge, spawn, terminate, wait_ready, worker_argv
+from tests.support.processes import (
+    free_port,
+    purge,
+    run_json,
+    spawn,
+    terminate,
+    wait_ready,
+    worker_argv,
+)
 
 TITLE = "open sessions with armed timers: the sweep, against one UPDATE per session; lateness"
 SWEEP_SECONDS = 1.0
@@ -65,18 +71,7 @@ QUICK = Size(open_sessions=60, due=30, lead_s=0.5, eta_sessions=20, eta_spread_s
 
 
 def job(env: dict[str, str], *args: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.jobs", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"bench.jobs {args[0]} failed:\n{done.stderr[-4000:]}")
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return report
+    return run_json(env, "bench.jobs", *args)
 
 
 @contextmanager

@@ -4,12 +4,14 @@ a worker started and waited for until it says it is ready."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.support.waiting import Message, fail, wait_for
 
@@ -157,3 +159,30 @@ def terminate(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
             kill_group(process)
     with contextlib.suppress(ProcessLookupError):  # no group of its own, or nothing left
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def product_free_environment() -> dict[str, str]:
+    """This process's environment without the product's own settings, for a child that is
+    given exactly the settings it is measured or tested with."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DJANGO_", "OANP_")) and key not in ("DATABASE_URL", "REDIS_URL")
+    }
+
+
+def run_json(env: dict[str, str], module: str, *args: str) -> dict[str, Any]:
+    """Run ``python -m module args`` and read the JSON object on its last line of output;
+    RuntimeError with the end of its stderr when it fails."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args[:1])} failed:\n{done.stderr[-4000:]}")
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
