@@ -43,6 +43,7 @@ from tests.support.processes import (
     daphne_argv,
     free_port,
     product_free_environment,
+    run_json,
     spawn,
     tail,
 )
@@ -150,17 +151,7 @@ def server_environment(database: Database, port: int) -> dict[str, str]:
 
 
 def prepare(env: dict[str, str], pairs: int) -> list[dict[str, str]]:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.prepare", str(pairs)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"bench.prepare failed:\n{done.stderr[-4000:]}")
-    issued: list[dict[str, str]] = json.loads(done.stdout.strip().splitlines()[-1])
+    issued: list[dict[str, str]] = run_json(env, "bench.prepare", str(pairs))
     return issued
 
 

@@ -171,8 +171,8 @@ def product_free_environment() -> dict[str, str]:
     }
 
 
-def run_json(env: dict[str, str], module: str, *args: str) -> dict[str, Any]:
-    """Run ``python -m module args`` and read the JSON object on its last line of output;
+def run_json(env: dict[str, str], module: str, *args: str) -> Any:
+    """Run ``python -m module args`` and read the JSON value on its last line of output;
     RuntimeError with the end of its stderr when it fails."""
     done = subprocess.run(
         [sys.executable, "-m", module, *args],
@@ -184,5 +184,4 @@ def run_json(env: dict[str, str], module: str, *args: str) -> dict[str, Any]:
     )
     if done.returncode != 0:
         raise RuntimeError(f"{module} {' '.join(args[:1])} failed:\n{done.stderr[-4000:]}")
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return report
+    return json.loads(done.stdout.strip().splitlines()[-1])
