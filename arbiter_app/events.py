@@ -9,6 +9,9 @@ Nothing here runs inside a transaction: :func:`announce` is called from
 - Channel-layer groups :func:`session_group` and :func:`agent_group` receive
   ``{"type": "oanp.entries", "session_id", "head_seq"}``: a wake-up, not the data. Streams
   read the entries from the database, so a lost wake-up delays a push but never loses one.
+- :func:`credential_group` receives ``{"type": "oanp.revoked"}`` when its API key is revoked:
+  every stream opened with the key re-checks it at once (and on its own every few seconds, so
+  a lost message only delays the end of the stream).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.dispatch import Signal
 
+from arbiter_app.breaker import Breaker
 from oanp.canonical import JsonObject
 
 log = logging.getLogger(__name__)
@@ -50,7 +54,16 @@ def agent_group(agent_id: str) -> str:
     return _group("agent", agent_id)
 
 
-WAKE_TIMEOUT_SECONDS = 5.0
+def credential_group(prefix: str) -> str:
+    return _group("key", prefix)
+
+
+REVOKED_TYPE = "oanp.revoked"
+
+
+WAKE_TIMEOUT_SECONDS = 2.0
+#: After the channel layer failed, wake-ups skip it this long before trying again.
+layer_breaker = Breaker(open_seconds=5.0)
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
 
@@ -90,8 +103,7 @@ def announce(
         merchant_agent_id=merchant_agent_id,
         entries=entries,
     )
-    layer = get_channel_layer()
-    if layer is None or not entries:
+    if not entries:
         return
     message = {"type": MESSAGE_TYPE, "session_id": session_id, "head_seq": entries[-1]["seq"]}
     groups = {
@@ -100,6 +112,29 @@ def announce(
         agent_group(buyer_agent_id),
         agent_group(merchant_agent_id),
     }
+    # The commit stands either way; streams fall back to polling the database.
+    send_to_groups(groups, message, about=f"the streams of session {session_id}")
+
+
+def announce_revocation(*, prefixes: Sequence[str]) -> None:
+    """Tell the streams opened with these API keys that the keys are revoked."""
+    send_to_groups(
+        {credential_group(prefix) for prefix in prefixes},
+        {"type": REVOKED_TYPE},
+        about="the streams of revoked keys",
+    )
+
+
+def send_to_groups(groups: set[str], message: dict[str, Any], *, about: str) -> None:
+    """Send ``message`` to ``groups`` from synchronous code; never raises.
+
+    Every caller has committed already and its listeners also poll, so a layer that is away
+    costs a delay, never a change: it is logged and skipped. While the layer keeps failing,
+    :data:`layer_breaker` skips it outright rather than pay a timeout on every commit.
+    """
+    layer = get_channel_layer()
+    if layer is None or not groups or not layer_breaker.allows():
+        return
     try:
         if isinstance(layer, InMemoryChannelLayer):
             # Its queues belong to the server's event loop: hop onto that loop.
@@ -108,8 +143,11 @@ def announce(
             asyncio.run_coroutine_threadsafe(_wake(layer, groups, message), _wake_loop()).result(
                 WAKE_TIMEOUT_SECONDS
             )
-    except Exception:  # the commit stands; streams fall back to polling the database
-        log.exception("could not wake the streams of session %s", session_id)
+    except Exception as error:
+        layer_breaker.failed()
+        log.warning("could not wake %s: %s", about, error or type(error).__name__)
+    else:
+        layer_breaker.succeeded()
 
 
 async def _echo(layer: Any) -> None:

@@ -188,6 +188,11 @@ def session_named(session_id: str) -> Session | None:
 
 
 # Handoffs and reveals, for the dashboard: the caller has already scoped the session --------
+def credential_is_live(credential_id: int) -> bool:
+    """Whether the credential has not been revoked (nor deleted) since it was loaded."""
+    return AgentCredential.objects.filter(pk=credential_id, revoked_at__isnull=True).exists()
+
+
 
 
 def handoff_target_of(merchant_agent_id: str) -> HandoffTarget | None:

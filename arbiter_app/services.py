@@ -356,9 +356,28 @@ def issue_credential(*, agent_id: str, role: str, label: str = "") -> IssuedKey:
 
 
 def revoke_credential(*, credential: AgentCredential) -> None:
-    AgentCredential.objects.filter(pk=credential.pk, revoked_at__isnull=True).update(
-        revoked_at=timezone.now()
-    )
+    revoke_credentials(agent_id=credential.agent_id, prefix=credential.prefix)
+
+
+def revoke_credentials(*, agent_id: str, prefix: str | None = None) -> list[AgentCredential]:
+    """Revoke the agent's live key with ``prefix``, or every live key of the agent when
+    ``prefix`` is ``None``; the keys revoked now. Every stream opened with one of them ends
+    within seconds (:mod:`arbiter_app.streams`)."""
+    with transaction.atomic():
+        live = AgentCredential.objects.select_for_update().filter(
+            agent_id=agent_id, revoked_at__isnull=True
+        )
+        if prefix is not None:
+            live = live.filter(prefix=prefix)
+        revoked = list(live.order_by("created_at", "pk"))
+        now = timezone.now()
+        AgentCredential.objects.filter(pk__in=[c.pk for c in revoked]).update(revoked_at=now)
+        for credential in revoked:
+            credential.revoked_at = now
+        prefixes = [c.prefix for c in revoked]
+        if prefixes:
+            transaction.on_commit(partial(events.announce_revocation, prefixes=prefixes))
+    return revoked
 
 
 # Outbound deliveries -------------------------------------------------------------------------

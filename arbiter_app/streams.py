@@ -2,21 +2,31 @@
 
 Each stream reads entries from the database and waits on a channel-layer wake-up
 (:mod:`arbiter_app.events`) or a short poll, whichever comes first, so a lost wake-up only
-delays a frame. A frame's ``id`` is what ``Last-Event-ID`` resumes from: the entry's ``seq``
-for a session, an opaque cursor for the inbox.
+delays a frame, and a channel layer that is away only slows streams to the poll. A frame's
+``id`` is what ``Last-Event-ID`` resumes from: the entry's ``seq`` for a session, an opaque
+cursor for the inbox.
+
+A stream lives as long as its key: it re-checks the key every
+``OANP_STREAM_RECHECK_SECONDS`` and at once when the key's revocation is announced, and ends
+when the key is revoked (a reconnect then gets 401). Each process serves at most
+``OANP_STREAMS_PER_KEY`` streams per key at once (429 beyond).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+import weakref
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
-from django.db import connection
+from channels.layers import BaseChannelLayer, get_channel_layer
+from django.conf import settings
+from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -26,12 +36,20 @@ from arbiter_app.models import AgentCredential, Session
 from arbiter_app.problems import problem_body, problem_response, protocol_problem
 from oanp.errors import ProtocolError
 
+log = logging.getLogger(__name__)
+
 #: Longest wait between two reads when no wake-up comes.
 POLL_SECONDS = 1.0
 #: A comment line this often keeps proxies from closing an idle stream.
 HEARTBEAT_SECONDS = 15.0
 #: How long a hole in entry ids may stay open before the inbox passes it (see selectors).
 GAP_GRACE_SECONDS = 2.0
+
+#: Bound on one call to the channel layer when joining or leaving its groups.
+LAYER_CALL_SECONDS = 2.0
+#: After the channel layer failed, a stream polls this long before it joins its groups again;
+#: while joined, it joins again this often, since a restarted Redis forgets its groups.
+REJOIN_SECONDS = 30.0
 
 TERMINAL_PHASES = frozenset({"AGREED", "CLOSED"})
 R = TypeVar("R")
@@ -40,6 +58,12 @@ R = TypeVar("R")
 class BadCursor(ProtocolError):
     code = "bad_cursor"
     title = "Last-Event-ID is not a cursor of this stream"
+
+
+class TooManyStreams(ProtocolError):
+    code = "too_many_streams"
+    status = 429
+    title = "Too many streams are open with this API key"
 
 
 def _read_and_release(read: Callable[..., R], *args: Any, **kwargs: Any) -> R:
@@ -59,28 +83,97 @@ def frame(event_id: str, event: str, data: str) -> bytes:
     return f"id: {event_id}\nevent: {event}\ndata: {data}\n\n".encode()
 
 
-@asynccontextmanager
-async def _wakeups(group: str) -> AsyncIterator[Callable[[float], Awaitable[None]]]:
-    """A wait that ends at the next wake-up for ``group`` or after the timeout."""
-    layer = get_channel_layer()
-    if layer is None:
+class Listener:
+    """Wake-ups for one stream: a message to any of its groups, or the timeout, whichever comes
+    first. While the channel layer is away the stream just polls, and joins again later."""
 
-        async def sleep(timeout: float) -> None:
+    def __init__(self, layer: BaseChannelLayer | None, groups: Sequence[str]) -> None:
+        self.layer = layer
+        self.groups = tuple(groups)
+        self.channel: str | None = None
+        self.join_at = 0.0
+
+    async def _join(self) -> None:
+        if self.layer is None or time.monotonic() < self.join_at:
+            return
+        try:
+            channel = self.channel or await asyncio.wait_for(
+                self.layer.new_channel(), LAYER_CALL_SECONDS
+            )
+            for group in self.groups:
+                await asyncio.wait_for(self.layer.group_add(group, channel), LAYER_CALL_SECONDS)
+        except Exception as error:
+            self._lost(error)
+            return
+        self.channel = channel
+        self.join_at = time.monotonic() + REJOIN_SECONDS
+
+    def _lost(self, error: BaseException) -> None:
+        if self.channel is not None or self.join_at == 0.0:
+            log.warning("stream wake-ups unavailable, polling instead: %r", error)
+        self.channel = None
+        self.join_at = time.monotonic() + REJOIN_SECONDS
+
+    async def wait(self, timeout: float) -> str | None:
+        """The type of the message that ended the wait, or ``None`` when it timed out."""
+        await self._join()
+        if self.layer is None or self.channel is None:
             await asyncio.sleep(timeout)
+            return None
+        started = time.monotonic()
+        try:
+            message = await asyncio.wait_for(self.layer.receive(self.channel), timeout)
+        except TimeoutError:
+            return None
+        except Exception as error:
+            self._lost(error)
+            await asyncio.sleep(max(0.0, timeout - (time.monotonic() - started)))
+            return None
+        kind = message.get("type") if isinstance(message, dict) else None
+        return kind if isinstance(kind, str) else None
 
-        yield sleep
-        return
-    channel = await layer.new_channel()
-    await layer.group_add(group, channel)
+    async def leave(self) -> None:
+        if self.layer is None or self.channel is None:
+            return
+        for group in self.groups:
+            try:
+                await asyncio.wait_for(
+                    self.layer.group_discard(group, self.channel), LAYER_CALL_SECONDS
+                )
+            except Exception:  # the layer forgets groups of its own accord (expiry)
+                return
 
-    async def wait(timeout: float) -> None:
-        with suppress(TimeoutError):
-            await asyncio.wait_for(layer.receive(channel), timeout)
 
+@asynccontextmanager
+async def _listening(groups: Sequence[str]) -> AsyncIterator[Listener]:
+    listener = Listener(get_channel_layer(), groups)
     try:
-        yield wait
+        yield listener
     finally:
-        await layer.group_discard(group, channel)
+        await listener.leave()
+
+
+class KeyWatch:
+    """Whether the stream's key is still live: asked of the database every
+    ``OANP_STREAM_RECHECK_SECONDS``, and at once after a revocation wake-up."""
+
+    def __init__(self, credential: AgentCredential) -> None:
+        self.credential_id = credential.pk
+        self.checked_at = time.monotonic()
+
+    async def revoked(self, woken_by: str | None) -> bool:
+        due = time.monotonic() - self.checked_at >= settings.OANP_STREAM_RECHECK_SECONDS
+        if woken_by != events.REVOKED_TYPE and not due:
+            return False
+        self.checked_at = time.monotonic()
+        return not await _db(selectors.credential_is_live, self.credential_id)
+
+
+#: Said as the stream's last line when its key is revoked; a reconnect gets 401.
+REVOKED = b": the API key was revoked\n\n"
+#: Said as the stream's last line when the database went away; a reconnect gets 503 until it
+#: is back, then resumes from Last-Event-ID.
+UNAVAILABLE = b": the arbiter's database is unavailable; reconnect later\n\n"
 
 
 def _last_event_id(request: HttpRequest) -> str | None:
@@ -121,12 +214,31 @@ OPENING = b": stream open\n\n"
 
 async def _opened(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     yield OPENING
-    async for chunk in chunks:
-        yield chunk
+    try:
+        async for chunk in chunks:
+            yield chunk
+    except DatabaseError as error:
+        log.warning("stream ended, the database failed: %r", error)
+        yield UNAVAILABLE
 
 
-def _stream(chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(_opened(chunks), content_type="text/event-stream")
+#: The streams each key has open in this process. A stream's generator leaves the set when it
+#: is collected, so a stream whose client left before it started is not counted for ever.
+_open_streams: defaultdict[int, weakref.WeakSet[AsyncIterator[bytes]]] = defaultdict(
+    weakref.WeakSet
+)
+
+
+def _stream(agent: AgentCredential, chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
+    open_now = _open_streams[agent.pk]
+    if len(open_now) >= settings.OANP_STREAMS_PER_KEY:
+        raise TooManyStreams(
+            f"this API key has {len(open_now)} streams open here, the most allowed; "
+            "close one or share one inbox stream between tasks"
+        )
+    content = _opened(chunks)
+    open_now.add(content)
+    response = StreamingHttpResponse(content, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
@@ -143,9 +255,9 @@ async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
     try:
         session = await _db(selectors.visible_session, agent=agent, session_id=session_id)
         after = _seq_cursor(_last_event_id(request))
+        return _stream(agent, _session_frames(agent, session, after))
     except ProtocolError as error:
         return problem_response(protocol_problem(error, request.path))
-    return _stream(_session_frames(session, after))
 
 
 def _seq_cursor(value: str | None) -> int:
@@ -167,10 +279,19 @@ def _session_batch(session: Session, after: int) -> tuple[list[tuple[int, str, s
     return frames, head[0] in TERMINAL_PHASES and last >= head[1]
 
 
-async def _session_frames(session: Session, after: int) -> AsyncIterator[bytes]:
-    async with _wakeups(events.session_group(session.session_id)) as wait:
+async def _session_frames(
+    agent: AgentCredential, session: Session, after: int
+) -> AsyncIterator[bytes]:
+    groups = (events.session_group(session.session_id), events.credential_group(agent.prefix))
+    async with _listening(groups) as listener:
+        watch = KeyWatch(agent)
         quiet_since = time.monotonic()
+        woken_by: str | None = None
         while True:
+            if await watch.revoked(woken_by):
+                yield REVOKED
+                return
+            woken_by = None
             frames, finished = await _db(_session_batch, session, after)
             for seq, kind, data in frames:
                 yield frame(str(seq), kind, data)
@@ -183,7 +304,7 @@ async def _session_frames(session: Session, after: int) -> AsyncIterator[bytes]:
             if time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
                 yield b": keep-alive\n\n"
                 quiet_since = time.monotonic()
-            await wait(POLL_SECONDS)
+            woken_by = await listener.wait(POLL_SECONDS)
 
 
 # The agent's inbox -------------------------------------------------------------------------
@@ -211,18 +332,25 @@ async def inbox_events(request: HttpRequest) -> HttpResponse:
         return agent
     try:
         after = _inbox_cursor(_last_event_id(request))
+        return _stream(agent, _inbox_frames(agent, after))
     except ProtocolError as error:
         return problem_response(protocol_problem(error, request.path))
-    return _stream(_inbox_frames(agent, after))
 
 
 async def _inbox_frames(agent: AgentCredential, after: int | None) -> AsyncIterator[bytes]:
-    async with _wakeups(events.agent_group(agent.agent_id)) as wait:
+    groups = (events.agent_group(agent.agent_id), events.credential_group(agent.prefix))
+    async with _listening(groups) as listener:
         if after is None:
             after = await _db(selectors.inbox_start)
+        watch = KeyWatch(agent)
         gap: tuple[int, float] | None = None  # (first missing id, since when)
         quiet_since = time.monotonic()
+        woken_by: str | None = None
         while True:
+            if await watch.revoked(woken_by):
+                yield REVOKED
+                return
+            woken_by = None
             overdue = gap is not None and time.monotonic() - gap[1] >= GAP_GRACE_SECONDS
             page = await _db(selectors.inbox_page, agent=agent, after=after, skip_gap=overdue)
             for cursor, _session_id, entry in page.entries:
@@ -239,4 +367,4 @@ async def _inbox_frames(agent: AgentCredential, after: int | None) -> AsyncItera
             if time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
                 yield b": keep-alive\n\n"
                 quiet_since = time.monotonic()
-            await wait(0.1 if gap is not None else POLL_SECONDS)
+            woken_by = await listener.wait(0.1 if gap is not None else POLL_SECONDS)

@@ -1,16 +1,25 @@
 """Live updates for the dashboard over WebSockets. Thin: check the scope, join the session's
-group, pass the arbiter's wake-ups on. Pages fetch what changed over HTTP, scoped as usual."""
+group, pass the arbiter's wake-ups on. Pages fetch what changed over HTTP, scoped as usual.
+A socket closes (4403) as soon as its viewer's access ends (:mod:`sessions_app.access`)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from django.http import Http404
 
 from arbiter_app import events
-from sessions_app import selectors
+from sessions_app import access, selectors
+
+log = logging.getLogger(__name__)
+
+#: Close code of a socket whose viewer may no longer watch it.
+ACCESS_ENDED = 4403
 
 
 @database_sync_to_async
@@ -26,7 +35,49 @@ def visible(user: Any, session_id: str) -> bool:
     return True
 
 
-class SessionConsumer(AsyncJsonWebsocketConsumer):
+class WatchedConsumer(AsyncJsonWebsocketConsumer):
+    """A socket that re-checks its viewer's access on each announcement and periodically."""
+
+    #: The session the socket shows, or ``None`` for the sessions list.
+    session_id: str | None = None
+
+    async def watch(self, user: Any) -> None:
+        self.user_id = user.pk
+        self.access_group = access.access_group(user.pk)
+        try:
+            await self.channel_layer.group_add(self.access_group, self.channel_name)
+        except Exception as error:  # the periodic re-check still runs
+            log.warning("access announcements unavailable: %r", error)
+        self.rechecks = asyncio.create_task(self._recheck_periodically())
+
+    async def _recheck_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(settings.OANP_STREAM_RECHECK_SECONDS)
+            await self._recheck()
+
+    async def _recheck(self) -> None:
+        session = self.scope.get("session")
+        allowed = await database_sync_to_async(access.still_allowed)(
+            user_id=self.user_id,
+            session_key=getattr(session, "session_key", None),
+            session_id=self.session_id,
+        )
+        if not allowed:
+            await self.close(code=ACCESS_ENDED)
+
+    async def oanp_access(self, message: dict[str, Any]) -> None:
+        await self._recheck()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "rechecks"):
+            self.rechecks.cancel()
+            try:
+                await self.channel_layer.group_discard(self.access_group, self.channel_name)
+            except Exception:  # a layer that is away forgets the group by itself
+                log.debug("could not leave %s", self.access_group)
+
+
+class SessionConsumer(WatchedConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
@@ -34,11 +85,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             # The same refusal for an unknown session and another tenant's: nothing leaks.
             await self.close(code=4404)
             return
+        self.session_id = session_id
         self.group = events.session_group(session_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        await self.watch(user)
 
     async def disconnect(self, code: int) -> None:
+        await super().disconnect(code)
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -46,7 +100,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"session_id": message["session_id"], "head_seq": message["head_seq"]})
 
 
-class SessionListConsumer(AsyncJsonWebsocketConsumer):
+class SessionListConsumer(WatchedConsumer):
     """Tells a sessions list that one of the sessions it may show changed."""
 
     async def connect(self) -> None:
@@ -57,8 +111,10 @@ class SessionListConsumer(AsyncJsonWebsocketConsumer):
         self.user = user
         await self.channel_layer.group_add(events.ALL_SESSIONS_GROUP, self.channel_name)
         await self.accept()
+        await self.watch(user)
 
     async def disconnect(self, code: int) -> None:
+        await super().disconnect(code)
         if hasattr(self, "user"):
             await self.channel_layer.group_discard(events.ALL_SESSIONS_GROUP, self.channel_name)
 
