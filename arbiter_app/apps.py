@@ -4,6 +4,12 @@ from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
 
+def _grant_app_role(sender: AppConfig, using: str, **kwargs: Any) -> None:
+    from arbiter_app.grants import after_migrate
+
+    after_migrate(using)
+
+
 def _first_signing_key(sender: AppConfig, **kwargs: Any) -> None:
     # A fresh install can sign agreements without a manual step.
     from arbiter_app.keys import ensure_active_key
@@ -21,6 +27,8 @@ class ArbiterAppConfig(AppConfig):
         from arbiter_app.events import entries_committed
         from arbiter_app.metrics import count_verdicts
 
+        # Grants first: the signing key is written over the application's own connection.
+        post_migrate.connect(_grant_app_role, sender=self)
         post_migrate.connect(_first_signing_key, sender=self)
         entries_committed.connect(on_entries_committed, dispatch_uid="oanp-callbacks")
         entries_committed.connect(count_verdicts, dispatch_uid="oanp-verdict-metrics")

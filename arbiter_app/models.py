@@ -328,3 +328,57 @@ class TaskFailure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task} {self.error} at {self.failed_at:%Y-%m-%d %H:%M:%S}"
+
+
+# The integrity check's records (arbiter_app.integrity). ---------------------------------------
+
+
+class IntegrityCheck(models.Model):
+    """One run of the integrity check: what it covered and how many mismatches it found."""
+
+    started_at = models.DateTimeField(db_index=True)
+    seconds = models.FloatField()
+    #: Every entry's hash recomputed, not only those new since the check before last.
+    full = models.BooleanField()
+    sessions = models.PositiveIntegerField()
+    entries_rehashed = models.PositiveIntegerField()
+    #: The highest entry id when the check started: where a later check's recompute begins.
+    entry_id_to = models.BigIntegerField()
+    mismatches = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"integrity check at {self.started_at:%Y-%m-%d %H:%M:%S}: {self.mismatches}"
+
+
+class IntegrityKind(models.TextChoices):
+    HEAD = "head", "head_seq or head_hash disagrees with the log"
+    LINK = "link", "an entry's prev_hash does not link to the entry before"
+    HASH = "hash", "an entry's entry_hash does not match its contents"
+
+
+class IntegrityAlarm(models.Model):
+    """A session whose row and log disagree, from the first check that saw it until one finds
+    it consistent again (``resolved_at``). Kept afterwards: it is evidence."""
+
+    session_id = models.CharField(max_length=64, db_index=True)
+    kind = models.CharField(max_length=8, choices=IntegrityKind.choices)
+    detail = models.CharField(max_length=300)
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        ordering = ["-first_seen_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session_id", "kind"],
+                condition=models.Q(resolved_at__isnull=True),
+                name="one_open_alarm_per_session_kind",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} mismatch in {self.session_id}"
