@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from oanp_site.logs import logging_config
 
@@ -49,6 +50,9 @@ MIDDLEWARE = [
         "MessageMiddleware",
         "XFrameOptionsMiddleware",
     )
+] + [
+    # A database that is away answers 503 with Retry-After, not 500.
+    "arbiter_app.problems.UnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "oanp_site.urls"
@@ -77,14 +81,37 @@ VAR_DIR.mkdir(exist_ok=True)
 
 # With no DATABASE_URL the embedded default is SQLite, so `migrate` and `daphne` just work.
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
+# The tables' owner, when the application connects as a role of its own: `migrate --database
+# owner` runs as it and then grants DATABASE_URL's role only what the code needs
+# (arbiter_app.grants). Without it the application owns its tables and can undo the log's guards.
+DATABASE_OWNER_URL = os.environ.get("DATABASE_OWNER_URL", "")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # Under ASGI every request runs in its own thread; a pool shares connections between
         # them instead of opening one per request.
         DATABASES["default"]["OPTIONS"] = {
-            "pool": {"min_size": 2, "max_size": int(os.environ.get("OANP_DB_POOL_SIZE", "20"))}
+            "pool": {
+                "min_size": 2,
+                "max_size": int(os.environ.get("OANP_DB_POOL_SIZE", "20")),
+                # A request waits this long for a connection, then gets 503 and Retry-After:
+                # with the database away, requests fail fast instead of piling up.
+                "timeout": float(os.environ.get("OANP_DB_POOL_TIMEOUT", "3")),
+            },
+            # Bounds each new connection's attempt when the server does not answer at all.
+            "connect_timeout": int(os.environ.get("OANP_DB_CONNECT_TIMEOUT", "3")),
         }
+        # A connection broken while the database was away is found when taken from the pool
+        # and replaced, so the first requests after a restart succeed.
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if DATABASE_OWNER_URL:
+        # Same database, another login; under tests, the same test database.
+        DATABASES["owner"] = {
+            **dj_database_url.parse(DATABASE_OWNER_URL),
+            "TEST": {"MIRROR": "default"},
+        }
+elif DATABASE_OWNER_URL:
+    raise ImproperlyConfigured("DATABASE_OWNER_URL needs DATABASE_URL, the application's role")
 else:
     DATABASES = {
         "default": {
