@@ -97,7 +97,13 @@ def _claim(cursor_id: int) -> tuple[DeliveryAttempt, AgentCallback, Entry] | Non
             .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now), pk=cursor_id)
             .first()
         )
-        if cursor is None or cursor.callback.disabled_at is not None:
+        if cursor is None:
+            return None
+        if cursor.next_attempt_at is not None:
+            # A lease ran out (or a retry fell due): an attempt still unanswered lost its
+            # worker, and says so. A cursor free of both holds no attempt at all.
+            outbound.abandon_dead(now, cursors=[cursor.pk])
+        if cursor.callback.disabled_at is not None:
             return None
         entry = (
             Entry.objects.select_related("session")

@@ -131,6 +131,8 @@ def deliver(handoff_id: int) -> bool:
         )
         if handoff is None:
             return False
+        # Its lease is over: an attempt still unanswered lost its worker, and says so.
+        outbound.abandon_dead(now, handoffs=[handoff.pk])
         target = handoff.target
         if target.disabled_at is not None:
             handoff.state, handoff.next_attempt_at = HandoffState.DISABLED, None

@@ -38,7 +38,8 @@ TIMER_LATENESS = Histogram(
 )
 DELIVERIES = Counter(
     "oanp_deliveries",
-    "Outbound POSTs, by kind (handoff: ACP checkout; callback: an agent's entry) and outcome.",
+    "Outbound POSTs, by kind (handoff: ACP checkout; callback: an agent's entry) and outcome "
+    "(delivered, retry, rejected, gone; abandoned: the worker stopped before an answer).",
     ["kind", "outcome"],
 )
 REQUEST_SECONDS = Histogram(

@@ -14,14 +14,17 @@ import ipaddress
 import secrets
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from cryptography.fernet import Fernet
 from django.conf import settings
+from django.db.models import Q, QuerySet
 
 from arbiter_app import metrics
 from arbiter_app.models import DeliveryAttempt
@@ -31,9 +34,6 @@ SECRET_PREFIX = "whsec_"  # noqa: S105 - the Standard Webhooks prefix, not a sec
 #: What an attempt keeps of the answer, and the most of it that is read at all.
 EXCERPT_BYTES = 1024
 MAX_RESPONSE_BYTES = 1024 * 1024
-#: A claimed attempt that has not finished after this long died with its worker: the sweep
-#: may start the next one. Well above the request timeout, so a live attempt is never doubled.
-LEASE_MARGIN_SECONDS = 60
 
 
 class TargetNotAllowed(ProtocolError, ValueError):
@@ -148,6 +148,8 @@ class Outcome(StrEnum):
     REJECTED = "rejected"
     #: The receiver is gone (410) or no longer an allowed address: stop sending to it.
     GONE = "gone"
+    #: Never an answer: the worker stopped during the POST, found when the lease ran out.
+    ABANDONED = "abandoned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,11 +237,51 @@ def record(attempt: DeliveryAttempt, answer: Answer) -> None:
     metrics.DELIVERIES.labels(kind=kind, outcome=answer.outcome.value).inc()
 
 
-# Retries -------------------------------------------------------------------------------------
+# Leases and retries --------------------------------------------------------------------------
+
+
+def lease() -> timedelta:
+    """How long a claimed attempt may go unanswered before its worker is presumed dead."""
+    return timedelta(
+        seconds=settings.OANP_DELIVERY_TIMEOUT_SECONDS + settings.OANP_DELIVERY_LEASE_MARGIN_SECONDS
+    )
 
 
 def lease_until(now: datetime) -> datetime:
-    return now + timedelta(seconds=settings.OANP_DELIVERY_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS)
+    return now + lease()
+
+
+def running(now: datetime) -> Q:
+    """Attempts that may still get their answer: unanswered, and started within the lease."""
+    return Q(outcome="", started_at__gt=now - lease())
+
+
+def abandon_dead(
+    now: datetime,
+    *,
+    handoffs: Iterable[int] | QuerySet[Any] = (),
+    cursors: Iterable[int] | QuerySet[Any] = (),
+) -> int:
+    """Close as abandoned the attempts of ``handoffs`` and callback ``cursors`` that are still
+    unanswered past their lease: their worker died during the POST and no answer will come.
+    How many were closed.
+
+    The sweep and each claim call this, whichever comes first; the update's own condition
+    closes and counts each attempt once however many call at the same time.
+    """
+    dead = DeliveryAttempt.objects.filter(outcome="", started_at__lte=now - lease())
+    found = now.isoformat(timespec="seconds")
+    error = f"the worker stopped before an answer; found abandoned at {found}"
+    closed = 0
+    for kind, attempts in (
+        ("handoff", dead.filter(handoff__in=handoffs)),
+        ("callback", dead.filter(cursor__in=cursors)),
+    ):
+        count = attempts.update(outcome=Outcome.ABANDONED.value, error=error)
+        if count:
+            metrics.DELIVERIES.labels(kind=kind, outcome=Outcome.ABANDONED.value).inc(count)
+        closed += count
+    return closed
 
 
 def retry_wait(attempts: int, asked: float | None = None) -> float | None:

@@ -136,11 +136,21 @@ def callback_of(agent: AgentCredential) -> AgentCallback | None:
     return AgentCallback.objects.filter(agent_id=agent.agent_id, role=agent.role).first()
 
 
+def lapsed_handoffs(now: datetime) -> QuerySet[Handoff]:
+    """Pending handoffs whose next attempt is due, or whose running attempt's lease ran out:
+    a claim leases the handoff until the attempt's end, so only these can hold a dead one."""
+    return Handoff.objects.filter(state=HandoffState.PENDING, next_attempt_at__lte=now)
+
+
+def lapsed_callback_cursors(now: datetime) -> QuerySet[CallbackCursor]:
+    """Cursors whose retry is due or whose running attempt's lease ran out, the disabled
+    callbacks' too (an attempt may die as another disables its callback)."""
+    return CallbackCursor.objects.filter(next_attempt_at__lte=now)
+
+
 def due_handoffs(now: datetime | None = None, limit: int = 100) -> list[int]:
     """Pending handoffs whose next attempt is due, or whose running attempt died."""
-    due = Handoff.objects.filter(
-        state=HandoffState.PENDING, next_attempt_at__lte=now or timezone.now()
-    ).order_by("next_attempt_at")
+    due = lapsed_handoffs(now or timezone.now()).order_by("next_attempt_at")
     return list(due.values_list("pk", flat=True)[:limit])
 
 

@@ -435,10 +435,13 @@ def redeliver_handoff(*, handoff: Handoff) -> None:
                 f"the handoff target of {locked.target.merchant_agent_id!r} is disabled "
                 f"({locked.target.disabled_reason}); configure it again first"
             )
-        if DeliveryAttempt.objects.filter(handoff=locked, outcome="").exists():
+        now = timezone.now()
+        # An attempt past its lease lost its worker: closed as abandoned, it blocks nothing.
+        outbound.abandon_dead(now, handoffs=[locked.pk])
+        if DeliveryAttempt.objects.filter(outbound.running(now), handoff=locked).exists():
             raise ValueError("an attempt is running; wait for its answer")
         locked.state, locked.attempts = HandoffState.PENDING, 0
-        locked.next_attempt_at = timezone.now()
+        locked.next_attempt_at = now
         locked.flagged, locked.flag_reason = False, ""
         locked.delivered_at, locked.checkout_id = None, ""
         locked.save()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from celery import Task, shared_task
+from django.utils import timezone
 
-from arbiter_app import callbacks, handoff, heartbeats, keys, selectors, services
+from arbiter_app import callbacks, handoff, heartbeats, keys, outbound, selectors, services
 
 
 @shared_task
@@ -36,7 +37,14 @@ def deliver_callback(cursor_id: int) -> int:
 
 @shared_task
 def sweep_deliveries() -> int:
-    """Make every delivery attempt that fell due, however its own task fared."""
+    """Close the attempts whose worker died, then make every delivery attempt that fell due,
+    however its own task fared."""
+    now = timezone.now()
+    outbound.abandon_dead(
+        now,
+        handoffs=selectors.lapsed_handoffs(now),
+        cursors=selectors.lapsed_callback_cursors(now),
+    )
     handoffs = sum(handoff.deliver(pk) for pk in selectors.due_handoffs())
     return handoffs + sum(callbacks.deliver(pk) for pk in selectors.due_callback_cursors())
 

@@ -272,6 +272,11 @@ OANP_DELIVERY_RETRY_BASE_SECONDS = float(os.environ.get("OANP_DELIVERY_RETRY_BAS
 OANP_DELIVERY_RETRY_CAP_SECONDS = float(os.environ.get("OANP_DELIVERY_RETRY_CAP_SECONDS", "3600"))
 OANP_DELIVERY_MAX_ATTEMPTS = int(os.environ.get("OANP_DELIVERY_MAX_ATTEMPTS", "31"))
 OANP_DELIVERY_TIMEOUT_SECONDS = float(os.environ.get("OANP_DELIVERY_TIMEOUT_SECONDS", "10"))
+# An attempt still unanswered this long after the timeout died with its worker: it is closed as
+# abandoned and the next one may start. Well above the timeout, so a live attempt is never doubled.
+OANP_DELIVERY_LEASE_MARGIN_SECONDS = float(
+    os.environ.get("OANP_DELIVERY_LEASE_MARGIN_SECONDS", "60")
+)
 
 # Health: how often each worker and beat say they are alive, and how long without a word before
 # one counts as lost (/readyz answers 503, the dashboard shows a banner).

@@ -105,6 +105,10 @@ def worker_env(django_db_setup: None, django_db_blocker: Any) -> dict[str, str]:
         "OANP_ALLOW_PRIVATE_TARGETS": "true",
         # Retries of deliveries 0.2 s, 0.4 s, … apart, so a test sees several in a second.
         "OANP_DELIVERY_RETRY_BASE_SECONDS": "0.2",
+        # Attempts leased for 3 + 1 s: one whose worker was killed is found abandoned within
+        # seconds (loopback receivers answer well within the timeout).
+        "OANP_DELIVERY_TIMEOUT_SECONDS": "3",
+        "OANP_DELIVERY_LEASE_MARGIN_SECONDS": "1",
         "PYTHONUNBUFFERED": "1",
     }
 

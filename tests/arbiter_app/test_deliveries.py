@@ -5,6 +5,7 @@ recorded and signed as PROTOCOL section 8 says."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -12,15 +13,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from arbiter_app import services
+from arbiter_app import outbound, selectors, services
 from arbiter_app.models import AgentCallback, CallbackCursor, Handoff, HandoffTarget, Session
+from sessions_app.models import AuditEvent, Role
 from tests.arbiter_app.factories import Agent, ClientNegotiation
 from tests.conftest import Worker
+from tests.sessions_app.agent_factories import member, signed_in
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -65,12 +70,14 @@ class Receiver:
                 request = Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 receiver.requests.append(request)
                 status, headers, reply = receiver.answer(request)
-                self.send_response(status)
-                for name, value in {"Content-Type": "application/json", **headers}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
+                # A sender killed while it waited is gone: its answer has nowhere to go.
+                with contextlib.suppress(ConnectionError):
+                    self.send_response(status)
+                    for name, value in {"Content-Type": "application/json", **headers}.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(reply)))
+                    self.end_headers()
+                    self.wfile.write(reply)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -101,20 +108,75 @@ def receivers() -> Iterator[Callable[[Callable[[Request], Reply]], Receiver]]:
 
 
 @pytest.fixture(autouse=True)
-def private_allowed(settings: Any) -> None:
-    # The worker's environment allows loopback targets too (tests/conftest.py).
+def private_allowed(settings: Any, worker_env: dict[str, str]) -> None:
+    # The worker's environment allows loopback targets too (tests/conftest.py), and its lease
+    # is this process's too: a redeliver made here judges the worker's attempts by it.
     settings.OANP_ALLOW_PRIVATE_TARGETS = True
+    for name in ("OANP_DELIVERY_TIMEOUT_SECONDS", "OANP_DELIVERY_LEASE_MARGIN_SECONDS"):
+        setattr(settings, name, float(worker_env[name]))
+
+
+@dataclass
+class Hold:
+    """Keeps a receiver's answer back until the test lets it go, so the sender is known to
+    wait inside its POST: the moment a worker is killed is chosen, not caught."""
+
+    reached: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self) -> None:
+        self.reached.set()
+        self.released.wait(60)
+
+
+def kill_inside_the_post(worker: Worker, hold: Hold, while_dead: Callable[[], None]) -> None:
+    """SIGKILL ``worker`` while it waits for the answer ``hold`` keeps back, check what it left
+    with ``while_dead``, then start it again."""
+    wait_for(hold.reached.is_set, 15, message="the POST never reached the receiver")
+    try:
+        worker.kill()
+        while_dead()
+    finally:
+        hold.released.set()
+        worker.start()
+
+
+def deliveries_counted(client: Any, kind: str, outcome: str) -> float:
+    """``oanp_deliveries_total{kind, outcome}`` as /metrics adds it up over every process."""
+    text = client.get("/metrics").content.decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "oanp_deliveries_total"
+        and sample.labels == {"kind": kind, "outcome": outcome}
+    )
+
+
+def found_abandoned(error: str) -> datetime:
+    """When the attempt recorded with ``error`` was found abandoned, as the error says."""
+    prefix = "the worker stopped before an answer; found abandoned at "
+    assert error.startswith(prefix), error
+    return datetime.fromisoformat(error.removeprefix(prefix))
+
+
+def lease_end(started_at: datetime) -> datetime:
+    """The end of the lease of an attempt started at ``started_at``, to the second, as an
+    attempt's error writes it."""
+    return (started_at + outbound.lease()).replace(microsecond=0)
 
 
 class Merchant:
     """A merchant's ACP server: checks the key, the signature and the idempotency key, and
-    creates one checkout per idempotency key, answering as ``script`` says for each POST."""
+    creates one checkout per idempotency key, answering as ``script`` says for each POST
+    (``hang``: the checkout is made, and the answer held back by ``hold``)."""
 
     def __init__(self, script: list[str], unit_amount: int | None = None) -> None:
         self.script = script
         self.unit_amount = unit_amount
         self.secret = ""
         self.checkouts: dict[str, dict[str, Any]] = {}
+        self.hold = Hold()
 
     def __call__(self, request: Request) -> Reply:
         step = self.script.pop(0) if self.script else "ok"
@@ -145,6 +207,8 @@ class Merchant:
                     }
                 ],
             }
+        if step == "hang":
+            self.hold()
         if step.startswith("5"):  # the checkout is made, but the answer is an error
             retry_after = {"Retry-After": "2"} if step == "503" else {}
             return int(step), retry_after, b'{"type": "processing_error"}'
@@ -262,6 +326,62 @@ def test_a_retry_pending_when_the_worker_dies_is_made_after_it_restarts(
     assert len(acp.checkouts) == 1
 
 
+def test_an_attempt_whose_worker_is_killed_inside_the_post_is_abandoned_and_redelivered(
+    celery_worker_process: Worker, client: Any, buyer: Agent, merchant: Agent, receivers: Any
+) -> None:
+    session_id = "sess-acp-killed"
+    counted = deliveries_counted(client, "handoff", "abandoned")
+    acp, server = handoff_to(receivers, merchant, ["hang"])
+    agree(client, buyer, merchant, session_id)
+
+    def left_running() -> None:
+        assert attempts_of(handoff_of(session_id)) == [(1, None, "")]
+
+    kill_inside_the_post(celery_worker_process, acp.hold, left_running)
+
+    def delivered() -> bool:
+        """the handoff is delivered after its lease ran out"""
+        return handoff_of(session_id).state == "delivered"
+
+    wait_for(delivered, 30)
+    handoff = handoff_of(session_id)
+    assert attempts_of(handoff) == [(1, None, "abandoned"), (2, 201, "delivered")]
+    dead = handoff.attempt_log.get(number=1)
+    assert found_abandoned(dead.error) >= lease_end(dead.started_at)
+    assert (dead.latency_ms, dead.response_excerpt) == (None, "")
+    # The merchant made its checkout on the first POST; the retry read it back, no second one.
+    assert len(server.requests) == 2
+    assert {r.headers["idempotency-key"] for r in server.requests} == {f"oanp-{session_id}"}
+    assert len(acp.checkouts) == 1
+    assert handoff.checkout_id == "cs_1"
+    assert deliveries_counted(client, "handoff", "abandoned") == counted + 1
+    assert selectors.delivery_backlog().handoffs_retrying == 0
+
+    # An operator's redeliver, from the session page's button, is taken and makes an attempt.
+    operator = signed_in(member("olga", Role.OPERATOR))
+    page = f"/sessions/{session_id}/"
+    assert operator.post(f"{page}redeliver/").status_code == 302
+    event = AuditEvent.objects.get(action="handoff.redeliver", target=session_id)
+    assert event.detail == {"redelivered": True, "refused": ""}
+
+    def redelivered() -> bool:
+        """the redelivery's attempt is delivered"""
+        handoff = handoff_of(session_id)
+        return handoff.state == "delivered" and handoff.attempt_log.count() == 3
+
+    wait_for(redelivered, 15)
+    assert len(server.requests) == 3
+    assert {r.headers["idempotency-key"] for r in server.requests} == {f"oanp-{session_id}"}
+    assert len(acp.checkouts) == 1
+    html = operator.get(page).content.decode()
+    table = html.split('id="handoff-attempts"', 1)[1].split("</table>", 1)[0]
+    first, second, third = table.split("<tbody>", 1)[1].split("<tr>")[1:]
+    assert ">abandoned</span>" in first
+    assert "the worker stopped before an answer" in first
+    assert "<td>delivered</td>" in second
+    assert "<td>delivered</td>" in third
+
+
 # Callbacks -------------------------------------------------------------------------------------
 
 
@@ -337,3 +457,45 @@ def test_a_gone_callback_is_disabled(
     assert "410" in callback.disabled_reason
     read = client.get("/oanp/v0.1/callback", HTTP_AUTHORIZATION=f"Bearer {merchant.api_key}")
     assert read.json()["disabled_at"] is not None
+
+
+def test_a_callback_attempt_whose_worker_is_killed_is_abandoned_and_its_entry_sent_again(
+    celery_worker_process: Worker, client: Any, buyer: Agent, merchant: Agent, receivers: Any
+) -> None:
+    counted = deliveries_counted(client, "callback", "abandoned")
+    hold = Hold()
+
+    def agent_server(request: Request) -> Reply:
+        if not hold.reached.is_set():  # the first POST waits for the kill
+            hold()
+        return 204, {}, b""
+
+    server = receivers(agent_server)
+    register(client, buyer, f"{server.url}/hooks/oanp")
+    run = ClientNegotiation(client, buyer, merchant, session_id="sess-callback-killed")
+    run.open()
+
+    def left_running() -> None:
+        cursor = CallbackCursor.objects.get(session__session_id="sess-callback-killed")
+        assert list(cursor.attempt_log.values_list("seq", "outcome")) == [(1, "")]
+
+    kill_inside_the_post(celery_worker_process, hold, left_running)
+    log = run.finish()
+
+    def caught_up() -> bool:
+        """the callback received the whole log after the lease ran out"""
+        cursor = CallbackCursor.objects.get(session__session_id="sess-callback-killed")
+        return cursor.delivered_seq == len(log)
+
+    wait_for(caught_up, 30)
+    seqs = [json.loads(r.body)["seq"] for r in server.requests]
+    assert seqs == [1, *range(1, len(log) + 1)]  # 1 twice: its first POST lost its worker
+    assert server.requests[0].headers["webhook-id"] == server.requests[1].headers["webhook-id"]
+    cursor = CallbackCursor.objects.get(session__session_id="sess-callback-killed")
+    first = cursor.attempt_log.filter(seq=1).order_by("started_at")
+    assert list(first.values_list("status_code", "outcome")) == [
+        (None, "abandoned"),
+        (204, "delivered"),
+    ]
+    assert found_abandoned(first[0].error) >= lease_end(first[0].started_at)
+    assert deliveries_counted(client, "callback", "abandoned") == counted + 1

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db.models import F
 from django.test import Client
+from django.utils import timezone
 
+from arbiter_app import outbound, tasks
 from arbiter_app import services as arbiter_services
-from arbiter_app import tasks
-from arbiter_app.models import Handoff, HandoffState
+from arbiter_app.models import DeliveryAttempt, Handoff, HandoffState
 from sessions_app import services
 from sessions_app.models import AuditEvent, Merchant, Mode, Role
 from tests.arbiter_app.factories import ClientNegotiation, make_agent
-from tests.arbiter_app.test_deliveries import Receiver, Reply, Request
+from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, deliveries_counted
 from tests.sessions_app.agent_factories import admin, member, merchant, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -206,3 +209,79 @@ def test_redelivering_needs_the_csrf_token(handed_off: Handoff) -> None:
     assert operator.post(REDELIVER).status_code == 403
     handed_off.refresh_from_db()
     assert handed_off.state == HandoffState.DELIVERED
+
+
+# An attempt whose worker died (the real kill is in tests/arbiter_app/test_deliveries.py) ------
+
+
+def died_inside_the_post(handoff: Handoff, ago: timedelta) -> DeliveryAttempt:
+    """What a worker killed during the handoff's POST ``ago`` leaves behind: the handoff
+    claimed and leased until the attempt's end, and the attempt with no answer. The earlier
+    attempts are moved back as far, to come before it."""
+    started = timezone.now() - ago
+    handoff.attempt_log.update(started_at=F("started_at") - ago)
+    handoff.attempts += 1
+    handoff.state, handoff.next_attempt_at = HandoffState.PENDING, outbound.lease_until(started)
+    handoff.save()
+    return DeliveryAttempt.objects.create(
+        handoff=handoff, number=handoff.attempts, started_at=started
+    )
+
+
+@pytest.fixture
+def short_lease(settings: Any) -> timedelta:
+    settings.OANP_DELIVERY_TIMEOUT_SECONDS = 2
+    settings.OANP_DELIVERY_LEASE_MARGIN_SECONDS = 1
+    return outbound.lease()
+
+
+def test_redeliver_waits_for_a_live_attempt_and_closes_a_dead_one(
+    handed_off: Handoff, short_lease: timedelta, acp_server: Receiver
+) -> None:
+    operator = signed_in(member("olga", Role.OPERATOR))
+    live = died_inside_the_post(handed_off, short_lease / 2)
+    # Within its lease the attempt may still be answered: shown running, not doubled.
+    assert "<td>running</td>" in rows(panel(operator.get(PAGE)))[2]
+    operator.post(REDELIVER)
+    audited = AuditEvent.objects.filter(action="handoff.redeliver").order_by("pk")
+    assert audited.get().detail["refused"] == "an attempt is running; wait for its answer"
+    # Past it, the worker is presumed dead: the redeliver closes the attempt and is taken.
+    handed_off.attempt_log.update(started_at=F("started_at") - short_lease / 2)
+    assert operator.post(REDELIVER).status_code == 302
+    assert audited.last().detail == {"redelivered": True, "refused": ""}
+    live.refresh_from_db()
+    assert live.outcome == "abandoned"
+    assert live.error.startswith("the worker stopped before an answer; found abandoned at ")
+    assert tasks.deliver_handoff(handed_off.pk) is True
+    handed_off.refresh_from_db()
+    assert handed_off.state == HandoffState.DELIVERED
+    third, fourth = rows(panel(operator.get(PAGE)))[2:]
+    assert ">abandoned</span>" in third
+    assert "the worker stopped before an answer; found abandoned at " in third
+    assert "<td>delivered</td>" in fourth
+    assert {r.headers["idempotency-key"] for r in acp_server.requests} == {f"oanp-{SESSION}"}
+
+
+def test_the_sweep_closes_a_dead_attempt_once_and_delivers_the_handoff(
+    handed_off: Handoff, short_lease: timedelta, shop: Merchant, client: Client
+) -> None:
+    counted = deliveries_counted(client, "handoff", "abandoned")
+    dead = died_inside_the_post(handed_off, short_lease)
+    tasks.sweep_deliveries()
+    dead.refresh_from_db()
+    assert dead.outcome == "abandoned"
+    # Found once: neither a second sweep nor the next claim rewrites or counts it again.
+    found = dead.error
+    assert outbound.abandon_dead(timezone.now(), handoffs=[handed_off.pk]) == 0
+    tasks.sweep_deliveries()
+    dead.refresh_from_db()
+    assert dead.error == found
+    handed_off.refresh_from_db()
+    assert handed_off.state == HandoffState.DELIVERED
+    assert handed_off.attempt_log.filter(outcome="").count() == 0
+    assert deliveries_counted(client, "handoff", "abandoned") == counted + 1
+    alice = signed_in(member("alice", Role.MERCHANT, shop))
+    abandoned, delivered = (row.split("</td><td>")[2] for row in rows(panel(alice.get(PAGE)))[2:])
+    assert abandoned.startswith('<span class="badge warn" title="The worker stopped during')
+    assert abandoned.endswith(">abandoned</span>")
+    assert delivered == "delivered"
