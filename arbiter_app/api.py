@@ -2,7 +2,9 @@
 
 Thin on purpose: read the request, call one service or selector, answer. Every refusal is a
 :class:`~oanp.errors.ProtocolError` or a DRF exception, turned into problem+json by
-:func:`arbiter_app.problems.exception_handler`.
+:func:`arbiter_app.problems.exception_handler`. A key's rate limit is charged when the request
+arrives and answered last (:mod:`arbiter_app.limits`): each view admits the request once its
+other checks passed, just before it acts.
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from arbiter_app import selectors, services
-from arbiter_app.auth import ApiKeyRateThrottle
+from arbiter_app import limits, selectors, services
 from arbiter_app.keys import key_history, published_jwks
 from arbiter_app.models import AgentCredential
 from oanp.envelope import MAX_ENVELOPE_BYTES, parse_envelope
@@ -54,8 +55,12 @@ def _body(request: Request) -> bytes:
 
 
 class AgentView(APIView):
-    throttle_classes = [ApiKeyRateThrottle]
     schema = None  # described in arbiter_app.openapi, from PROTOCOL section 7
+    charge = limits.Charge()
+
+    def initial(self, request: Request, *args: object, **kwargs: object) -> None:
+        super().initial(request, *args, **kwargs)  # authenticated by now (401 first)
+        self.charge = limits.charge(_agent(request).prefix)
 
 
 class EnvelopesView(AgentView):
@@ -64,7 +69,9 @@ class EnvelopesView(AgentView):
     def post(self, request: Request) -> HttpResponse:
         envelope = parse_envelope(_body(request))
         annotate(request, session_id=envelope.session_id)
-        outcome = services.receive_envelope(agent=_agent(request), envelope=envelope)
+        outcome = services.receive_envelope(
+            agent=_agent(request), envelope=envelope, admit=self.charge.admit
+        )
         return _json_response(outcome.body, outcome.status)
 
 
@@ -73,6 +80,7 @@ class SessionView(AgentView):
 
     def get(self, request: Request, session_id: str) -> HttpResponse:
         session = selectors.visible_session(agent=_agent(request), session_id=session_id)
+        self.charge.admit()
         return _json_response(json.dumps(selectors.summary_of(session)))
 
 
@@ -81,6 +89,7 @@ class SessionLogView(AgentView):
 
     def get(self, request: Request, session_id: str) -> HttpResponse:
         session = selectors.visible_session(agent=_agent(request), session_id=session_id)
+        self.charge.admit()
         return _json_response(selectors.log_text(session))
 
 
@@ -90,7 +99,9 @@ class RevealView(AgentView):
     def post(self, request: Request, session_id: str) -> HttpResponse:
         agent = _agent(request)
         session = selectors.visible_session(agent=agent, session_id=session_id)
-        reveal = services.reveal_constraints(session=session, agent=agent, data=_body(request))
+        reveal = services.reveal_constraints(
+            session=session, agent=agent, data=_body(request), admit=self.charge.admit
+        )
         return _json_response(json.dumps(reveal))
 
 
@@ -119,6 +130,7 @@ class CallbackView(AgentView):
 
     def put(self, request: Request) -> HttpResponse:
         url = _callback_url(_body(request))
+        self.charge.admit()
         registered = services.register_callback(agent=_agent(request), url=url)
         return _json_response(json.dumps({"url": url, "secret": registered.secret}))
 
@@ -126,6 +138,7 @@ class CallbackView(AgentView):
         callback = selectors.callback_of(_agent(request))
         if callback is None:
             raise NoCallback("this agent has registered no callback")
+        self.charge.admit()
         disabled_at = callback.disabled_at.isoformat() if callback.disabled_at else None
         return _json_response(
             json.dumps(
@@ -138,6 +151,7 @@ class CallbackView(AgentView):
         )
 
     def delete(self, request: Request) -> HttpResponse:
+        self.charge.admit()
         services.remove_callback(agent=_agent(request))
         return HttpResponse(status=204)
 

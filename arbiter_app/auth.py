@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import hmac
-import time
-from functools import cache
 
-from django.conf import settings
-from django.core.cache import DEFAULT_CACHE_ALIAS, caches
-from django.core.cache.backends.base import BaseCache
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
 from rest_framework.request import Request
-from rest_framework.throttling import BaseThrottle
 
+from arbiter_app import limits
 from arbiter_app.models import AgentCredential
 from arbiter_app.services import KEY_PREFIX, key_digest
 
@@ -34,55 +29,30 @@ def credential_for(header: str) -> AgentCredential | None:
     return credential
 
 
+def authenticate(header: str, address: str) -> AgentCredential | None:
+    """The credential of a request's ``Authorization`` header, or ``None`` (a 401): a failure
+    is counted against the client's address, and an address past its budget of failures is
+    refused (:class:`~arbiter_app.limits.RateLimited`) before its key is looked up."""
+    limits.check_address(address)
+    credential = credential_for(header) if header else None
+    if credential is None:
+        limits.record_failure(address)
+    return credential
+
+
+def client_address(meta: dict[str, str]) -> str:
+    return meta.get("REMOTE_ADDR") or "unknown"
+
+
 class ApiKeyAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[AgentCredential, AgentCredential] | None:
         header = request.META.get("HTTP_AUTHORIZATION", "")
+        credential = authenticate(header, client_address(request.META))
+        if credential is not None:
+            return credential, credential
         if not header:
-            return None
-        credential = credential_for(header)
-        if credential is None:
-            raise AuthenticationFailed("the API key is unknown or revoked")
-        return credential, credential
+            raise NotAuthenticated("send Authorization: Bearer <api key>")
+        raise AuthenticationFailed("the API key is unknown or revoked")
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="oanp"'
-
-
-WINDOW_SECONDS = 60
-
-
-@cache
-def _budgets() -> BaseCache:
-    # Django gives every request context a cache object of its own, and with Redis a connection
-    # pool of its own: under ASGI that is a new connection per request. One object for the
-    # process keeps one pool.
-    return caches.create_connection(DEFAULT_CACHE_ALIAS)
-
-
-class ApiKeyRateThrottle(BaseThrottle):
-    """``settings.OANP_RATE_LIMIT_PER_MINUTE`` requests per API key in each clock minute,
-    counted with one atomic increment in the shared cache."""
-
-    def __init__(self) -> None:
-        self.retry_after: float | None = None
-
-    def allow_request(self, request: Request, view: object) -> bool:
-        credential = request.auth
-        if not isinstance(credential, AgentCredential):
-            return True
-        now = time.time()
-        window = int(now // WINDOW_SECONDS) * WINDOW_SECONDS
-        key = f"oanp-rate:{credential.prefix}:{window}"
-        store = _budgets()
-        store.add(key, 0, timeout=2 * WINDOW_SECONDS)
-        try:
-            count = store.incr(key)
-        except ValueError:  # the counter expired between the two calls: a new window
-            count = 1
-        if count <= settings.OANP_RATE_LIMIT_PER_MINUTE:
-            return True
-        self.retry_after = window + WINDOW_SECONDS - now
-        return False
-
-    def wait(self) -> float | None:
-        return self.retry_after

@@ -70,6 +70,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     headers: dict[str, str] = {}
     if isinstance(exc, ProtocolError):
         body = protocol_problem(exc, request.path)
+        headers.update(getattr(exc, "headers", {}))
     elif isinstance(exc, exceptions.APIException):
         code = next((c for t, c in _DRF_CODES.items() if isinstance(exc, t)), exc.default_code)
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)

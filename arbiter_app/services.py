@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -93,13 +94,19 @@ def arbiter() -> Arbiter:
 
 
 def receive_envelope(
-    *, agent: AgentCredential, envelope: Envelope, now: datetime | None = None
+    *,
+    agent: AgentCredential,
+    envelope: Envelope,
+    now: datetime | None = None,
+    admit: Callable[[], None] = lambda: None,
 ) -> Outcome:
     """Apply one party envelope, in PROTOCOL section 7's order of checks.
 
     Raises a :class:`~oanp.errors.ProtocolError` and changes nothing when it is refused, except
     that an envelope arriving after its session's timer fell due first lets the timer close
-    the session, then is refused with ``timer_expired``.
+    the session, then is refused with ``timer_expired``. ``admit`` is called when every check
+    passed and the envelope is about to be applied (a replay is not): the last refusal,
+    section 7's 429, is its to raise.
     """
     refused = partial(metrics.count_envelope, envelope.type.value, "refused")
     if envelope.agent_id != agent.agent_id or envelope.role.value != agent.role:
@@ -111,13 +118,13 @@ def receive_envelope(
     try:
         try:
             with transaction.atomic():
-                result = _receive(envelope, now)
+                result = _receive(envelope, now, admit)
         except IntegrityError:
             if envelope.type is not MessageType.SESSION_OPEN:
                 raise
             # Two opens of one new session_id raced; the loser now finds the winner's row.
             with transaction.atomic():
-                result = _receive(envelope, now)
+                result = _receive(envelope, now, admit)
     except ProtocolError:
         refused()
         raise
@@ -129,13 +136,15 @@ def receive_envelope(
     return result
 
 
-def _receive(envelope: Envelope, now: datetime | None) -> Outcome | TimerExpired:
+def _receive(
+    envelope: Envelope, now: datetime | None, admit: Callable[[], None]
+) -> Outcome | TimerExpired:
     session = Session.objects.select_for_update().filter(session_id=envelope.session_id).first()
     # The clock is read once the row is ours: an envelope that waited for the lock while a
     # timer closed the session is judged by when it was applied, and entries keep log order.
     now = now or timezone.now()
     if session is None:
-        return _open(envelope, now)
+        return _open(envelope, now, admit)
     negotiation = _negotiation(session)
     state = negotiation.state
     if envelope.type is MessageType.SESSION_OPEN:
@@ -164,6 +173,7 @@ def _receive(envelope: Envelope, now: datetime | None) -> Outcome | TimerExpired
                 f"the session's timer closed it ({session.close_reason}) before this envelope"
             ) from None
         raise
+    admit()
     return _append(session, negotiation, entries, now=now, envelope=envelope)
 
 
@@ -210,7 +220,7 @@ def terminate_session(*, session_id: str, detail: str, now: datetime | None = No
     return True
 
 
-def _open(envelope: Envelope, now: datetime) -> Outcome:
+def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> Outcome:
     if envelope.type is not MessageType.SESSION_OPEN:
         # Section 7 answers 404 before 422: only an open may name a session that does not exist,
         # so any other type (a buyer's round.verdict included) is about an unknown session.
@@ -230,6 +240,7 @@ def _open(envelope: Envelope, now: datetime) -> Outcome:
         profile=state.profile,
         opened_at=now,
     )
+    admit()
     return _append(session, negotiation, entries, now=now, envelope=envelope)
 
 
@@ -494,11 +505,18 @@ _PRICED = (
 )
 
 
-def reveal_constraints(*, session: Session, agent: AgentCredential, data: bytes) -> JsonObject:
+def reveal_constraints(
+    *,
+    session: Session,
+    agent: AgentCredential,
+    data: bytes,
+    admit: Callable[[], None] = lambda: None,
+) -> JsonObject:
     """Check a party's reveal against its commitment and its own prices, then keep it.
 
     A reveal that opens the commitment is kept even when it shows the party broke its own
-    limit: that is evidence, reported in ``breaches``.
+    limit: that is evidence, reported in ``breaches``. ``admit`` is called once every check
+    passed, before the reveal is kept.
     """
     reveal = parse_reveal(data)
     role = agent.role
@@ -536,6 +554,7 @@ def reveal_constraints(*, session: Session, agent: AgentCredential, data: bytes)
                 b.describe("buyer" if role == Role.BUYER else "merchant") for b in breaches
             ],
         }
+        admit()
         reveals[role] = {
             "constraints": reveal.constraints,
             "salt": reveal.salt,

@@ -30,8 +30,8 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from arbiter_app import events, selectors
-from arbiter_app.auth import credential_for
+from arbiter_app import events, limits, selectors
+from arbiter_app.auth import authenticate, client_address
 from arbiter_app.models import AgentCredential, Session
 from arbiter_app.problems import problem_body, problem_response, protocol_problem
 from oanp.errors import ProtocolError
@@ -182,7 +182,10 @@ def _last_event_id(request: HttpRequest) -> str | None:
 
 async def _authorized(request: HttpRequest) -> AgentCredential | HttpResponse:
     header = request.headers.get("Authorization", "")
-    credential = await _db(credential_for, header) if header else None
+    try:
+        credential = await _db(authenticate, header, client_address(request.META))
+    except limits.RateLimited as error:
+        return _refusal(request, error)
     if credential is None:
         body = problem_body(
             status=401,
@@ -229,7 +232,14 @@ _open_streams: defaultdict[int, weakref.WeakSet[AsyncIterator[bytes]]] = default
 )
 
 
+def _refusal(request: HttpRequest, error: ProtocolError) -> HttpResponse:
+    return problem_response(protocol_problem(error, request.path), getattr(error, "headers", {}))
+
+
 def _stream(agent: AgentCredential, chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
+    """The stream's response, once every other check passed: the key's rate limit and its cap
+    on open streams are section 7's last refusal (429)."""
+    limits.charge(agent.prefix).admit()
     open_now = _open_streams[agent.pk]
     if len(open_now) >= settings.OANP_STREAMS_PER_KEY:
         raise TooManyStreams(
@@ -255,9 +265,9 @@ async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
     try:
         session = await _db(selectors.visible_session, agent=agent, session_id=session_id)
         after = _seq_cursor(_last_event_id(request))
-        return _stream(agent, _session_frames(agent, session, after))
+        return await _db(_stream, agent, _session_frames(agent, session, after))
     except ProtocolError as error:
-        return problem_response(protocol_problem(error, request.path))
+        return _refusal(request, error)
 
 
 def _seq_cursor(value: str | None) -> int:
@@ -332,9 +342,9 @@ async def inbox_events(request: HttpRequest) -> HttpResponse:
         return agent
     try:
         after = _inbox_cursor(_last_event_id(request))
-        return _stream(agent, _inbox_frames(agent, after))
+        return await _db(_stream, agent, _inbox_frames(agent, after))
     except ProtocolError as error:
-        return problem_response(protocol_problem(error, request.path))
+        return _refusal(request, error)
 
 
 async def _inbox_frames(agent: AgentCredential, after: int | None) -> AsyncIterator[bytes]:

@@ -126,7 +126,13 @@ else:
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            # The cache holds only rate-limit counters: when Redis hangs, a request waits a
+            # second for it at most, then counts on its own (arbiter_app.limits).
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
     }
     CHANNEL_LAYERS = {
         "default": {
@@ -209,6 +215,15 @@ OANP_VAULT_KEY = (
 )
 # Envelopes per API key and minute: generous for a busy agent, stops a runaway loop.
 OANP_RATE_LIMIT_PER_MINUTE = int(os.environ.get("OANP_RATE_LIMIT_PER_MINUTE", "600"))
+# Failed authentications per client address and minute; past it the address gets 429 before
+# its key is looked up, so a flood of made-up keys costs no database query.
+OANP_AUTH_FAILURES_PER_MINUTE = int(os.environ.get("OANP_AUTH_FAILURES_PER_MINUTE", "120"))
+# Event streams re-check their key this often (and at once on a revocation), so a revoked key
+# stops reading within seconds even if the revocation's wake-up is lost.
+OANP_STREAM_RECHECK_SECONDS = float(os.environ.get("OANP_STREAM_RECHECK_SECONDS", "5"))
+# Streams one key may hold open at once in each server process (429 beyond): an agent needs its
+# inbox and a few sessions; hundreds from one key only slow everyone else's.
+OANP_STREAMS_PER_KEY = int(os.environ.get("OANP_STREAMS_PER_KEY", "20"))
 
 # Background work: Celery with Redis as the broker. Without REDIS_URL, a broker that keeps its
 # queue in files under var/, so the embedded default needs no server and timers still fire.

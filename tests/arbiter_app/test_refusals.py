@@ -513,6 +513,48 @@ def test_rate_limited_per_key(
     assert client.get(summary, headers=merchant.headers).status_code == 200
 
 
+def test_a_throttled_key_gets_every_other_refusal_first(
+    client: Any, negotiation: ClientNegotiation, settings: Any, merchant: Agent
+) -> None:
+    """Section 7 lists 429 last: a throttled key's bad requests are answered as such, its
+    replays as replays, and only a request that would act is refused for the rate."""
+    key, propose = negotiation.peek()
+    assert negotiation.step().status_code == 201
+    _, counter = negotiation.peek()
+    settings.OANP_RATE_LIMIT_PER_MINUTE = 0  # every request from now on is over the budget
+    before = records()
+    problem(post(client, key, b"{not json"), 400, "malformed_json")
+    problem(post(client, key, {"oanp_version": "0.1"}), 400, "schema_invalid")
+    assert post(client, key, propose).status_code == 200  # a replay: the first answer again
+    problem(post(client, key, variant(propose, "other-id", price=321)), 409, "out_of_turn")
+    problem(client.get("/oanp/v0.1/sessions/nope", headers=key.headers), 404, "unknown_session")
+    problem(post(client, key, counter), 403, "sender_mismatch")  # the buyer's key, not hers
+    # Only what would act or answer is refused for the rate, last.
+    problem(client.get(f"/oanp/v0.1/sessions/{SESSION}", headers=key.headers), 429, "rate_limited")
+    response = post(client, merchant, counter)
+    problem(response, 429, "rate_limited")
+    assert int(response["Retry-After"]) >= 1
+    assert records() == before
+
+
+def test_an_address_flooding_made_up_keys_is_refused_before_any_lookup(
+    client: Any, settings: Any, buyer: Agent, django_assert_num_queries: Any
+) -> None:
+    settings.OANP_AUTH_FAILURES_PER_MINUTE = 3
+    made_up = {"Authorization": "Bearer oanp_0123456789ab_" + "x" * 32}
+    summary = f"/oanp/v0.1/sessions/{SESSION}"
+    for _ in range(3):
+        problem(client.get(summary, headers=made_up), 401, "unauthorized")
+    with django_assert_num_queries(0):
+        response = client.get(summary, headers=made_up)
+    problem(response, 429, "rate_limited")
+    assert int(response["Retry-After"]) >= 1
+    # No key at all counts too; another address is not affected.
+    problem(client.get(summary), 429, "rate_limited")
+    other = client.get(summary, headers=buyer.headers, REMOTE_ADDR="192.0.2.7")
+    problem(other, 404, "unknown_session")
+
+
 # The order of the checks ---------------------------------------------------------------------
 
 

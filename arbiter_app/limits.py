@@ -1,0 +1,157 @@
+"""Rate limits, in PROTOCOL section 7's order of refusals.
+
+Two budgets, each counted per clock minute:
+
+- ``OANP_RATE_LIMIT_PER_MINUTE`` requests per API key. Every authenticated request is charged
+  when it arrives, but the 429 is answered last, where section 7 lists it: a throttled key's
+  malformed body still gets its 400 and its replay its 200; only a request that would change
+  or read something is refused (:meth:`Charge.admit`).
+- ``OANP_AUTH_FAILURES_PER_MINUTE`` failed authentications per client address. Past it, the
+  address gets 429 before its key is even looked up, so a flood of made-up keys costs no
+  database query.
+
+The counters live in the shared cache (Redis), so every server process counts against one
+budget. While the cache is away, each process counts on its own (the same limits, per
+process) and tries the cache again after a few seconds: the API keeps answering and stays
+limited, and the budgets are shared again once the cache is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from functools import cache
+
+from django.conf import settings
+from django.core.cache import DEFAULT_CACHE_ALIAS, caches
+from django.core.cache.backends.base import BaseCache
+
+from arbiter_app.breaker import Breaker
+from oanp.errors import ProtocolError
+
+log = logging.getLogger(__name__)
+
+WINDOW_SECONDS = 60
+
+
+class RateLimited(ProtocolError):
+    code = "rate_limited"
+    status = 429
+    title = "Rate limited"
+
+    def __init__(self, detail: str, *, retry_after: float) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+
+
+@cache
+def _shared() -> BaseCache:
+    # Django gives every request context a cache object of its own, and with Redis a connection
+    # pool of its own: under ASGI that is a new connection per request. One object for the
+    # process keeps one pool.
+    return caches.create_connection(DEFAULT_CACHE_ALIAS)
+
+
+#: While open, counting skips the shared cache and uses this process's own counters.
+cache_breaker = Breaker(open_seconds=5.0)
+_local: Counter[str] = Counter()
+_local_window = 0
+_local_lock = threading.Lock()
+
+
+def _count_locally(key: str, window: int) -> int:
+    global _local_window
+    with _local_lock:
+        if window != _local_window:  # a new minute: the old counters are done with
+            _local.clear()
+            _local_window = window
+        _local[key] += 1
+        return _local[key]
+
+
+def _count(key: str, window: int) -> int:
+    """One more request under ``key`` in the minute starting at ``window``; the count so far."""
+    if cache_breaker.allows():
+        store = _shared()
+        name = f"oanp-rate:{key}:{window}"
+        try:
+            store.add(name, 0, timeout=2 * WINDOW_SECONDS)
+            try:
+                count = store.incr(name)
+            except ValueError:  # the counter expired between the two calls: a new window
+                count = 1
+        except Exception as error:
+            if not cache_breaker.is_open:
+                log.warning("rate limits counted per process, the cache is away: %r", error)
+            cache_breaker.failed()
+        else:
+            cache_breaker.succeeded()
+            return count
+    return _count_locally(key, window)
+
+
+def _window() -> tuple[int, float]:
+    now = time.time()
+    window = int(now // WINDOW_SECONDS) * WINDOW_SECONDS
+    return window, window + WINDOW_SECONDS - now
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """A request's charge against its key's budget; :meth:`admit` refuses it if over."""
+
+    over: RateLimited | None = None
+
+    def admit(self) -> None:
+        """Called once every other check passed, just before the request acts."""
+        if self.over is not None:
+            raise self.over
+
+
+def charge(prefix: str) -> Charge:
+    window, remaining = _window()
+    if _count(f"key:{prefix}", window) <= settings.OANP_RATE_LIMIT_PER_MINUTE:
+        return Charge()
+    return Charge(
+        RateLimited(
+            f"this API key made over {settings.OANP_RATE_LIMIT_PER_MINUTE} requests this minute",
+            retry_after=remaining,
+        )
+    )
+
+
+def check_address(address: str) -> None:
+    """Refuse an address that failed authentication too often this minute."""
+    window, remaining = _window()
+    failures = _peek(f"failed:{address}", window)
+    if failures >= settings.OANP_AUTH_FAILURES_PER_MINUTE:
+        raise RateLimited(
+            f"too many requests without a valid API key from {address} this minute",
+            retry_after=remaining,
+        )
+
+
+def record_failure(address: str) -> None:
+    window, _ = _window()
+    _count(f"failed:{address}", window)
+
+
+def _peek(key: str, window: int) -> int:
+    if cache_breaker.allows():
+        try:
+            value = _shared().get(f"oanp-rate:{key}:{window}")
+        except Exception:
+            cache_breaker.failed()
+        else:
+            cache_breaker.succeeded()
+            return int(value or 0)
+    with _local_lock:
+        return _local[key] if window == _local_window else 0
