@@ -336,6 +336,8 @@ def test_an_attempt_whose_worker_is_killed_inside_the_post_is_abandoned_and_rede
 
     def left_running() -> None:
         assert attempts_of(handoff_of(session_id)) == [(1, None, "")]
+        # Waiting for its retry, as the overview counts it.
+        assert selectors.delivery_backlog().handoffs_retrying == 1
 
     kill_inside_the_post(celery_worker_process, acp.hold, left_running)
 
