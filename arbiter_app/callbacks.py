@@ -20,8 +20,8 @@ from django.utils import timezone
 from arbiter_app import outbound
 from arbiter_app.models import AgentCallback, CallbackCursor, DeliveryAttempt, Entry, Role, Session
 from arbiter_app.outbound import Answer, Outcome
+from arbiter_app.queue import enqueue
 from arbiter_app.selectors import entry_text
-from oanp_site.celery import app
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +58,12 @@ def on_entries_committed(
 
 
 def send(cursor_id: int, countdown: float | None = None) -> None:
-    try:
-        app.send_task(DELIVER_TASK, args=[cursor_id], countdown=countdown)
-    except Exception:
-        log.warning("could not queue callback cursor %s; the sweep will deliver it", cursor_id)
+    enqueue(
+        DELIVER_TASK,
+        args=[cursor_id],
+        countdown=countdown,
+        about=f"callback cursor {cursor_id}; the sweep will deliver it",
+    )
 
 
 def deliver(cursor_id: int) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import secrets
 from collections.abc import Sequence
 from datetime import timedelta
@@ -29,12 +28,10 @@ from arbiter_app.models import (
     Session,
 )
 from arbiter_app.outbound import Answer, Outcome
+from arbiter_app.queue import enqueue
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.log import Entry as LogEntry
 from oanp.money import to_minor_units
-from oanp_site.celery import app
-
-log = logging.getLogger(__name__)
 
 ACP_API_VERSION = "2026-04-17"
 DELIVER_TASK = "arbiter_app.tasks.deliver_handoff"
@@ -62,10 +59,12 @@ def open_handoff(session: Session, entries: Sequence[LogEntry]) -> None:
 
 def send(handoff_id: int, countdown: float | None = None) -> None:
     """Ask the worker for the next attempt; the sweep makes it when the broker is away."""
-    try:
-        app.send_task(DELIVER_TASK, args=[handoff_id], countdown=countdown)
-    except Exception:
-        log.warning("could not queue handoff %s; the sweep will deliver it", handoff_id)
+    enqueue(
+        DELIVER_TASK,
+        args=[handoff_id],
+        countdown=countdown,
+        about=f"handoff {handoff_id}; the sweep will deliver it",
+    )
 
 
 def line_item_id(item: JsonObject) -> str:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 
 from django.conf import settings
 
-from oanp_site.celery import app
-
-log = logging.getLogger(__name__)
+from arbiter_app.queue import enqueue
 
 EXPIRE_TASK = "arbiter_app.tasks.expire_session"
 
@@ -22,7 +19,9 @@ def arm(*, session_id: str, due: datetime, now: datetime) -> None:
     """
     if (due - now).total_seconds() > settings.OANP_TIMER_HORIZON_SECONDS:
         return
-    try:
-        app.send_task(EXPIRE_TASK, args=[session_id], eta=due)
-    except Exception:  # the broker is away: the sweep closes the session instead
-        log.warning("could not arm the timer of session %s; the sweep will", session_id)
+    enqueue(
+        EXPIRE_TASK,
+        args=[session_id],
+        eta=due,
+        about=f"the timer of session {session_id}; the sweep will close it",
+    )

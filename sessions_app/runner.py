@@ -20,12 +20,12 @@ from typing import Any
 
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
+from arbiter_app.queue import enqueue
 from oanp.agents import LimitGuard, MerchantAgent
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.envelope import parse_envelope, parse_timestamp
 from oanp.errors import OutOfTurn, ProtocolError, SessionTerminal, TimerExpired
 from oanp.strategies import Boulware, Conceder, Linear, ReferenceMerchant, Strategy, TitForTat
-from oanp_site.celery import app
 from sessions_app import services
 from sessions_app.models import AgentProfile, HostedSession, Mode
 from sessions_app.vault import unseal, unseal_text
@@ -61,7 +61,11 @@ def on_entries_committed(
         if not any(entry["envelope"]["sender"]["role"] == "buyer" for entry in entries):
             return
         if AgentProfile.objects.filter(agent_id=merchant_agent_id, mode=Mode.HOSTED).exists():
-            app.send_task(ANSWER_TASK, args=[session_id])
+            enqueue(
+                ANSWER_TASK,
+                args=[session_id],
+                about=f"the hosted answer in session {session_id}; its timer will close it",
+            )
     except Exception:  # the session's response timer closes it if no answer ever comes
         log.exception("could not queue the hosted answer in session %s", session_id)
 

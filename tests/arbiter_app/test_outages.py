@@ -14,10 +14,23 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
-from tests.arbiter_app.factories import ENVELOPES, now, sfo_jfk_agents
-from tests.arbiter_app.test_health import PrivateCluster, cluster  # noqa: F401 (a fixture)
-from tests.conftest import ROOT, serve
+from oanp.client import SseDecoder
+from tests.arbiter_app.factories import (
+    ENVELOPES,
+    SFO_JFK_TRACE,
+    HttpNegotiation,
+    make_agent,
+    now,
+    sfo_jfk_agents,
+)
+from tests.arbiter_app.test_health import (  # noqa: F401 (fixtures)
+    PrivateCluster,
+    cluster,
+    redis_server,
+)
+from tests.conftest import ROOT, _database_url, serve
 from tests.support.waiting import wait_for
 
 #: The pool's wait in these tests; a refusal must come within it and a little more.
@@ -111,3 +124,44 @@ def test_a_stopped_database_answers_503_fast_and_the_server_recovers(
         )
         assert submitted.status_code == 201, submitted.text
     print(f"slowest 503: {slowest:.2f} s; recovered {recovery:.2f} s after the restart")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_redis_away_envelopes_are_accepted_and_streams_deliver(redis_server: Any) -> None:  # noqa: F811
+    """Redis is the cache (rate limits), the channel layer (wake-ups) and the broker; while it
+    is away the API keeps answering and streams fall back to polling the database."""
+    redis = redis_server()
+    env = {"DATABASE_URL": _database_url(), "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0"}
+    buyer_key, merchant_key = make_agent("buyer-r1", "buyer"), make_agent("merchant-r1", "merchant")
+    with serve(env) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        with client.stream("GET", "/oanp/v0.1/inbox", headers=merchant_key.headers) as inbox:
+            assert inbox.status_code == 200
+            redis.kill()
+            redis.wait(5)
+            buyer, merchant = sfo_jfk_agents(
+                "redis-away-", buyer_id="buyer-r1", merchant_id="merchant-r1"
+            )
+            run = HttpNegotiation(client, buyer, merchant, buyer_key, merchant_key)
+            log = run.run("redis-away-1")
+            assert [e["envelope"]["type"] for e in log] == SFO_JFK_TRACE
+            posts = [r for r in run.responses if r.request.method == "POST"]
+            # The first send after Redis left pays the publisher's retries; the rest skip it.
+            assert max(r.elapsed.total_seconds() for r in posts) < 2.0
+            # The merchant's inbox, opened before Redis went away, still receives every entry.
+            decoder = SseDecoder()
+            received: list[str] = []
+            for chunk in inbox.iter_bytes():
+                received += [f.event for f in decoder.feed(chunk)]
+                if len(received) >= len(SFO_JFK_TRACE):
+                    break
+            assert received == SFO_JFK_TRACE
+
+        redis_server()
+        # Back, with no restart of the server: a new session works as before.
+        buyer, merchant = sfo_jfk_agents(
+            "redis-back-", buyer_id="buyer-r1", merchant_id="merchant-r1"
+        )
+        run = HttpNegotiation(client, buyer, merchant, buyer_key, merchant_key)
+        assert len(run.run("redis-back-1")) == len(SFO_JFK_TRACE)
+    latencies = ", ".join(f"{r.elapsed.total_seconds():.3f}" for r in posts)
+    print(f"envelopes with Redis away took {latencies} s")

@@ -1,0 +1,36 @@
+"""Handing work to the worker: the one way every part of the project enqueues a task.
+
+Each task sent here has a backstop that finds its work without it (the timer and delivery
+sweeps, a session's response timer), so a broker that is away delays work but loses none: the
+send is logged and skipped. While the broker keeps failing, :data:`broker_breaker` skips it
+outright, so a commit does not pay the publisher's retries (most of a second) each time.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from arbiter_app.breaker import Breaker
+from oanp_site.celery import app
+
+log = logging.getLogger(__name__)
+
+broker_breaker = Breaker(open_seconds=5.0)
+
+
+def enqueue(task: str, *, args: list[Any], about: str, **options: Any) -> bool:
+    """Send ``task`` with ``args`` (and Celery's ``countdown``/``eta``); whether it was sent.
+    ``about`` names the work in the warning when it was not, and what will do it instead."""
+    if broker_breaker.allows():
+        try:
+            app.send_task(task, args=args, **options)
+        except Exception as error:
+            broker_breaker.failed()
+            log.warning("could not queue %s: %r", about, error)
+        else:
+            broker_breaker.succeeded()
+            return True
+    else:
+        log.warning("could not queue %s: the broker was away moments ago", about)
+    return False
