@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from prometheus_client import Counter, Histogram, values
+from prometheus_client import Counter, Gauge, Histogram, values
 
 # Settings name the folder before this import; a process that imported prometheus-client
 # earlier would count only for itself, silently. Say so at start instead.
@@ -48,6 +48,12 @@ REQUEST_SECONDS = Histogram(
     ["method", "route", "status"],
 )
 TASKS = Counter("oanp_tasks", "Background tasks run, by task and outcome.", ["task", "outcome"])
+INTEGRITY_MISMATCHES = Gauge(
+    "oanp_integrity_mismatches",
+    "Open integrity alarms: sessions whose row and log disagreed at the last check.",
+    # Set by whichever worker ran the last check; that value stands until the next one.
+    multiprocess_mode="mostrecent",
+)
 
 
 def count_envelope(type_: str, outcome: str) -> None:

@@ -5,7 +5,16 @@ from __future__ import annotations
 from celery import Task, shared_task
 from django.utils import timezone
 
-from arbiter_app import callbacks, handoff, heartbeats, keys, outbound, selectors, services
+from arbiter_app import (
+    callbacks,
+    handoff,
+    heartbeats,
+    integrity,
+    keys,
+    outbound,
+    selectors,
+    services,
+)
 
 
 @shared_task
@@ -55,3 +64,10 @@ def heartbeat(self: Task) -> None:
     heartbeats.answered(
         hostname=self.request.hostname or "", sent_at=self.request.get(heartbeats.SENT_AT_HEADER)
     )
+
+
+@shared_task
+def check_integrity() -> int:
+    """Sent by beat every OANP_INTEGRITY_CHECK_SECONDS: session heads and hash chains against
+    their entries; returns the mismatches found."""
+    return len(integrity.check().findings)

@@ -321,6 +321,12 @@ LOGGING = logging_config(
 # The worker logs through LOGGING too (oanp_site.celery), not through handlers of its own.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# How often the integrity check compares session heads and hash chains with the entries, and
+# how often it also recomputes every entry's hash (otherwise only the entries new since the
+# check before last).
+OANP_INTEGRITY_CHECK_SECONDS = float(os.environ.get("OANP_INTEGRITY_CHECK_SECONDS", "300"))
+OANP_INTEGRITY_FULL_SECONDS = float(os.environ.get("OANP_INTEGRITY_FULL_SECONDS", "86400"))
+
 CELERY_BEAT_SCHEDULE = {
     # Beat's tick and the worker's answer: /readyz reads both (arbiter_app.heartbeats).
     "heartbeat": {
@@ -342,5 +348,12 @@ CELERY_BEAT_SCHEDULE = {
     "maintain-signing-keys": {
         "task": "arbiter_app.tasks.maintain_signing_keys",
         "schedule": float(os.environ.get("OANP_KEY_CHECK_SECONDS", "3600")),
+    },
+    # Session heads and hash chains checked against their entries (arbiter_app.integrity).
+    "check-integrity": {
+        "task": "arbiter_app.tasks.check_integrity",
+        "schedule": OANP_INTEGRITY_CHECK_SECONDS,
+        # A check that waited a whole interval is superseded by the next one.
+        "options": {"expires": OANP_INTEGRITY_CHECK_SECONDS},
     },
 }
