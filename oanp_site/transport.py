@@ -1,0 +1,119 @@
+"""How Daphne reads a request before the application sees it.
+
+Twisted, under Daphne, reads a whole request body before it hands the request on: a 400 MB
+body was read (17 s, +200 MB of memory) only to be answered 401. It also parses
+``multipart/form-data`` bodies itself and answers what it cannot parse with a bare 400 that
+the application never sees. :class:`ArbiterRequest` refuses a body over its limit as soon as
+the headers say so, or as soon as the bytes read pass it, and leaves bodies to the application.
+
+The limit is the API's envelope limit under ``/oanp/`` (PROTOCOL section 7: 413, after 401:
+a request without a key gets 401 whatever it carries; the key itself is checked by the
+application, which a body this size never reaches, so a bad key with an oversize body gets
+413) and ``DATA_UPLOAD_MAX_MEMORY_SIZE`` elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import daphne.http_protocol
+from django.conf import settings
+
+from arbiter_app.problems import PROBLEM_TYPE, problem_body
+from oanp.envelope import MAX_ENVELOPE_BYTES
+
+API_PREFIX = b"/oanp/"
+
+
+def body_limit(path: bytes) -> int:
+    if path.startswith(API_PREFIX):
+        return MAX_ENVELOPE_BYTES
+    return int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+
+def refusal(path: bytes, *, has_key: bool, limit: int) -> bytes:
+    """The whole HTTP response refusing an oversize body; the connection closes after it."""
+    instance = path.split(b"?", 1)[0].decode("ascii", "replace")
+    if not path.startswith(API_PREFIX):
+        status, content_type = "413 Content Too Large", "text/plain; charset=utf-8"
+        content = f"the request body is over {limit} bytes\n".encode()
+    elif not has_key:
+        status, content_type = "401 Unauthorized", PROBLEM_TYPE
+        body = problem_body(
+            status=401,
+            code="unauthorized",
+            title="Unauthorized",
+            detail="send Authorization: Bearer <api key>",
+            instance=instance,
+        )
+        content = json.dumps(body).encode()
+    else:
+        status, content_type = "413 Content Too Large", PROBLEM_TYPE
+        body = problem_body(
+            status=413,
+            code="envelope_too_large",
+            title="Envelope too large",
+            detail=f"the body is over {limit} bytes",
+            instance=instance,
+        )
+        content = json.dumps(body).encode()
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(content)}\r\nConnection: close\r\n"
+    )
+    if status.startswith("401"):
+        head += 'WWW-Authenticate: Bearer realm="oanp"\r\n'
+    return head.encode() + b"\r\n" + content
+
+
+class ArbiterRequest(daphne.http_protocol.WebRequest):  # type: ignore[misc]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The application parses its own bodies (and refuses what it cannot parse, as 4xx).
+        self._parsePOSTFormSubmission = False
+        self._limit = 0
+        self._read = 0
+        self._refused = False
+
+    def _target(self) -> bytes:
+        # The request line is parsed before the headers; ``path`` is set only once the body
+        # has been read, so the channel's copy is the one there is now.
+        return getattr(self.channel, "_path", b"") or b""
+
+    def gotLength(self, length: int | None) -> None:  # noqa: N802 (Twisted's names)
+        self._limit = body_limit(self._target())
+        if length is not None and length > self._limit:
+            super().gotLength(0)  # an empty body file, for Twisted's clean-up to close
+            self._refuse()
+            return
+        super().gotLength(length)
+
+    def handleContentChunk(self, data: bytes) -> None:  # noqa: N802
+        if self._refused:
+            return
+        self._read += len(data)
+        if self._read > self._limit:  # a chunked body, whose length was not declared
+            self._refuse()
+            return
+        super().handleContentChunk(data)
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:  # noqa: N802
+        if not self._refused:
+            super().requestReceived(command, path, version)
+
+    def _refuse(self) -> None:
+        self._refused = True
+        response = refusal(
+            self._target(),
+            has_key=self.requestHeaders.hasHeader(b"Authorization"),
+            limit=self._limit,
+        )
+        self.channel.transport.write(response)
+        self.channel.transport.loseConnection()
+
+
+def install() -> None:
+    """Make Daphne build :class:`ArbiterRequest` for every connection it accepts from now on
+    (its factory reads the module's ``WebRequest`` when it builds each connection's protocol)."""
+    daphne.http_protocol.WebRequest = ArbiterRequest
