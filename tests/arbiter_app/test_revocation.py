@@ -17,6 +17,7 @@ from arbiter_app.models import AgentCredential
 from tests.arbiter_app.factories import Agent, make_agent
 from tests.arbiter_app.test_streams import INBOX, Stepper, events_path, live_client
 from tests.conftest import HEARTBEATS, LiveServer, _database_url, serve
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -121,3 +122,33 @@ def test_the_command_refuses_an_unknown_prefix_and_changes_nothing() -> None:
 def test_the_command_needs_a_prefix_or_all() -> None:
     with pytest.raises(CommandError):
         call_command("revoke_key", agent_id="rv-buyer-5")
+
+
+@pytest.fixture
+def capped_server(django_db_setup: None) -> Iterator[LiveServer]:
+    env = {"DATABASE_URL": _database_url(), "OANP_STREAMS_PER_KEY": "3", **HEARTBEATS}
+    with serve(env) as server:
+        yield server
+
+
+def test_a_key_holds_a_bounded_number_of_streams(capped_server: LiveServer) -> None:
+    buyer, other = make_agent("rv-buyer-6", "buyer"), make_agent("rv-buyer-7", "buyer")
+    with live_client(capped_server) as client:
+        streams = [client.stream("GET", INBOX, headers=buyer.headers) for _ in range(3)]
+        responses = [s.__enter__() for s in streams]
+        assert [r.status_code for r in responses] == [200, 200, 200]
+        refused = client.get(INBOX, headers=buyer.headers)
+        assert refused.status_code == 429
+        assert refused.json()["code"] == "too_many_streams"
+        # Another key is not affected, and a closed stream frees its place.
+        with client.stream("GET", INBOX, headers=other.headers) as response:
+            assert response.status_code == 200
+        streams.pop().__exit__(None, None, None)
+
+        def reopened() -> bool:
+            with client.stream("GET", INBOX, headers=buyer.headers) as response:
+                return response.status_code == 200
+
+        wait_for(reopened, 5, interval=0.2)
+        for s in streams:
+            s.__exit__(None, None, None)
