@@ -21,14 +21,15 @@ from rest_framework.views import APIView
 from arbiter_app import limits, selectors, services
 from arbiter_app.keys import key_history, published_jwks
 from arbiter_app.models import AgentCredential
+from oanp.canonical import read_json
 from oanp.envelope import MAX_ENVELOPE_BYTES, parse_envelope
 from oanp.errors import (
     EnvelopeTooLarge,
     FieldError,
-    MalformedEnvelope,
     ProtocolError,
     SchemaInvalid,
 )
+from oanp_site.guards import InvalidCharacters, text_refusal
 from oanp_site.logs import annotate
 
 JSON = "application/json"
@@ -112,15 +113,18 @@ class NoCallback(ProtocolError):
 
 
 def _callback_url(data: bytes) -> str:
-    try:
-        body = json.loads(data)
-    except ValueError as exc:
-        raise MalformedEnvelope(f"the body is not JSON: {exc}") from exc
+    # The envelopes' strict reader: a key given twice is refused, not settled by the last one.
+    body = read_json(data)
     url = body.get("url") if isinstance(body, dict) else None
     if not isinstance(url, str) or set(body) != {"url"}:
         raise SchemaInvalid(
             'the body is {"url": "https://…"} and nothing else',
             errors=[FieldError("url", "required, a string")],
+        )
+    reason = text_refusal(url, url=True)
+    if reason is not None:
+        raise InvalidCharacters(
+            f"the url holds {reason}", errors=[FieldError("url", f"holds {reason}")]
         )
     return url
 
@@ -153,7 +157,9 @@ class CallbackView(AgentView):
     def delete(self, request: Request) -> HttpResponse:
         self.charge.admit()
         services.remove_callback(agent=_agent(request))
-        return HttpResponse(status=204)
+        response = HttpResponse(status=204)
+        del response["Content-Type"]  # a 204 has no content, so no type of content either
+        return response
 
 
 class KeysView(APIView):

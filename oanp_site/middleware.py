@@ -1,9 +1,7 @@
-"""Django's standard middleware, run synchronously.
+"""The request log: one line and one latency observation per request.
 
-Django's own middleware classes can run either way, and under ASGI they run "async": each
-one then hops to a worker thread and back for its request and response halves, some fourteen
-thread switches per request for seven classes. Declared sync-only, the whole chain runs in
-the one worker thread that serves the view, which is where this project's views run anyway.
+Django's own middleware is listed under its own dotted paths (so ``check --deploy`` sees it)
+and runs synchronously, in the thread that serves the view: see :mod:`oanp_site.asgi`.
 """
 
 from __future__ import annotations
@@ -14,58 +12,16 @@ import time
 from collections.abc import Callable
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.contrib.auth.middleware import AuthenticationMiddleware as _Authentication
-from django.contrib.messages.middleware import MessageMiddleware as _Message
-from django.contrib.sessions.middleware import SessionMiddleware as _Session
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
-from django.middleware.clickjacking import XFrameOptionsMiddleware as _XFrameOptions
-from django.middleware.common import CommonMiddleware as _Common
-from django.middleware.csrf import CsrfViewMiddleware as _CsrfView
-from django.middleware.security import SecurityMiddleware as _Security
-from whitenoise.middleware import WhiteNoiseMiddleware as _WhiteNoise
 
 from arbiter_app import metrics
 from arbiter_app.problems import PROBLEM_TYPE
+from oanp_site.guards import PROBE_PATHS, printable
 from oanp_site.logs import log_fields
 
 request_log = logging.getLogger("oanp.request")
 
-
-class SecurityMiddleware(_Security):
-    async_capable = False
-
-
-class SessionMiddleware(_Session):
-    async_capable = False
-
-
-class CommonMiddleware(_Common):
-    async_capable = False
-
-
-class CsrfViewMiddleware(_CsrfView):
-    async_capable = False
-
-
-class AuthenticationMiddleware(_Authentication):
-    async_capable = False
-
-
-class MessageMiddleware(_Message):
-    async_capable = False
-
-
-class XFrameOptionsMiddleware(_XFrameOptions):
-    async_capable = False
-
-
-class WhiteNoiseMiddleware(_WhiteNoise):
-    async_capable = False
-
-
-#: Probes answer every few seconds; their lines would drown the rest, so they log at DEBUG.
-QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
@@ -85,7 +41,7 @@ class RequestLogMiddleware:
         try:
             self._record(request, response, time.perf_counter() - started)
         except Exception:  # the answer stands whatever its log line does
-            request_log.exception("could not log %s %s", request.method, request.path)
+            request_log.exception("could not log %s %s", request.method, printable(request.path))
         return response
 
     @staticmethod
@@ -95,6 +51,8 @@ class RequestLogMiddleware:
         # Labels come only from fixed sets: a client must not mint time series of its own.
         method = request.method if request.method in METHODS else "other"
         code = _problem_code(response)
+        # A refused path may hold control characters; a line of the log stays one line.
+        path = printable(request.path)
         if code:
             metrics.REFUSALS.labels(code=code).inc()
         metrics.REQUEST_SECONDS.labels(
@@ -102,7 +60,7 @@ class RequestLogMiddleware:
         ).observe(seconds)
         fields = {
             "method": request.method,
-            "path": request.path,
+            "path": path,
             "status": response.status_code,
             "duration_ms": round(seconds * 1000, 1),
             "code": code,
@@ -112,7 +70,8 @@ class RequestLogMiddleware:
             "user": _username(request),
         }
         level = logging.INFO
-        if request.path in QUIET_PATHS:
+        # Probes answer every few seconds; their lines would drown the rest.
+        if request.path in PROBE_PATHS:
             level = logging.DEBUG
         elif response.status_code >= 500:
             level = logging.WARNING
@@ -120,7 +79,7 @@ class RequestLogMiddleware:
             level,
             "%s %s %s",
             request.method,
-            request.path,
+            path,
             response.status_code,
             extra={"oanp": fields},
         )

@@ -237,12 +237,6 @@ else:
     _QUEUE_DIR = Path(os.environ.get("OANP_BROKER_DIR") or VAR_DIR / "celery")
     for _folder in ("queue", "claimed", "rejected", "control"):
         (_QUEUE_DIR / _folder).mkdir(parents=True, exist_ok=True)
-# Event streams re-check their key this often (and at once on a revocation), so a revoked key
-# stops reading within seconds even if the revocation's wake-up is lost.
-OANP_STREAM_RECHECK_SECONDS = float(os.environ.get("OANP_STREAM_RECHECK_SECONDS", "5"))
-# Streams one key may hold open at once in each server process (429 beyond): an agent needs its
-# inbox and a few sessions; hundreds from one key only slow everyone else's.
-OANP_STREAMS_PER_KEY = int(os.environ.get("OANP_STREAMS_PER_KEY", "20"))
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_QUEUE_DIR / "queue"),
         "data_folder_out": str(_QUEUE_DIR / "queue"),
