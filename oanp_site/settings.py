@@ -38,19 +38,18 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    f"oanp_site.middleware.{name}"
-    for name in (
-        "RequestLogMiddleware",
-        "SecurityMiddleware",
-        "WhiteNoiseMiddleware",
-        "SessionMiddleware",
-        "CommonMiddleware",
-        "CsrfViewMiddleware",
-        "AuthenticationMiddleware",
-        "MessageMiddleware",
-        "XFrameOptionsMiddleware",
-    )
-] + [
+    # First, so it times and logs every answer, refusals of the guard included.
+    "oanp_site.middleware.RequestLogMiddleware",
+    # Before anything reads the request: no NUL or lone surrogate reaches the database.
+    "oanp_site.guards.InvalidCharactersMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A database that is away answers 503 with Retry-After, not 500.
     "arbiter_app.problems.UnavailableMiddleware",
 ]
