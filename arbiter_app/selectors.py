@@ -188,6 +188,11 @@ def credentials_of(*, agent_id: str, role: str) -> QuerySet[AgentCredential]:
     return AgentCredential.objects.filter(agent_id=agent_id, role=role).order_by("-created_at")
 
 
+def credential_is_live(credential_id: int) -> bool:
+    """Whether the credential has not been revoked (nor deleted) since it was loaded."""
+    return AgentCredential.objects.filter(pk=credential_id, revoked_at__isnull=True).exists()
+
+
 def agent_id_in_use(agent_id: str) -> bool:
     """Whether any key, of either role, speaks for ``agent_id``."""
     return AgentCredential.objects.filter(agent_id=agent_id).exists()
@@ -198,11 +203,6 @@ def session_named(session_id: str) -> Session | None:
 
 
 # Handoffs and reveals, for the dashboard: the caller has already scoped the session --------
-def credential_is_live(credential_id: int) -> bool:
-    """Whether the credential has not been revoked (nor deleted) since it was loaded."""
-    return AgentCredential.objects.filter(pk=credential_id, revoked_at__isnull=True).exists()
-
-
 
 
 def handoff_target_of(merchant_agent_id: str) -> HandoffTarget | None:

@@ -124,6 +124,16 @@ def celery_worker_process(worker_env: dict[str, str]) -> Iterator[Worker]:
     worker.stop()
 
 
+#: Every test client is 127.0.0.1: the suite's many deliberate 401s must not add up to the
+#: per-address limit of failed authentications, which its own tests set low on purpose.
+UNLIMITED_ADDRESS = {"OANP_AUTH_FAILURES_PER_MINUTE": "1000000000"}
+
+
+@pytest.fixture(autouse=True)
+def _unlimited_address(settings: Any) -> None:
+    settings.OANP_AUTH_FAILURES_PER_MINUTE = int(UNLIMITED_ADDRESS["OANP_AUTH_FAILURES_PER_MINUTE"])
+
+
 @contextmanager
 def serve(env: dict[str, str]) -> Iterator[LiveServer]:
     """Daphne serving the project's ASGI application with ``env`` on top of this process's
@@ -133,6 +143,7 @@ def serve(env: dict[str, str]) -> Iterator[LiveServer]:
         **os.environ,
         "OANP_PUBLIC_URL": f"http://127.0.0.1:{port}",
         "PYTHONUNBUFFERED": "1",
+        **UNLIMITED_ADDRESS,
         **env,
     }
     log_path = ROOT / "var" / f"daphne-{port}.log"
