@@ -39,8 +39,9 @@ $(STAMP): pyproject.toml
 # Options for `manage.py demo`, e.g. make demo ARGS=--reset-passwords
 ARGS ?=
 
+# The demo is a development machine: DEBUG on lets it run on the development secrets.
 demo: venv
-	$(BIN)/python manage.py demo $(ARGS)
+	DJANGO_DEBUG=1 $(BIN)/python manage.py demo $(ARGS)
 
 services:
 	@$(call ensure_service,PostgreSQL,$(PG_UP),$(PG_START))
@@ -60,13 +61,18 @@ lint: venv
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/oanp
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
+# The suite runs with DEBUG off, as production does, so it brings secrets of its own: the
+# development ones stop every start then (oanp_site.checks). Known to all, for tests only.
+TEST_SECRETS := DJANGO_SECRET_KEY=test-only-5be754a2a0155b915b0feccd2bfd624480351e9a55dd9f4b947def0a052a5c8d \
+	OANP_KEY_ENCRYPTION_KEY=ZZ_NqCRRo7RiReBf_QY0lAcivtOvPBW5ujyvM8LAkII= OANP_VAULT_KEY=4x1YVe4OJAGv1gzJm_WmIjgytDmMTAT3j57v4IJoj_M=
+
 # The suite's metrics folder starts empty, so no earlier run's counters are added to its own.
 TEST_METRICS_DIR := $(CURDIR)/var/metrics-test
 
 test: venv services browser lint
 	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
-		PROMETHEUS_MULTIPROC_DIR=$(TEST_METRICS_DIR) $(BIN)/pytest -q
+		PROMETHEUS_MULTIPROC_DIR=$(TEST_METRICS_DIR) $(TEST_SECRETS) $(BIN)/pytest -q
 
 bench: venv
 	$(BIN)/python -m bench

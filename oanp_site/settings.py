@@ -13,7 +13,10 @@ from oanp_site.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-dev-only-change-me")
+# Public, so good for a development machine only: with DEBUG off it stops every start
+# (oanp_site.checks).
+DEVELOPMENT_SECRET_KEY = "django-insecure-dev-only-change-me"  # noqa: S105
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or DEVELOPMENT_SECRET_KEY
 DEBUG = os.environ.get("DJANGO_DEBUG", "").lower() in {"1", "true", "yes", "on"}
 # Without DJANGO_ALLOWED_HOSTS the server answers on this machine only.
 ALLOWED_HOSTS = [
@@ -198,7 +201,7 @@ OANP_ARBITER_ID = os.environ.get("OANP_ARBITER_ID", "arbiter.local")
 OANP_PUBLIC_URL = os.environ.get("OANP_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 OANP_SIGNING_ALG = os.environ.get("OANP_SIGNING_ALG", "Ed25519")
 # Fernet key that encrypts signing keys at rest. Derived from SECRET_KEY when unset, which is
-# only good enough for a development machine.
+# only good enough for a development machine: with DEBUG off, an unset one stops every start.
 OANP_KEY_ENCRYPTION_KEY = (
     os.environ.get("OANP_KEY_ENCRYPTION_KEY")
     or base64.urlsafe_b64encode(
@@ -212,6 +215,37 @@ OANP_VAULT_KEY = (
         hashlib.sha256(b"oanp-merchant-vaults:" + SECRET_KEY.encode()).digest()
     ).decode()
 )
+#: The keys above that were derived, not set (oanp_site.checks refuses them with DEBUG off).
+OANP_DERIVED_KEYS = [
+    k for k in ("OANP_KEY_ENCRYPTION_KEY", "OANP_VAULT_KEY") if not os.environ.get(k)
+]
+
+# Security ------------------------------------------------------------------------------------
+# Always on: cookies out of scripts' reach, no MIME sniffing, no framing, no referrer abroad.
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+# Behind a TLS-terminating proxy (production): plain HTTP is redirected to HTTPS, browsers are
+# told to use HTTPS only (HSTS, subdomains included), cookies travel over HTTPS only. The proxy
+# must set X-Forwarded-Proto (and drop a client's own): it is how a request says it came over
+# HTTPS. The probes are exempt from the redirect, for a load balancer that checks over HTTP.
+OANP_BEHIND_TLS = os.environ.get("OANP_BEHIND_TLS", "").lower() in {"1", "true", "yes", "on"}
+if OANP_BEHIND_TLS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^(healthz|readyz|metrics)$"]
+    SECURE_HSTS_SECONDS = int(os.environ.get("OANP_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    # Preloading is a promise to browsers' built-in list, hard to take back: the operator's own
+    # choice, so check --deploy's reminder of it (W021) is not shown.
+    SECURE_HSTS_PRELOAD = os.environ.get("OANP_HSTS_PRELOAD", "").lower() in {"1", "true", "yes"}
+    SILENCED_SYSTEM_CHECKS = ["security.W021"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    # Forms posted from the public address pass CSRF's origin check behind the proxy.
+    CSRF_TRUSTED_ORIGINS = [OANP_PUBLIC_URL] if OANP_PUBLIC_URL.startswith("https://") else []
+
 # Envelopes per API key and minute: generous for a busy agent, stops a runaway loop.
 OANP_RATE_LIMIT_PER_MINUTE = int(os.environ.get("OANP_RATE_LIMIT_PER_MINUTE", "600"))
 # Failed authentications per client address and minute; past it the address gets 429 before
