@@ -15,6 +15,12 @@ Schema = dict[str, Any]
 
 ID: Schema = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
 TIMESTAMP: Schema = {"type": "string", "format": "date-time"}
+#: What an envelope's timestamp may be (oanp.envelope.parse_timestamp): UTC, Z or +00:00.
+UTC_TIMESTAMP: Schema = {
+    **TIMESTAMP,
+    "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}"
+    "([.][0-9]{1,9})?([Zz]|[+]00:00)$",
+}
 # OpenAPI 3.0 (what drf-spectacular emits) takes exclusive bounds as booleans beside
 # minimum/maximum; the numeric form is 3.1's and made the document invalid.
 PRICE: Schema = {
@@ -65,7 +71,7 @@ PAYLOADS: dict[str, Schema] = {
                 "maximum": 3600,
                 "default": 300,
             },
-            "deadline": {**TIMESTAMP, "description": "At most 24 h ahead."},
+            "deadline": {**UTC_TIMESTAMP, "description": "At most 24 h ahead."},
         },
         required=["merchant_agent_id", "item", "currency", "constraints_commit"],
     ),
@@ -80,13 +86,14 @@ ENVELOPE = _object(
         "oanp_version": {"type": "string", "enum": ["0.1"]},
         "message_id": ID,
         "session_id": ID,
-        "timestamp": TIMESTAMP,
+        "timestamp": UTC_TIMESTAMP,
         "sender": _object(
             {"role": {"type": "string", "enum": ["buyer", "merchant", "arbiter"]}, "agent_id": ID}
         ),
         "type": {"type": "string", "enum": [t.value for t in MessageType]},
         "payload": {
-            "oneOf": [_ref(name) for name in PAYLOADS] + [{"type": "object"}],
+            # anyOf: every party payload is also an object, so oneOf held for none of them.
+            "anyOf": [_ref(name) for name in PAYLOADS] + [{"type": "object"}],
             "description": "Party payloads as listed; arbiter payloads (round.verdict, "
             "session.agree, session.close) as PROTOCOL section 3 defines them.",
         },
@@ -271,10 +278,15 @@ SCHEMAS: dict[str, Schema] = {
     ),
 }
 
+#: What every endpoint refuses before it reads anything (:mod:`oanp_site.guards`).
+INVALID_CHARACTERS = (
+    "A control character or a lone surrogate in the path, a control character other than tab "
+    "in a header, NUL in the query string or a cookie (`invalid_characters`)."
+)
 #: Why each status happens, with the codes it carries (PROTOCOL section 7).
 PROBLEMS: dict[int, str] = {
     400: "Malformed or schema-invalid (`malformed_json`, `schema_invalid`, `bad_cursor`); "
-    "`errors` names each bad field.",
+    "`errors` names each bad field. " + INVALID_CHARACTERS,
     401: "No or bad API key (`unauthorized`).",
     403: "The key's agent is not the sender (`sender_mismatch`) or not a party (`not_a_party`).",
     404: "Unknown session, or one the caller is not a party to (`unknown_session`); no "
@@ -288,7 +300,20 @@ PROBLEMS: dict[int, str] = {
     "`price_not_standing`, `role_may_not_send`, `unknown_merchant`, `reveal_mismatch`, "
     "`deadline_out_of_range`); a callback URL the arbiter will not send to: not http(s), or "
     "not a public address (`target_not_allowed`).",
-    429: "Rate limited (`rate_limited`); see `Retry-After`.",
+    429: "Rate limited (`rate_limited`), by key or, for failed authentications, by client "
+    "address; see `Retry-After`. On the event streams also too many streams open with the "
+    "key (`too_many_streams`).",
+    503: "The arbiter's database is unavailable (`unavailable`); nothing was changed; retry "
+    "after `Retry-After` seconds.",
+}
+#: The headers a refusal carries, by status.
+RETRY_AFTER: Schema = {
+    "description": "Seconds to wait before retrying.",
+    "schema": {"type": "integer", "minimum": 1},
+}
+PROBLEM_HEADERS: dict[int, Schema] = {
+    429: {"Retry-After": RETRY_AFTER},
+    503: {"Retry-After": {**RETRY_AFTER, "required": True}},
 }
 
 
@@ -296,32 +321,54 @@ def _json(name: str, description: str) -> Schema:
     return {"description": description, "content": {"application/json": {"schema": _ref(name)}}}
 
 
-def _problems(*statuses: int) -> Schema:
+def _problem(status: int, description: str) -> Schema:
+    headers = PROBLEM_HEADERS.get(status)
     return {
-        str(status): {
-            "description": PROBLEMS[status],
-            "content": {"application/problem+json": {"schema": _ref("Problem")}},
-        }
-        for status in statuses
+        "description": description,
+        "content": {"application/problem+json": {"schema": _ref("Problem")}},
+        **({"headers": headers} if headers else {}),
     }
+
+
+def _problems(*statuses: int) -> Schema:
+    return {str(status): _problem(status, PROBLEMS[status]) for status in statuses}
+
+
+#: The one refusal of the endpoints that read no key and no body.
+GUARDED = {"400": _problem(400, INVALID_CHARACTERS)}
 
 
 SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": ID}
-LAST_EVENT_ID = {
-    "name": "Last-Event-ID",
-    "in": "header",
-    "required": False,
-    "schema": {"type": "string"},
-    "description": "Resume after this event id (also accepted as ?last_event_id=).",
-}
-EVENT_STREAM = {
-    "text/event-stream": {
-        "schema": {
-            "type": "string",
-            "description": "Frames `id: …`, `event: <envelope type>`, `data: <Entry JSON>`.",
-        }
+
+
+def _last_event_id(pattern: str) -> Schema:
+    return {
+        "name": "Last-Event-ID",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "pattern": pattern},
+        "description": "Resume after this event id (also accepted as ?last_event_id=).",
     }
-}
+
+
+def _event_stream(event_id: str) -> Schema:
+    # Before OpenAPI 3.2's itemSchema, the schema of text/event-stream describes one event.
+    event = _object(
+        {
+            "id": {"type": "string", "description": event_id},
+            "event": {
+                "type": "string",
+                "enum": [t.value for t in MessageType],
+                "description": "The entry's envelope type.",
+            },
+            "data": {"type": "string", "description": "The Entry JSON, on one line."},
+        },
+        description="One event per entry; comment lines (`: …`) open the stream, keep it "
+        "alive and say why it ended (a revoked key, the database away).",
+    )
+    return {"text/event-stream": {"schema": event}}
+
+
 AUTHENTICATED = [{"apiKey": []}]
 
 
@@ -344,7 +391,7 @@ PATHS: dict[str, Schema] = {
             {
                 "201": _json("SubmitAnswer", "Applied: its entry, the arbiter's, the session."),
                 "200": _json("SubmitAnswer", "A replay of the same message_id and body."),
-                **_problems(400, 401, 403, 404, 409, 413, 422, 429),
+                **_problems(400, 401, 403, 404, 409, 413, 422, 429, 503),
             },
             requestBody={
                 "required": True,
@@ -356,7 +403,10 @@ PATHS: dict[str, Schema] = {
         "get": _operation(
             "getSession",
             "Session summary",
-            {"200": _json("SessionSummary", "The session."), **_problems(401, 404, 429)},
+            {
+                "200": _json("SessionSummary", "The session."),
+                **_problems(400, 401, 404, 429, 503),
+            },
             parameters=[SESSION_ID],
         )
     },
@@ -364,7 +414,10 @@ PATHS: dict[str, Schema] = {
         "get": _operation(
             "getSessionLog",
             "Every entry, in order",
-            {"200": _json("SessionLog", "The hash-chained log."), **_problems(401, 404, 429)},
+            {
+                "200": _json("SessionLog", "The hash-chained log."),
+                **_problems(400, 401, 404, 429, 503),
+            },
             parameters=[SESSION_ID],
         )
     },
@@ -374,12 +427,13 @@ PATHS: dict[str, Schema] = {
             "Server-Sent Events of one session; `id` is the entry seq",
             {
                 "200": {
-                    "description": "The stream; ends after the last entry.",
-                    "content": EVENT_STREAM,
+                    "description": "The stream; ends after the last entry of a session that "
+                    "is over.",
+                    "content": _event_stream("The entry's seq."),
                 },
-                **_problems(400, 401, 404),
+                **_problems(400, 401, 404, 429, 503),
             },
-            parameters=[SESSION_ID, LAST_EVENT_ID],
+            parameters=[SESSION_ID, _last_event_id("^[0-9]{1,9}$")],
         )
     },
     "/oanp/v0.1/inbox": {
@@ -388,12 +442,12 @@ PATHS: dict[str, Schema] = {
             "Server-Sent Events of every session the caller is a party to",
             {
                 "200": {
-                    "description": "The stream; `id` is an opaque cursor.",
-                    "content": EVENT_STREAM,
+                    "description": "The stream; it does not end.",
+                    "content": _event_stream("An opaque cursor."),
                 },
-                **_problems(400, 401),
+                **_problems(400, 401, 429, 503),
             },
-            parameters=[LAST_EVENT_ID],
+            parameters=[_last_event_id("^c[0-9]{1,18}$")],
         )
     },
     "/oanp/v0.1/sessions/{session_id}/reveal": {
@@ -402,7 +456,7 @@ PATHS: dict[str, Schema] = {
             "Reveal constraints and salt after the session ended",
             {
                 "200": _json("RevealAnswer", "The reveal opens the commitment."),
-                **_problems(400, 401, 404, 409, 413, 422, 429),
+                **_problems(400, 401, 404, 409, 413, 422, 429, 503),
             },
             parameters=[SESSION_ID],
             requestBody={
@@ -417,7 +471,7 @@ PATHS: dict[str, Schema] = {
             "Register the URL every new entry of the caller's sessions is POSTed to",
             {
                 "200": _json("Callback", "Registered, under a fresh signing secret."),
-                **_problems(400, 401, 413, 422, 429),
+                **_problems(400, 401, 413, 422, 429, 503),
             },
             description="Each entry is POSTed once, in seq order per session, its body the "
             "Entry JSON (as in the event streams). 408, 409, 429, 5xx and network errors are "
@@ -431,12 +485,18 @@ PATHS: dict[str, Schema] = {
         "get": _operation(
             "getCallback",
             "The caller's callback (without its secret)",
-            {"200": _json("CallbackInfo", "The callback."), **_problems(401, 404, 429)},
+            {
+                "200": _json("CallbackInfo", "The callback."),
+                **_problems(400, 401, 404, 429, 503),
+            },
         ),
         "delete": _operation(
             "deleteCallback",
             "Stop the caller's callback",
-            {"204": {"description": "Removed, or there was none."}, **_problems(401, 429)},
+            {
+                "204": {"description": "Removed, or there was none."},
+                **_problems(400, 401, 429, 503),
+            },
         ),
     },
     "/oanp/v0.1/keys": {
@@ -444,7 +504,11 @@ PATHS: dict[str, Schema] = {
             **_operation(
                 "getKeyHistory",
                 "Every signing key ever used, with its state and validity window",
-                {"200": _json("KeyHistory", "Active, retiring and retired public keys.")},
+                {
+                    "200": _json("KeyHistory", "Active, retiring and retired public keys."),
+                    **GUARDED,
+                    **_problems(503),
+                },
             ),
             "security": [],
         }
@@ -454,7 +518,7 @@ PATHS: dict[str, Schema] = {
             **_operation(
                 "getHealth",
                 "Liveness: the process answers (touches no dependency)",
-                {"200": _json("Liveness", "The process is up.")},
+                {"200": _json("Liveness", "The process is up."), **GUARDED},
             ),
             "tags": ["operations"],
             "security": [],
@@ -469,6 +533,7 @@ PATHS: dict[str, Schema] = {
                 {
                     "200": _json("Readiness", "Every check passed."),
                     "503": _json("Readiness", "At least one check failed; see checks."),
+                    **GUARDED,
                 },
             ),
             "tags": ["operations"],
@@ -490,6 +555,7 @@ PATHS: dict[str, Schema] = {
                         "token (`metrics_forbidden`).",
                         "content": {"application/problem+json": {"schema": _ref("Problem")}},
                     },
+                    **GUARDED,
                 },
             ),
             "tags": ["operations"],
@@ -498,7 +564,11 @@ PATHS: dict[str, Schema] = {
     },
     "/.well-known/jwks.json": {
         "get": {
-            **_operation("getJwks", "Public signing keys", {"200": _json("Jwks", "JWKS.")}),
+            **_operation(
+                "getJwks",
+                "Public signing keys",
+                {"200": _json("Jwks", "JWKS."), **GUARDED, **_problems(503)},
+            ),
             "security": [],
         }
     },

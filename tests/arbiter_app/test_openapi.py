@@ -11,20 +11,22 @@ from openapi_spec_validator import validate
 
 DOCUMENT = "/oanp/v0.1/openapi.json"
 
-#: (path, method) → the problem statuses PROTOCOL section 7 documents for it.
+#: (path, method) → the problem statuses PROTOCOL section 7 documents for it. Every one
+#: refuses invalid characters (400) and answers 503 while the database is away.
 ENDPOINTS: dict[tuple[str, str], set[int]] = {
-    ("/oanp/v0.1/envelopes", "post"): {400, 401, 403, 404, 409, 413, 422, 429},
-    ("/oanp/v0.1/sessions/{session_id}", "get"): {401, 404, 429},
-    ("/oanp/v0.1/sessions/{session_id}/log", "get"): {401, 404, 429},
-    ("/oanp/v0.1/sessions/{session_id}/events", "get"): {400, 401, 404},
-    ("/oanp/v0.1/inbox", "get"): {400, 401},
-    ("/oanp/v0.1/sessions/{session_id}/reveal", "post"): {400, 401, 404, 409, 422},
-    ("/oanp/v0.1/callback", "put"): {400, 401, 413, 422, 429},
-    ("/oanp/v0.1/callback", "get"): {401, 404, 429},
-    ("/oanp/v0.1/callback", "delete"): {401, 429},
-    ("/oanp/v0.1/keys", "get"): set(),
-    ("/.well-known/jwks.json", "get"): set(),
+    ("/oanp/v0.1/envelopes", "post"): {400, 401, 403, 404, 409, 413, 422, 429, 503},
+    ("/oanp/v0.1/sessions/{session_id}", "get"): {400, 401, 404, 429, 503},
+    ("/oanp/v0.1/sessions/{session_id}/log", "get"): {400, 401, 404, 429, 503},
+    ("/oanp/v0.1/sessions/{session_id}/events", "get"): {400, 401, 404, 429, 503},
+    ("/oanp/v0.1/inbox", "get"): {400, 401, 429, 503},
+    ("/oanp/v0.1/sessions/{session_id}/reveal", "post"): {400, 401, 404, 409, 422, 503},
+    ("/oanp/v0.1/callback", "put"): {400, 401, 413, 422, 429, 503},
+    ("/oanp/v0.1/callback", "get"): {400, 401, 404, 429, 503},
+    ("/oanp/v0.1/callback", "delete"): {400, 401, 429, 503},
+    ("/oanp/v0.1/keys", "get"): {400, 503},
+    ("/.well-known/jwks.json", "get"): {400, 503},
 }
+STREAMS = [("/oanp/v0.1/sessions/{session_id}/events", "get"), ("/oanp/v0.1/inbox", "get")]
 #: What operators' probes and scrapers read, outside the protocol; no API key.
 OPERATIONS = [("/healthz", "get"), ("/readyz", "get"), ("/metrics", "get")]
 
@@ -75,7 +77,7 @@ def test_the_health_endpoints_answer_as_documented(document: dict[str, Any], cli
         assert document["paths"][path][method]["tags"] == ["operations"]
     assert document["paths"]["/healthz"]["get"]["security"] == []
     readiness = document["paths"]["/readyz"]["get"]["responses"]
-    assert set(readiness) == {"200", "503"}
+    assert set(readiness) == {"200", "400", "503"}
     response = client.get("/readyz")
     schema = {"$ref": "#/components/schemas/Readiness", "components": document["components"]}
     jsonschema.validate(response.json(), schema)
@@ -125,6 +127,39 @@ def test_every_refusal_code_of_the_submit_endpoint_is_documented(
 ) -> None:
     responses = document["paths"]["/oanp/v0.1/envelopes"]["post"]["responses"]
     assert any(f"`{code}`" in r["description"] for r in responses.values())
+
+
+def _described(responses: dict[str, Any], status: int, code: str) -> bool:
+    return str(status) in responses and f"`{code}`" in responses[str(status)]["description"]
+
+
+@pytest.mark.parametrize(("path", "method"), list(ENDPOINTS) + OPERATIONS)
+def test_every_endpoint_refuses_invalid_characters(
+    document: dict[str, Any], path: str, method: str
+) -> None:
+    responses = document["paths"][path][method]["responses"]
+    assert _described(responses, 400, "invalid_characters")
+
+
+@pytest.mark.parametrize(("path", "method"), list(ENDPOINTS))
+def test_every_endpoint_of_the_api_may_be_unavailable(
+    document: dict[str, Any], path: str, method: str
+) -> None:
+    response = document["paths"][path][method]["responses"]["503"]
+    assert "`unavailable`" in response["description"]
+    assert response["headers"]["Retry-After"]["required"] is True
+
+
+@pytest.mark.parametrize(("path", "method"), STREAMS)
+def test_a_stream_is_described_event_by_event(
+    document: dict[str, Any], path: str, method: str
+) -> None:
+    responses = document["paths"][path][method]["responses"]
+    assert _described(responses, 429, "too_many_streams")
+    assert _described(responses, 429, "rate_limited")
+    # Before OpenAPI 3.2, a text/event-stream schema describes one event, as clients parse it.
+    event = responses["200"]["content"]["text/event-stream"]["schema"]
+    assert set(event["required"]) == {"id", "event", "data"}
 
 
 def test_the_envelope_schema_is_closed(document: dict[str, Any]) -> None:
