@@ -67,7 +67,8 @@ def test_an_added_process_writes_every_metric_of_the_arbiter(tmp_path: Path) -> 
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     health.add_processes(env, 1)
     facts = health.folder_facts(tmp_path)
-    assert (facts["files"], facts["processes"]) == (2, 1)
+    # One file each for the counters, the histograms and the integrity gauge.
+    assert (facts["files"], facts["processes"]) == (3, 1)
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(tmp_path))
     names = {metric.name for metric in registry.collect()}
@@ -79,6 +80,7 @@ def test_an_added_process_writes_every_metric_of_the_arbiter(tmp_path: Path) -> 
         "oanp_deliveries",
         "oanp_request_duration_seconds",
         "oanp_tasks",
+        "oanp_integrity_mismatches",
     } <= names
 
 
