@@ -87,6 +87,19 @@ def test_the_health_endpoints_answer_as_documented(document: dict[str, Any], cli
     assert client.get("/metrics").status_code == 200
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("method", ["post", "put", "delete"])
+def test_the_health_endpoints_refuse_other_methods(method: str) -> None:
+    from django.test import Client
+
+    # As a prober sends it: no cookie, no CSRF token, so CSRF checks enforced as in production.
+    client = Client(enforce_csrf_checks=True)
+    for path, documented in OPERATIONS:
+        response = getattr(client, method)(path)
+        assert response.status_code == 405, (path, response.status_code)
+        assert documented.upper() in response["Allow"]
+
+
 def test_the_key_less_endpoints_are_marked_so(document: dict[str, Any]) -> None:
     assert document["paths"]["/.well-known/jwks.json"]["get"]["security"] == []
     assert document["paths"]["/oanp/v0.1/envelopes"]["post"]["security"] == [{"apiKey": []}]
