@@ -75,7 +75,7 @@ test: venv services browser lint
 		PROMETHEUS_MULTIPROC_DIR=$(TEST_METRICS_DIR) $(TEST_SECRETS) $(BIN)/pytest -q
 
 bench: venv
-	$(BIN)/python -m bench
+	$(TEST_SECRETS) $(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

@@ -35,6 +35,7 @@ from tests.support.processes import (
     spawn,
     tail,
     terminate,
+    throwaway_secrets,
     wait_ready,
     worker_argv,
 )
@@ -61,7 +62,7 @@ QUICK = Size(burst=100, paced=20, interval_s=0.02, wait_s=60)
 
 def environment(broker: str, folder: Path) -> dict[str, str]:
     """The product's settings on ``broker``; a database of their own that no task touches."""
-    env = product_free_environment()
+    env = {**product_free_environment(), **throwaway_secrets()}
     env.update(
         DJANGO_SETTINGS_MODULE="oanp_site.settings",
         DATABASE_URL=f"sqlite:///{folder / 'db.sqlite3'}",

@@ -46,6 +46,7 @@ from tests.support.processes import (
     run_json,
     spawn,
     tail,
+    throwaway_secrets,
 )
 
 #: From the issue: envelopes/s and p99 at 10 pairs, and the arbiter within 3× of the peer.
@@ -138,7 +139,7 @@ def fresh_database(database: Database) -> Iterator[str]:
 
 
 def server_environment(database: Database, port: int) -> dict[str, str]:
-    env = product_free_environment()
+    env = {**product_free_environment(), **throwaway_secrets()}
     env.update(
         DJANGO_SETTINGS_MODULE="bench.site",
         DATABASE_URL=database.url,

@@ -37,9 +37,12 @@ django.setup(set_prefix=False)
 django_application = SyncMiddlewareHandler()
 
 from oanp_site import transport  # noqa: E402
+from oanp_site.checks import refuse_to_start  # noqa: E402
 from oanp_site.guards import WebsocketGuard  # noqa: E402
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
 
+# Daphne runs no system checks: a server on development secrets stops here.
+refuse_to_start()
 # Under Daphne: oversize bodies refused while they are read, bodies left to the application.
 transport.install()
 

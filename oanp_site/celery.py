@@ -20,3 +20,18 @@ def _log_like_the_server(**kwargs: Any) -> None:
     from django.conf import settings
 
     logging.config.dictConfig(settings.LOGGING)
+
+
+@signals.worker_init.connect
+@signals.beat_init.connect
+def _refuse_development_secrets(**kwargs: Any) -> None:
+    """The worker and beat run no system checks: on development secrets they stop here.
+    SystemExit, because Celery logs and ignores any other exception a signal handler raises."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from oanp_site.checks import refuse_to_start
+
+    try:
+        refuse_to_start()
+    except ImproperlyConfigured as unsafe:
+        raise SystemExit(str(unsafe)) from None

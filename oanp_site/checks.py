@@ -3,7 +3,8 @@
 With ``DEBUG`` off, the public development secret key would let anyone sign sessions and
 cookies, and keys derived from it would keep signing keys and merchants' vaults under a secret
 everyone knows. Errors stop ``migrate``, ``runserver``, ``check`` and every other command that
-runs the checks; a development machine sets ``DJANGO_DEBUG=1``.
+runs the checks, and :func:`refuse_to_start` stops the processes that run none of their own
+(Daphne, the Celery worker and beat); a development machine sets ``DJANGO_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from cryptography.fernet import Fernet
 from django.conf import settings
 from django.core.checks import CheckMessage, Error
+from django.core.exceptions import ImproperlyConfigured
 
 #: The id of each key's error.
 _KEY_VARIABLES = {"OANP_KEY_ENCRYPTION_KEY": "E002", "OANP_VAULT_KEY": "E003"}
@@ -61,3 +63,13 @@ def _is_fernet_key(value: str) -> bool:
     except (ValueError, TypeError):
         return False
     return True
+
+
+def refuse_to_start() -> None:
+    """Raise :class:`ImproperlyConfigured`, naming every error, when the secrets are unsafe."""
+    errors = production_secrets()
+    if errors:
+        raise ImproperlyConfigured(
+            "refusing to start: "
+            + " ".join(f"{error.id}: {error.msg} {error.hint}" for error in errors)
+        )

@@ -15,7 +15,13 @@ from cryptography.fernet import Fernet
 from django.contrib.auth.models import User
 
 from tests.conftest import _database_url, serve
-from tests.support.processes import ROOT, product_free_environment
+from tests.support.processes import (
+    ROOT,
+    celery_argv,
+    daphne_argv,
+    free_port,
+    product_free_environment,
+)
 
 PASSWORD = "pw-tls-123456"
 
@@ -87,6 +93,36 @@ def test_a_missing_or_development_secret_stops_the_start(
     )
     assert migrate.returncode != 0
     assert error in migrate.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [daphne_argv(free_port()), [*celery_argv("worker"), "--pool", "solo"], celery_argv("beat")],
+    ids=["daphne", "worker", "beat"],
+)
+def test_servers_that_run_no_checks_refuse_development_secrets(
+    argv: list[str], tmp_path: Any
+) -> None:
+    """Daphne, the worker and beat run no system checks: they check the secrets themselves."""
+    env = {
+        **product_free_environment(),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "OANP_BROKER_DIR": str(tmp_path / "broker"),
+    }
+    # A database made on a development machine, so that only the secrets can stop the start.
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"],
+        env={**env, "DJANGO_DEBUG": "1"},
+        check=True,
+        capture_output=True,
+    )
+    done = subprocess.run(
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode != 0
+    said = done.stdout + done.stderr
+    assert "refusing to start" in said, said[-2000:]
+    assert {"oanp.E001", "oanp.E002", "oanp.E003"} <= set(re.findall(r"oanp\.E\d+", said))
 
 
 def test_with_debug_on_a_development_machine_needs_no_secret() -> None:

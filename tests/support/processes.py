@@ -4,14 +4,18 @@ a worker started and waited for until it says it is ready."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from cryptography.fernet import Fernet
 
 from tests.support.waiting import Message, fail, wait_for
 
@@ -168,6 +172,18 @@ def product_free_environment() -> dict[str, str]:
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("DJANGO_", "OANP_")) and key not in ("DATABASE_URL", "REDIS_URL")
+    }
+
+
+@functools.cache
+def throwaway_secrets() -> dict[str, str]:
+    """Secrets for children that keep nothing (a benchmark's server, worker and helpers): with
+    DEBUG off, as in production, they must not start on the development ones. One set per
+    process, so every child of a run reads what the others encrypted."""
+    return {
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "OANP_KEY_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        "OANP_VAULT_KEY": Fernet.generate_key().decode(),
     }
 
 
