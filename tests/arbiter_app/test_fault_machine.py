@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter, deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import count
@@ -38,7 +37,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from arbiter_app import services
+from arbiter_app import health, services
 from arbiter_app.models import Session
 from oanp.agents import PartyAgent
 from oanp.audit import verify_log
@@ -117,6 +116,8 @@ class Tracked:
     reader: Agent
     agents: tuple[PartyAgent[Any], PartyAgent[Any]]
     deadline: datetime | None
+    #: Its agents never answer: only a withdrawal, an expiry or its deadline ends it.
+    silent: bool = False
     outbox: deque[tuple[Party, dict[str, Any]]] = field(default_factory=deque)
     log: list[Entry] = field(default_factory=list)
     #: How many entries the agents were shown.
@@ -166,9 +167,17 @@ class FaultMachine(RuleBasedStateMachine):
         return Party(agent_id, role, make_agent(agent_id, role))
 
     def teardown(self) -> None:
-        self.http.close()
-        if not self.worker_up:  # the suite's other tests share this worker
-            self.worker.start()
+        """Every deadline still ahead is kept by the worker, up again if it was killed: its
+        timer's task may have died with it, and the sweep must then close the session."""
+        try:
+            if not self.worker_up:  # the suite's other tests share this worker too
+                self.worker.start()
+                self.worker_up = True
+            for s in self.live():
+                if s.deadline is not None:
+                    self.wait_for_deadline(s, s.deadline)
+        finally:
+            self.http.close()
 
     # Reading -----------------------------------------------------------------------------
 
@@ -186,8 +195,10 @@ class FaultMachine(RuleBasedStateMachine):
         """Show both agents the entries they have not seen, in order; queue their answers."""
         buyer, merchant = s.agents
         for entry in log[s.shown :]:
-            s.outbox.extend((s.buyer, e) for e in buyer.receive(entry["envelope"], now()))
-            s.outbox.extend((s.merchant, e) for e in merchant.receive(entry["envelope"], now()))
+            answers = [(s.buyer, e) for e in buyer.receive(entry["envelope"], now())]
+            answers += [(s.merchant, e) for e in merchant.receive(entry["envelope"], now())]
+            if not s.silent:
+                s.outbox.extend(answers)
         s.shown = max(s.shown, len(log))
 
     def timer_wrote(self, s: Tracked, before: list[Entry], after: list[Entry]) -> bool:
@@ -282,13 +293,19 @@ class FaultMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.sessions) < MAX_SESSIONS)
     @rule(buyer=st.integers(0, 1), merchant=st.integers(0, 1), deadline=DEADLINE)
     def open(self, buyer: int, merchant: int, deadline: int | None) -> None:
+        self.open_session(buyer, merchant, deadline)
+
+    def open_session(
+        self, buyer: int, merchant: int, deadline: int | None, *, silent: bool = False
+    ) -> None:
         b, m = self.parties[buyer], self.parties[2 + merchant]
         sid = f"{self.example}-s{len(self.sessions)}"
         buyer_agent, merchant_agent = sfo_jfk_agents(
             f"{sid}-", buyer_id=b.agent_id, merchant_id=m.agent_id
         )
         due = None if deadline is None else now() + timedelta(seconds=deadline)
-        s = Tracked(sid, b, m, make_agent(b.agent_id, "buyer"), (buyer_agent, merchant_agent), due)
+        reader = make_agent(b.agent_id, "buyer")
+        s = Tracked(sid, b, m, reader, (buyer_agent, merchant_agent), due, silent)
         self.sessions.append(s)
         opening = buyer_agent.open(
             session_id=sid,
@@ -402,8 +419,19 @@ class FaultMachine(RuleBasedStateMachine):
         self.show(s, after)
 
     @precondition(lambda self: self.worker_up and self.kills < MAX_KILLS)
-    @rule()
-    def kill_worker(self) -> None:
+    @rule(holding=st.booleans())
+    def kill_worker(self, holding: bool) -> None:
+        """SIGKILL the worker; ``holding``, first open a session nobody answers whose deadline
+        is 2 s ahead and wait until the worker took its timer's task from the broker: the task
+        dies with the worker, and only the sweep can close the session afterwards."""
+        if holding and len(self.sessions) < MAX_SESSIONS:
+            self.open_session(0, 0, 2, silent=True)
+            wait_for(
+                lambda: health.queue_depth() == 0,
+                10,
+                message="the worker did not take the timer's task from the broker",
+            )
+            self.tally["worker killed holding a timer"] += 1
         self.worker.kill()
         self.tally["worker killed"] += 1
         self.worker_up = False
@@ -416,30 +444,36 @@ class FaultMachine(RuleBasedStateMachine):
         self.worker_up = True
         self.tally["worker started again"] += 1
 
-    @precondition(lambda self: self.worker_up and self.timer_waits < MAX_TIMER_WAITS)
+    @precondition(lambda self: self.timer_waits < MAX_TIMER_WAITS)
     @rule()
     def await_deadline(self) -> None:
         """The real worker closes the session whose deadline comes first, by its timer's task
-        or its sweep, however many kills came before."""
+        or, when that task died with a killed worker, by its sweep once started again."""
         self.timer_waits += 1
+        if not self.worker_up:
+            self.start_worker()
         pending = [(s.deadline, s) for s in self.live() if s.deadline is not None]
         if not pending:
             return
         deadline, s = min(pending, key=lambda pair: pair[0])
-        wait_left = (deadline - now()).total_seconds()
+        self.wait_for_deadline(s, deadline)
 
+    def wait_for_deadline(self, s: Tracked, deadline: datetime) -> None:
         def ended() -> bool:
             return Session.objects.filter(session_id=s.session_id, ended_at__isnull=False).exists()
 
-        wait_for(ended, max(wait_left, 0) + 15, interval=0.1, message=self.late(s))
+        wait_left = (deadline - now()).total_seconds()
+        wait_for(
+            ended,
+            max(wait_left, 0) + 15,
+            interval=0.1,
+            message=f"the worker did not close {s.session_id} after its deadline {deadline}",
+        )
         log = self.read(s)
         assert log[:-1] == s.log
         self.closed_by_deadline(s, log)
         assert datetime.fromisoformat(log[-1]["received_at"]) >= deadline
         self.show(s, log)
-
-    def late(self, s: Tracked) -> Callable[[], str]:
-        return lambda: f"the worker did not close {s.session_id} after its deadline {s.deadline}"
 
     # What holds after every step ---------------------------------------------------------
 
@@ -488,6 +522,7 @@ def test_faults_interleaved_with_moves_lose_nothing(
         "expired at the due time",
         "a session closed by its real deadline",
         "worker killed",
+        "worker killed holding a timer",
         "worker started again",
     }
     assert not exercised - set(tally), tally
