@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import weakref
 from collections import defaultdict
@@ -93,7 +94,7 @@ class Listener:
         self.channel: str | None = None
         self.join_at = 0.0
 
-    async def _join(self) -> None:
+    async def join(self) -> None:
         if self.layer is None or time.monotonic() < self.join_at:
             return
         try:
@@ -116,7 +117,7 @@ class Listener:
 
     async def wait(self, timeout: float) -> str | None:
         """The type of the message that ended the wait, or ``None`` when it timed out."""
-        await self._join()
+        await self.join()
         if self.layer is None or self.channel is None:
             await asyncio.sleep(timeout)
             return None
@@ -147,6 +148,8 @@ class Listener:
 @asynccontextmanager
 async def _listening(groups: Sequence[str]) -> AsyncIterator[Listener]:
     listener = Listener(get_channel_layer(), groups)
+    # Joined before the stream's first read, so that no wake-up after it is missed.
+    await listener.join()
     try:
         yield listener
     finally:
@@ -154,12 +157,13 @@ async def _listening(groups: Sequence[str]) -> AsyncIterator[Listener]:
 
 
 class KeyWatch:
-    """Whether the stream's key is still live: asked of the database every
+    """Whether the stream's key is still live: asked of the database once the stream listens
+    for revocations (one announced between the key's check and then would be missed), then every
     ``OANP_STREAM_RECHECK_SECONDS``, and at once after a revocation wake-up."""
 
     def __init__(self, credential: AgentCredential) -> None:
         self.credential_id = credential.pk
-        self.checked_at = time.monotonic()
+        self.checked_at = -math.inf
 
     async def revoked(self, woken_by: str | None) -> bool:
         due = time.monotonic() - self.checked_at >= settings.OANP_STREAM_RECHECK_SECONDS
