@@ -65,6 +65,7 @@ PICK = st.integers(min_value=0, max_value=15)
 #: No deadline, or one a few seconds ahead that the real worker's timer closes.
 DEADLINE = st.one_of(st.none(), st.integers(min_value=2, max_value=6))
 TIMER_REASONS = ("response_timeout", "deadline_expired")
+TERMINAL = ("session.agree", "session.close")
 
 MACHINE_SETTINGS = settings(
     max_examples=10,
@@ -143,6 +144,12 @@ def is_close(entry: Entry, reason: str | tuple[str, ...]) -> bool:
         and envelope["sender"]["role"] == "arbiter"
         and envelope["payload"]["reason"] in reasons
     )
+
+
+def ends(log: list[Entry]) -> bool:
+    """Whether the log ends the session: the arbiter's agreement or close is always last."""
+    last = log[-1]["envelope"] if log else None
+    return last is not None and last["sender"]["role"] == "arbiter" and last["type"] in TERMINAL
 
 
 class FaultMachine(RuleBasedStateMachine):
@@ -252,7 +259,7 @@ class FaultMachine(RuleBasedStateMachine):
         """Submit a new envelope: 201 and on the log where the answer says, or, only when the
         session ended first, 409 with the code its ending calls for and nothing added."""
         before = self.read(s)
-        ended_before = s.ended
+        ended_before = ends(before)
         response = self.submit(s, party, envelope)
         if response.status_code == 201:
             assert not ended_before, f"an envelope was accepted after {s.session_id} ended"
@@ -503,6 +510,7 @@ class FaultMachine(RuleBasedStateMachine):
             elif row.ended_at is not None:
                 s.ending = ending
             assert (row.ended_at is None) == (row.next_deadline is not None)
+            assert ends(log) == (row.ended_at is not None)
             s.log = log
 
 
