@@ -56,6 +56,7 @@ browser:
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The suite runs on the real services; a machine may point elsewhere by setting these.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/oanp
