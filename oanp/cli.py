@@ -11,7 +11,6 @@ import argparse
 import json
 import secrets
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -26,58 +25,21 @@ from oanp.canonical import JsonValue, json_value, read_json
 from oanp.commands import add_commands, run_command
 from oanp.commitments import encode_salt
 from oanp.errors import ProtocolError
+from oanp.ids import new_ulid
 from oanp.log import Entry
 from oanp.machine import Arbiter
 from oanp.rehearsal import rehearse
 from oanp.signing import ArbiterKey, jwks_document
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant
+from oanp.transcript import describe_entry
 
 DEMO_ARBITER_ID = "arbiter.demo"
 DEMO_JWKS_URI = "http://127.0.0.1:8000/.well-known/jwks.json"
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 #: Deep enough for any bundle; the parser's own limits apply to each envelope inside.
 _DOCUMENT_DEPTH = 200
 
 
-def new_ulid() -> str:
-    """A ULID: 48 bits of milliseconds, 80 random bits, Crockford base32."""
-    value = (int(time.time() * 1000) << 80) | secrets.randbits(80)
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
-
-
 # oanp demo -----------------------------------------------------------------------------------
-
-
-def describe_entry(entry: Entry) -> str:
-    """One line for a log entry: who sent what, with its prices or reason."""
-    envelope = entry.envelope
-    sender = envelope["sender"]
-    payload = envelope["payload"]
-    assert isinstance(sender, dict)
-    assert isinstance(payload, dict)
-    kind = str(envelope["type"])
-    head = f"#{entry.seq:<3} {sender['role']!s:<9}{kind:<15}"
-    if kind == "session.open":
-        return (
-            f"{head}with {payload['merchant_agent_id']}, {payload['currency']}, "
-            f"max {payload.get('max_rounds', 5)} rounds, commitment {payload['constraints_commit']}"
-        )
-    if kind == "session.ack":
-        return f"{head}commitment {payload['constraints_commit']}"
-    if kind.startswith("offer."):
-        return f"{head}round {payload['round']}: {payload['price']}"
-    if kind == "round.verdict":
-        return (
-            f"{head}round {payload['round']}: {payload['status']} ({payload['rationale']}), "
-            f"buyer {payload['buyer_price']}, merchant {payload['merchant_price']}, "
-            f"spread {payload['spread']}"
-        )
-    if kind == "session.agree":
-        return (
-            f"{head}{payload['final_price']} {payload['currency']}, "
-            f"digest {payload['session_digest']}, {payload['signature_alg']} kid {payload['kid']}"
-        )
-    return f"{head}{payload.get('reason')}: {payload.get('detail', '')}"
 
 
 def demo(*, as_json: bool, bundle_path: Path | None, out: TextIO, err: TextIO) -> int:

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from oanp.agents import Agreed, BuyerAgent, BuyerVault, Closed, MerchantVault
 from oanp.commitments import Role, encode_salt
 from oanp.errors import ProtocolError
+from oanp.ids import new_ulid
 from oanp.log import Entry
 from oanp.strategies import (
     Boulware,
@@ -33,6 +34,7 @@ from oanp.strategies import (
     Strategy,
     TitForTat,
 )
+from oanp.transcript import describe_entry
 
 #: Exit codes of ``oanp negotiate``: agreed, verification failed, bad input, closed.
 EXIT_AGREED, EXIT_UNVERIFIED, EXIT_USAGE, EXIT_NO_AGREEMENT = 0, 1, 2, 3
@@ -225,9 +227,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def describe(entry: dict[str, Any]) -> str:
-    """One line for a log entry as the API returns it (see :func:`oanp.cli.describe_entry`)."""
-    from oanp.cli import describe_entry
-
+    """One line for a log entry as the API returns it (see :mod:`oanp.transcript`)."""
     return describe_entry(
         Entry(
             entry["seq"],
@@ -241,7 +241,6 @@ def describe(entry: dict[str, Any]) -> str:
 
 def negotiate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``oanp negotiate``: open a session as a buyer, answer it, verify the outcome."""
-    from oanp.cli import new_ulid
     from oanp.client import ArbiterClient
     from oanp.negotiators import negotiate
 
@@ -321,7 +320,6 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 
 def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``oanp merchant``: follow the inbox and answer every session, until SIGTERM/SIGINT."""
-    from oanp.cli import new_ulid
     from oanp.client import UNREACHABLE, ArbiterClient
     from oanp.negotiators import Merchant, MerchantState
 

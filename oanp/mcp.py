@@ -41,6 +41,7 @@ from oanp.envelope import (
     parse_envelope,
 )
 from oanp.errors import ProtocolError
+from oanp.ids import new_ulid
 from oanp.money import price_to_json
 
 #: After the first new entry, wait this long for the ones it causes (a verdict, a close).
@@ -63,12 +64,6 @@ Never put a private limit in a tool argument other than make_commitment's constr
 
 def _now() -> str:
     return format_timestamp(datetime.now(UTC))
-
-
-def _new_id() -> str:
-    from oanp.cli import new_ulid
-
-    return new_ulid()
 
 
 def _refused(error: ProtocolError, where: str) -> ToolError:
@@ -185,7 +180,7 @@ class Desk:
         """Build, check locally, and submit one envelope; the arbiter's answer."""
         envelope = {
             "oanp_version": OANP_VERSION,
-            "message_id": _new_id(),
+            "message_id": new_ulid(),
             "session_id": session_id,
             "timestamp": _now(),
             "sender": {"role": self.role, "agent_id": self.agent_id},
@@ -343,7 +338,7 @@ def build_server(desk: Desk) -> MCPServer[Any]:
                 "commitment_mismatch (refused locally): this commitment was made for another "
                 "item or max_rounds; make a new one"
             )
-        session_id = session_id or _new_id()
+        session_id = session_id or new_ulid()
         payload: dict[str, Any] = {
             "merchant_agent_id": merchant_agent_id,
             "item": item,

@@ -20,9 +20,9 @@ from decimal import Decimal
 from typing import Any
 
 from oanp.agents import Agreed, BuyerAgent, BuyerVault
-from oanp.cli import new_ulid
 from oanp.client import ArbiterClient
 from oanp.commitments import encode_salt
+from oanp.ids import new_ulid
 from oanp.strategies import Boulware, Conceder, Linear, ReferenceBuyer, Strategy, TitForTat
 
 #: Buyer tactics by the names hosted merchants use (``reference`` is the buyer's reference).

@@ -23,10 +23,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from oanp.agents import BuyerAgent, BuyerVault
 from oanp.audit import verify_log
-from oanp.cli import describe_entry, new_ulid
 from oanp.client import ArbiterClient
 from oanp.envelope import format_timestamp
+from oanp.ids import new_ulid
 from oanp.log import Entry
+from oanp.transcript import describe_entry
 from oanp_site import processes
 from sessions_app.demo_buyers import BackgroundBuyers, Stalled, buyer_agent, negotiate
 from sessions_app.management.commands.seed_demo import (

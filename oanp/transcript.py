@@ -1,0 +1,42 @@
+"""How a session's log reads to a person: one line per entry, as the demos and
+``oanp negotiate`` print it while a session runs.
+
+It only reads what the log already says, so it lives beside :mod:`oanp.log` in the pure core,
+where the in-process demo, the agent commands and the hosted demo can all reach it.
+"""
+
+from __future__ import annotations
+
+from oanp.log import Entry
+
+
+def describe_entry(entry: Entry) -> str:
+    """One line for a log entry: who sent what, with its prices or reason."""
+    envelope = entry.envelope
+    sender = envelope["sender"]
+    payload = envelope["payload"]
+    assert isinstance(sender, dict)
+    assert isinstance(payload, dict)
+    kind = str(envelope["type"])
+    head = f"#{entry.seq:<3} {sender['role']!s:<9}{kind:<15}"
+    if kind == "session.open":
+        return (
+            f"{head}with {payload['merchant_agent_id']}, {payload['currency']}, "
+            f"max {payload.get('max_rounds', 5)} rounds, commitment {payload['constraints_commit']}"
+        )
+    if kind == "session.ack":
+        return f"{head}commitment {payload['constraints_commit']}"
+    if kind.startswith("offer."):
+        return f"{head}round {payload['round']}: {payload['price']}"
+    if kind == "round.verdict":
+        return (
+            f"{head}round {payload['round']}: {payload['status']} ({payload['rationale']}), "
+            f"buyer {payload['buyer_price']}, merchant {payload['merchant_price']}, "
+            f"spread {payload['spread']}"
+        )
+    if kind == "session.agree":
+        return (
+            f"{head}{payload['final_price']} {payload['currency']}, "
+            f"digest {payload['session_digest']}, {payload['signature_alg']} kid {payload['kid']}"
+        )
+    return f"{head}{payload.get('reason')}: {payload.get('detail', '')}"
