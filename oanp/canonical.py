@@ -269,10 +269,6 @@ def canonical_bytes(value: JsonValue) -> bytes:
         return rfc8785.dumps(value)
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def tagged_sha256(data: bytes) -> str:
     """``"sha256:" + hex``, the form every hash of this protocol takes on the wire."""
     return "sha256:" + hashlib.sha256(data).hexdigest()

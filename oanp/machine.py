@@ -9,7 +9,7 @@ only a step that completes replaces the old one.
 
 Which party move is legal where is one table, :data:`TRANSITIONS`, keyed by
 ``(phase, whose turn, sender role, type)``. A completed round passes through ``EVALUATING``,
-which leaves by :data:`EVALUATION_EXITS`.
+which the same step leaves for agreement, close or the next round.
 """
 
 from __future__ import annotations
@@ -116,9 +116,6 @@ MOVE_EXITS: Mapping[Move, frozenset[Phase]] = {
     Move.MERCHANT_ACCEPT: frozenset({Phase.AGREED, Phase.CLOSED}),
     Move.WITHDRAW: frozenset({Phase.CLOSED}),
 }
-
-#: A completed round is evaluated, then: agreement, close, or the next round.
-EVALUATION_EXITS = frozenset({Phase.AGREED, Phase.CLOSED, Phase.NEGOTIATING})
 
 
 class AgreementSigner(Protocol):
