@@ -70,7 +70,9 @@ class SessionAdmin(ReadOnly):
         "close_reason",
         "opened_at",
     )
-    list_filter = ("phase", "close_reason", "profile")
+    # The phases sessions are in, as before ``phase`` had choices: listing every choice would
+    # offer EVALUATING, which no stored session is ever in.
+    list_filter = (("phase", admin.AllValuesFieldListFilter), "close_reason", "profile")
     search_fields = ("session_id", "buyer_agent_id", "merchant_agent_id")
     inlines = (EntryInline,)
 

@@ -7,6 +7,8 @@ import json
 
 from django.db import models
 
+from oanp.machine import Phase
+
 
 class Role(models.TextChoices):
     BUYER = "buyer"
@@ -48,7 +50,10 @@ class Session(models.Model):
     session_id = models.CharField(max_length=64, unique=True)
     buyer_agent_id = models.CharField(max_length=64, db_index=True)
     merchant_agent_id = models.CharField(max_length=64, db_index=True)
-    phase = models.CharField(max_length=16, db_index=True)
+    #: Labelled by the value itself, so admin pages show the phase as before it had choices.
+    phase = models.CharField(
+        max_length=16, db_index=True, choices=[(p.value, p.value) for p in Phase]
+    )
     round = models.PositiveSmallIntegerField(default=0)
     currency = models.CharField(max_length=3)
     profile = models.CharField(max_length=64)
@@ -70,6 +75,10 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return self.session_id
+
+    @property
+    def is_terminal(self) -> bool:
+        return Phase(self.phase).is_terminal
 
 
 class Entry(models.Model):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from oanp.envelope import MessageType
+from oanp.machine import Phase
 
 Schema = dict[str, Any]
 
@@ -120,10 +121,7 @@ PARTY = _object(
 SUMMARY = _object(
     {
         "session_id": ID,
-        "state": {
-            "type": "string",
-            "enum": ["OPENING", "NEGOTIATING", "EVALUATING", "AGREED", "CLOSED"],
-        },
+        "state": {"type": "string", "enum": [phase.value for phase in Phase]},
         "round": {"type": "integer", "minimum": 0},
         "turn": {"type": "string", "enum": ["buyer", "merchant"], "nullable": True},
         "buyer": PARTY,

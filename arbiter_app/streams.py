@@ -36,6 +36,7 @@ from arbiter_app.auth import authenticate, client_address
 from arbiter_app.models import AgentCredential, Session
 from arbiter_app.problems import problem_body, problem_response, protocol_problem
 from oanp.errors import ProtocolError
+from oanp.machine import Phase
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,6 @@ LAYER_CALL_SECONDS = 2.0
 #: while joined, it joins again this often, since a restarted Redis forgets its groups.
 REJOIN_SECONDS = 30.0
 
-TERMINAL_PHASES = frozenset({"AGREED", "CLOSED"})
 R = TypeVar("R")
 
 
@@ -290,7 +290,7 @@ def _session_batch(session: Session, after: int) -> tuple[list[tuple[int, str, s
     head = Session.objects.filter(pk=session.pk).values_list("phase", "head_seq").get()
     frames = [(e.seq, e.type, selectors.entry_text(e)) for e in rows]
     last = frames[-1][0] if frames else after
-    return frames, head[0] in TERMINAL_PHASES and last >= head[1]
+    return frames, Phase(head[0]).is_terminal and last >= head[1]
 
 
 async def _session_frames(

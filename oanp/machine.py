@@ -74,6 +74,11 @@ class Phase(StrEnum):
     AGREED = "AGREED"
     CLOSED = "CLOSED"
 
+    @property
+    def is_terminal(self) -> bool:
+        """Whether no envelope can move a session on from here."""
+        return self in TERMINAL
+
 
 TERMINAL = frozenset({Phase.AGREED, Phase.CLOSED})
 
@@ -175,7 +180,7 @@ class SessionState:
 
     @property
     def terminal(self) -> bool:
-        return self.phase in TERMINAL
+        return self.phase.is_terminal
 
     def party_role(self, agent_id: str, role: Role) -> bool:
         return (role is B and agent_id == self.buyer_agent_id) or (

@@ -24,9 +24,6 @@ from sessions_app import actions, exports, selectors
 from sessions_app.models import Export, Merchant, Role
 from sessions_app.views import scope_or_denied
 
-TERMINAL = ("AGREED", "CLOSED")
-
-
 # Terminating a session -------------------------------------------------------------------
 
 
@@ -60,7 +57,7 @@ def terminate(request: HttpRequest, session_id: str) -> HttpResponse:
     return render(
         request,
         "sessions_app/terminate_confirm.html",
-        {"scope": scope, "session": found, "form": form, "ended": found.phase in TERMINAL},
+        {"scope": scope, "session": found, "form": form, "ended": found.is_terminal},
     )
 
 

@@ -28,6 +28,7 @@ from django.utils import timezone
 from arbiter_app import keys
 from arbiter_app.models import Session
 from oanp.audit import build_bundle
+from oanp.machine import Phase
 from sessions_app import selectors
 from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant, Role
 from sessions_app.selectors import Scope
@@ -231,7 +232,7 @@ def summary_row(session: Session, log: Iterable[dict[str, Any]]) -> list[str]:
         and e["envelope"]["payload"]["status"] == "violated"
         for e in log
     )
-    outcome = "agreed" if session.phase == "AGREED" else session.close_reason or "in progress"
+    outcome = "agreed" if session.phase == Phase.AGREED else session.close_reason or "in progress"
     return [
         session.session_id,
         session.buyer_agent_id,

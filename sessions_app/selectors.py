@@ -17,6 +17,7 @@ from django.http import Http404
 
 from arbiter_app import selectors as arbiter
 from arbiter_app.models import AgentCredential, DeliveryAttempt, Handoff, HandoffTarget, Session
+from oanp.machine import Phase
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Membership, Mode, Role
 from sessions_app.vault import unseal
 
@@ -136,7 +137,7 @@ def by_strategy(scope: Scope) -> list[dict[str, Any]]:
             ]
         ),
     )
-    agreed = Q(phase="AGREED")
+    agreed = Q(phase=Phase.AGREED)
     rows = (
         sessions(scope)
         .filter(merchant_agent_id__in=hosted.values("agent_id"))

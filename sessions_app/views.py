@@ -16,13 +16,15 @@ from django.utils import timezone
 
 from arbiter_app.keys import every_public_jwk
 from arbiter_app.models import Entry
+from oanp.machine import Phase
 from sessions_app import machinery, selectors
 from sessions_app.analytics import analyse
 from sessions_app.models import AgentProfile, Merchant
 from sessions_app.timeline import timeline
 
 PAGE_SIZE = 50
-STATES = ("OPENING", "NEGOTIATING", "AGREED", "CLOSED")
+#: The phases a stored session can be in: EVALUATING lasts only within the step ending a round.
+STATES = tuple(phase.value for phase in Phase if phase is not Phase.EVALUATING)
 VERDICTS = ("fair", "fair_but_stuck", "violated")
 FILTERS = ("state", "merchant", "agent", "verdict", "violation", "range", "q")
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
@@ -47,7 +49,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     ]
     agreed = Counter(
         ended.replace(minute=0, second=0, microsecond=0)
-        for ended in sessions.filter(phase="AGREED", ended_at__gte=hours[0]).values_list(
+        for ended in sessions.filter(phase=Phase.AGREED, ended_at__gte=hours[0]).values_list(
             "ended_at", flat=True
         )
     )
