@@ -21,44 +21,19 @@ from types import FrameType
 from typing import Any, TextIO
 
 from oanp.agents import Agreed, BuyerAgent, BuyerVault, Closed, MerchantVault
-from oanp.commitments import Role, encode_salt
+from oanp.commitments import encode_salt
 from oanp.errors import ProtocolError
 from oanp.ids import new_ulid
 from oanp.log import Entry
-from oanp.strategies import (
-    Boulware,
-    Conceder,
-    Linear,
-    ReferenceBuyer,
-    ReferenceMerchant,
-    Strategy,
-    TitForTat,
-)
+from oanp.strategies import STRATEGIES, canonical_name, strategy_named
 from oanp.transcript import describe_entry
 
 #: Exit codes of ``oanp negotiate``: agreed, verification failed, bad input, closed.
 EXIT_AGREED, EXIT_UNVERIFIED, EXIT_USAGE, EXIT_NO_AGREEMENT = 0, 1, 2, 3
-STRATEGIES = ("reference", "boulware", "conceder", "linear", "titfortat")
 
 
 class UsageError(Exception):
     """A flag or file the command cannot use; the message says why."""
-
-
-def strategy_named(name: str, role: Role) -> Strategy:
-    """The strategy ``name`` (one of :data:`STRATEGIES`) for ``role``."""
-    if name == "reference":
-        return ReferenceBuyer() if role == "buyer" else ReferenceMerchant()
-    tactics: dict[str, Strategy] = {
-        "boulware": Boulware(),
-        "conceder": Conceder(),
-        "linear": Linear(),
-        "titfortat": TitForTat(),
-    }
-    try:
-        return tactics[name]
-    except KeyError:
-        raise UsageError(f"unknown strategy {name!r}; one of {', '.join(STRATEGIES)}") from None
 
 
 def parse_item(values: list[str]) -> dict[str, Any]:
@@ -176,7 +151,7 @@ def add_commands(commands: Any) -> None:
     )
     buy.add_argument("--currency", default="USD")
     buy.add_argument("--max-rounds", type=int, default=5)
-    buy.add_argument("--strategy", default="reference", choices=STRATEGIES)
+    buy.add_argument("--strategy", default="reference", type=canonical_name, choices=STRATEGIES)
     buy.add_argument("--ceiling", help="true_ceiling: the most the buyer will ever pay")
     buy.add_argument("--budget", help="budget_cap: the soft target (default: the ceiling)")
     buy.add_argument("--urgency", help="committed with the limits (default: medium)")
@@ -191,7 +166,7 @@ def add_commands(commands: Any) -> None:
         "merchant", help="answer every session opened with this merchant, until stopped"
     )
     _connection_flags(sell)
-    sell.add_argument("--strategy", default="reference", choices=STRATEGIES)
+    sell.add_argument("--strategy", default="reference", type=canonical_name, choices=STRATEGIES)
     sell.add_argument("--floor", help="floor_price: the least the merchant will ever take")
     sell.add_argument("--ideal", help="ideal_price: its list price, where it opens")
     sell.add_argument("--limits", type=Path, metavar="FILE", help="JSON with the limits instead")

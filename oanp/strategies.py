@@ -9,11 +9,15 @@ acceptance rule (AC_next) to every tactic alike.
 
 Both roles are handled by one set of formulas: a buyer concedes upwards from a low ideal to its
 ceiling, a merchant downwards from its list price to its floor.
+
+:data:`STRATEGIES` is the one registry of strategies by name, read by the command line, the
+hosted agents, their form and the demo.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import (
     ROUND_CEILING,
@@ -26,6 +30,7 @@ from decimal import (
     Overflow,
     localcontext,
 )
+from types import MappingProxyType
 from typing import Final, Protocol
 
 from oanp.commitments import Role
@@ -289,3 +294,62 @@ class TitForTat(ConcessionStrategy):
         minimum = self.min_share * abs(limits.reservation - limits.ideal)
         concession = max(situation.direction * (mirrored - last), minimum)
         return last + situation.direction * concession
+
+
+# The registry ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NamedStrategy:
+    """A strategy as a name stands for it: the tactic each role plays, and a one-line label.
+
+    The label says how it plays as a hosted merchant, since that is where a person picks one.
+    """
+
+    label: str
+    buyer: Callable[[], Strategy]
+    merchant: Callable[[], Strategy]
+
+    def for_role(self, role: Role) -> Strategy:
+        """A fresh strategy for ``role``."""
+        return self.buyer() if role == "buyer" else self.merchant()
+
+
+#: Every strategy by its canonical name: the name hosted agents store, the command line takes
+#: and the demo's buyers use. ``reference`` is the published reference tactic of each role.
+STRATEGIES: Final[Mapping[str, NamedStrategy]] = MappingProxyType(
+    {
+        "reference": NamedStrategy(
+            "Reference: a quarter of the range per round", ReferenceBuyer, ReferenceMerchant
+        ),
+        "boulware": NamedStrategy("Boulware: holds out, concedes late", Boulware, Boulware),
+        "conceder": NamedStrategy("Conceder: concedes early", Conceder, Conceder),
+        "linear": NamedStrategy("Linear: the same step every round", Linear, Linear),
+        "tit-for-tat": NamedStrategy(
+            "Tit-for-tat: mirrors the buyer's concessions", TitForTat, TitForTat
+        ),
+    }
+)
+
+#: Other spellings still accepted: ``titfortat`` is what the command line took at first.
+ALIASES: Final[Mapping[str, str]] = MappingProxyType({"titfortat": "tit-for-tat"})
+
+
+class UnknownStrategy(ValueError):
+    """A name that is neither a strategy of :data:`STRATEGIES` nor one of its aliases."""
+
+
+def canonical_name(name: str) -> str:
+    """``name`` as :data:`STRATEGIES` spells it: an alias becomes its strategy's name, any
+    other name comes back unchanged (so a caller checking choices still sees the unknown)."""
+    return ALIASES.get(name, name)
+
+
+def strategy_named(name: str, role: Role) -> Strategy:
+    """A fresh strategy ``name`` (canonical or an alias) for ``role``."""
+    try:
+        return STRATEGIES[canonical_name(name)].for_role(role)
+    except KeyError:
+        raise UnknownStrategy(
+            f"unknown strategy {name!r}; one of {', '.join(STRATEGIES)}"
+        ) from None

@@ -23,16 +23,7 @@ from oanp.agents import Agreed, BuyerAgent, BuyerVault
 from oanp.client import ArbiterClient
 from oanp.commitments import encode_salt
 from oanp.ids import new_ulid
-from oanp.strategies import Boulware, Conceder, Linear, ReferenceBuyer, Strategy, TitForTat
-
-#: Buyer tactics by the names hosted merchants use (``reference`` is the buyer's reference).
-BUYER_STRATEGIES: dict[str, Callable[[], Strategy]] = {
-    "reference": ReferenceBuyer,
-    "boulware": Boulware,
-    "conceder": Conceder,
-    "linear": Linear,
-    "tit-for-tat": TitForTat,
-}
+from oanp.strategies import strategy_named
 
 #: Seconds between two reads of a log while waiting for the other side.
 POLL_SECONDS = 0.3
@@ -68,7 +59,7 @@ def buyer_agent(agent_id: str, vault: BuyerVault, strategy: str) -> BuyerAgent:
     return BuyerAgent(
         agent_id=agent_id,
         vault=vault,
-        strategy=BUYER_STRATEGIES[strategy](),
+        strategy=strategy_named(strategy, "buyer"),
         salt=encode_salt(secrets.token_bytes(32)),
         new_message_id=new_ulid,
     )

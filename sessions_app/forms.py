@@ -13,9 +13,9 @@ from django import forms
 from django.db.models import QuerySet
 
 from oanp.envelope import IDENTIFIER_RULE, is_identifier
+from oanp.strategies import STRATEGIES
 from sessions_app import services
 from sessions_app.models import Merchant, Mode
-from sessions_app.runner import STRATEGY_CHOICES
 from sessions_app.vault import Limits
 
 # Wide enough for any ISO 4217 minor unit (KWD has 3) and the protocol's 10^12 ceiling.
@@ -48,7 +48,9 @@ class AgentForm(forms.Form):
         label="How it negotiates", choices=Mode.choices, widget=forms.RadioSelect
     )
     strategy = forms.ChoiceField(
-        label="Strategy (hosted agents)", choices=STRATEGY_CHOICES, initial="reference"
+        label="Strategy (hosted agents)",
+        choices=[(name, named.label) for name, named in STRATEGIES.items()],
+        initial="reference",
     )
     floor_price = _price("Floor price (never goes below)")
     ideal_price = _price("Ideal price (opens here)")

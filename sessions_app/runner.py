@@ -15,7 +15,7 @@ same envelope and the arbiter replays its first answer (200) instead of taking a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from arbiter_app import selectors as arbiter
@@ -25,7 +25,7 @@ from oanp.agents import LimitGuard, MerchantAgent
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.envelope import parse_envelope, parse_timestamp
 from oanp.errors import OutOfTurn, ProtocolError, SessionTerminal, TimerExpired
-from oanp.strategies import Boulware, Conceder, Linear, ReferenceMerchant, Strategy, TitForTat
+from oanp.strategies import strategy_named
 from sessions_app import services
 from sessions_app.models import AgentProfile, HostedSession, Mode
 from sessions_app.vault import unseal, unseal_text
@@ -33,16 +33,6 @@ from sessions_app.vault import unseal, unseal_text
 log = logging.getLogger(__name__)
 
 ANSWER_TASK = "sessions_app.tasks.answer_session"
-
-#: The strategies a hosted agent may use, by the name stored on its profile.
-STRATEGIES: dict[str, tuple[str, Callable[[], Strategy]]] = {
-    "reference": ("Reference: a quarter of the range per round", ReferenceMerchant),
-    "boulware": ("Boulware: holds out, concedes late", Boulware),
-    "conceder": ("Conceder: concedes early", Conceder),
-    "linear": ("Linear: the same step every round", Linear),
-    "tit-for-tat": ("Tit-for-tat: mirrors the buyer's concessions", TitForTat),
-}
-STRATEGY_CHOICES = [(name, label) for name, (label, _) in STRATEGIES.items()]
 
 # A race with a timer or a second run of this task: the session moved on without this answer.
 _BENIGN = (OutOfTurn, SessionTerminal, TimerExpired)
@@ -88,11 +78,10 @@ class _AnswerIds:
 def pending_answers(hosted: HostedSession, entries: Sequence[JsonObject]) -> list[JsonObject]:
     """The envelopes the hosted agent has still to submit after ``entries`` (the whole log)."""
     ids = _AnswerIds()
-    _, build = STRATEGIES[hosted.strategy]
     agent = MerchantAgent(
         agent_id=hosted.agent.agent_id,
         vault=unseal(hosted.sealed_limits).for_item({}),
-        strategy=build(),
+        strategy=strategy_named(hosted.strategy, "merchant"),
         salt=unseal_text(hosted.sealed_salt),
         new_message_id=ids,
     )

@@ -30,6 +30,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from oanp import cli, commands
 from oanp.audit import verify_log
 from oanp.client import ArbiterClient
+from oanp.strategies import STRATEGIES
 from tests.arbiter_app.factories import SFO_JFK_TRACE, Agent, make_agent
 from tests.conftest import ROOT, LiveServer
 
@@ -189,7 +190,7 @@ def test_twenty_negotiate_commands_against_two_merchant_processes(
     merchants(sellers[0], tmp_path / "ref.json", strategy="reference")
     merchants(sellers[1], tmp_path / "tft.json", strategy="titfortat")
     buyers = [make_agent(f"buyer-{n}", "buyer") for n in range(4)]
-    strategies = commands.STRATEGIES
+    strategies = list(STRATEGIES)
     plans = []
     for n in range(20):
         # Every fifth buyer's ceiling is under the merchants' floor: no deal is possible.

@@ -249,6 +249,28 @@ def test_extract_exits_2_for_an_unknown_session(capsys, tmp_path, bundle_file):
     assert (code, err) == (2, "oanp: not in the bundle: sess-x\n")
 
 
+# Strategies by name --------------------------------------------------------------------------
+
+NEGOTIATE = ("negotiate", "--merchant", "merchant-sfo", "--item", "route=SFO-JFK")
+
+
+@pytest.mark.parametrize("name", ["tit-for-tat", "titfortat"])
+def test_the_agent_commands_take_a_strategys_name_or_its_first_spelling(name, tmp_path):
+    parse = cli._parser().parse_args
+    assert parse([*NEGOTIATE, "--strategy", name]).strategy == "tit-for-tat"
+    merchant = ["merchant", "--state", str(tmp_path / "state.json"), "--strategy", name]
+    assert parse(merchant).strategy == "tit-for-tat"
+
+
+def test_an_unknown_strategy_exits_2_naming_the_known_ones(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main([*NEGOTIATE, "--strategy", "gambler"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'gambler'" in err
+    assert "'linear', 'tit-for-tat')" in err
+
+
 # Unreadable input: exit 2, one line on stderr ------------------------------------------------
 
 

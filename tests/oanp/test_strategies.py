@@ -12,6 +12,7 @@ from oanp.commitments import Role
 from oanp.money import decimals_of, minor_units
 from oanp.strategies import (
     ACCEPT,
+    STRATEGIES,
     Boulware,
     Conceder,
     Decision,
@@ -24,7 +25,9 @@ from oanp.strategies import (
     Strategy,
     TimeDependent,
     TitForTat,
+    UnknownStrategy,
     at_least_as_good,
+    strategy_named,
 )
 
 D = Decimal
@@ -327,3 +330,33 @@ def test_every_strategy_stays_within_its_limits_monotone_and_in_minor_units(
         round_ = len(moves)
         standing = opponent[round_ - 2] if role == "buyer" else opponent[round_ - 1]
         assert at_least_as_good(role, standing, limits.reservation)
+
+
+# The registry ---------------------------------------------------------------------------------
+
+
+def test_the_registry_names_each_strategy_as_hosted_agents_store_it() -> None:
+    # Hosted agents' profiles and sessions store these names: renaming one orphans their rows.
+    assert list(STRATEGIES) == ["reference", "boulware", "conceder", "linear", "tit-for-tat"]
+
+
+@pytest.mark.parametrize(
+    ("name", "buyer", "merchant"),
+    [
+        ("reference", ReferenceBuyer(), ReferenceMerchant()),
+        ("boulware", Boulware(), Boulware()),
+        ("conceder", Conceder(), Conceder()),
+        ("linear", Linear(), Linear()),
+        ("tit-for-tat", TitForTat(), TitForTat()),
+        # The command line's first spelling, still accepted.
+        ("titfortat", TitForTat(), TitForTat()),
+    ],
+)
+def test_a_name_gives_each_role_its_tactic(name: str, buyer: Strategy, merchant: Strategy) -> None:
+    assert strategy_named(name, "buyer") == buyer
+    assert strategy_named(name, "merchant") == merchant
+
+
+def test_an_unknown_name_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(UnknownStrategy, match="'gambler'; one of reference, boulware"):
+        strategy_named("gambler", "buyer")

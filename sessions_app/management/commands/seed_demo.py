@@ -50,7 +50,7 @@ class HostedAgent:
 @dataclass(frozen=True)
 class DemoBuyer:
     agent_id: str
-    #: A name of :data:`sessions_app.demo_buyers.BUYER_STRATEGIES`.
+    #: A name of :data:`oanp.strategies.STRATEGIES`.
     strategy: str
 
 
