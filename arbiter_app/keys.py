@@ -22,7 +22,9 @@ from oanp.signing import ArbiterKey, jwks_document
 ALGORITHMS = ("Ed25519", "ES256")
 
 
-def _fernet() -> Fernet:
+def cipher() -> Fernet:
+    """The arbiter's one key at rest: it seals the signing keys and the delivery secrets
+    (:mod:`arbiter_app.outbound`), so there is one secret to keep and one to rotate."""
     return Fernet(settings.OANP_KEY_ENCRYPTION_KEY)
 
 
@@ -35,7 +37,7 @@ def generate(alg: str) -> ArbiterKey:
 
 
 def _store(key: ArbiterKey, *, now: datetime) -> SigningKey:
-    sealed = _fernet().encrypt(json.dumps(key.private_jwk()).encode())
+    sealed = cipher().encrypt(json.dumps(key.private_jwk()).encode())
     return SigningKey.objects.create(
         kid=key.kid,
         alg=key.alg,
@@ -50,7 +52,7 @@ def _store(key: ArbiterKey, *, now: datetime) -> SigningKey:
 def _unsealed(kid: str) -> ArbiterKey:
     """The private key of ``kid``; keys never change once stored, so the cache is safe."""
     row = SigningKey.objects.get(kid=kid)
-    jwk = json.loads(_fernet().decrypt(bytes(row.private_jwk_encrypted)))
+    jwk = json.loads(cipher().decrypt(bytes(row.private_jwk_encrypted)))
     return ArbiterKey.from_private_jwk(jwk)
 
 

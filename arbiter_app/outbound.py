@@ -22,11 +22,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from cryptography.fernet import Fernet
 from django.conf import settings
 from django.db.models import Q, QuerySet
 
-from arbiter_app import metrics
+from arbiter_app import keys, metrics
 from arbiter_app.models import DeliveryAttempt
 from oanp.errors import ProtocolError
 
@@ -94,17 +93,12 @@ def check_target(url: str) -> None:
 # Secrets -------------------------------------------------------------------------------------
 
 
-def _fernet() -> Fernet:
-    # The same key as the signing keys: one secret to keep, one to rotate.
-    return Fernet(settings.OANP_KEY_ENCRYPTION_KEY)
-
-
 def seal(secret: str) -> bytes:
-    return _fernet().encrypt(secret.encode())
+    return keys.cipher().encrypt(secret.encode())
 
 
 def unseal(sealed: bytes | memoryview) -> str:
-    return _fernet().decrypt(bytes(sealed)).decode()
+    return keys.cipher().decrypt(bytes(sealed)).decode()
 
 
 def new_webhook_secret() -> str:
