@@ -71,7 +71,7 @@ class ArbiterApi(Protocol):
 
 
 @dataclass(frozen=True)
-class Negotiation:
+class FinishedSession:
     """A finished session as the buyer saw it: outcome, the full log, its offline check."""
 
     session_id: str
@@ -107,7 +107,7 @@ def negotiate(
     clock: Callable[[], datetime],
     on_entry: Callable[[dict[str, Any]], None] = lambda entry: None,
     on_refusal: Callable[[ProtocolError], None] = lambda error: None,
-) -> Negotiation:
+) -> FinishedSession:
     """Submit ``opening`` (the buyer's ``session.open``), follow the session's event stream
     and answer it until the arbiter ends the session; then verify the log against the
     arbiter's published keys.
@@ -128,7 +128,7 @@ def negotiate(
                 on_refusal(refusal)
     log = api.log(session_id)
     report = verify_log(log, api.jwks())
-    return Negotiation(session_id, buyer.outcome, log, report)
+    return FinishedSession(session_id, buyer.outcome, log, report)
 
 
 # The merchant's state file -------------------------------------------------------------------
