@@ -37,8 +37,7 @@ from typing import Any
 from bench.report import Options, Row, Section, SectionResult, best_of, one_core, rate, times
 from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
 from oanp.audit import build_bundle, verify_bundle
-from oanp.canonical import JsonObject, canonical_bytes
-from oanp.cli import load_document
+from oanp.canonical import JsonObject, canonical_bytes, json_value, read_json
 from oanp.commitments import encode_salt
 from oanp.machine import Arbiter
 from oanp.rehearsal import rehearse
@@ -242,7 +241,7 @@ def run(options: Options) -> SectionResult:
         with one_core() as cpu:
             peer = best_of(size.repeats, lambda: jcs_sha256(entries))
             exported = best_of(size.repeats, lambda: sizes.append(export(logs, jwks, key, path)))
-            document = load_document(path)
+            document = json_value(read_json(path.read_text(encoding="utf-8")))
             assert isinstance(document, dict)
             reports = []
             verified = best_of(
