@@ -64,6 +64,11 @@ class Session(models.Model):
     close_reason = models.CharField(max_length=32, blank=True)
     head_seq = models.PositiveIntegerField(default=0)
     head_hash = models.CharField(max_length=71)
+    #: Rounds judged each way so far, counted as their verdicts are appended, so that views of
+    #: many sessions filter on verdicts without reading entries.
+    fair_rounds = models.PositiveSmallIntegerField(default=0)
+    stuck_rounds = models.PositiveSmallIntegerField(default=0)
+    violated_rounds = models.PositiveSmallIntegerField(default=0, db_index=True)
     #: JSON text of :func:`oanp.snapshot.dump_state`. Text, not jsonb: envelopes may carry
     #: strings (``\u0000``) that PostgreSQL's jsonb refuses.
     state = models.TextField()

@@ -55,7 +55,7 @@ from oanp.errors import (
 )
 from oanp.log import Entry as LogEntry
 from oanp.machine import Arbiter, Negotiation
-from oanp.profiles import Reason
+from oanp.profiles import Reason, VerdictStatus
 from oanp.snapshot import dump_state, load_state
 
 
@@ -288,6 +288,7 @@ def _append(
     session.round = state.round
     session.next_deadline = negotiation.next_deadline()
     session.head_seq, session.head_hash = state.head.seq, state.head.entry_hash
+    _count_verdicts(session, entries)
     session.state = json.dumps(dump_state(state), separators=(",", ":"))
     if state.terminal and session.ended_at is None:
         session.ended_at = now
@@ -316,6 +317,23 @@ def _append(
             robust=True,
         )
     return Outcome(201, answer)
+
+
+#: The session column counting each verdict status.
+VERDICT_COUNTS = {
+    VerdictStatus.FAIR.value: "fair_rounds",
+    VerdictStatus.FAIR_BUT_STUCK.value: "stuck_rounds",
+    VerdictStatus.VIOLATED.value: "violated_rounds",
+}
+
+
+def _count_verdicts(session: Session, entries: list[LogEntry]) -> None:
+    for entry in entries:
+        if entry.type == MessageType.ROUND_VERDICT.value:
+            payload = entry.envelope["payload"]
+            assert isinstance(payload, dict)
+            column = VERDICT_COUNTS[str(payload["status"])]
+            setattr(session, column, getattr(session, column) + 1)
 
 
 def _row(session: Session, entry: LogEntry) -> Entry:

@@ -9,14 +9,14 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 from arbiter_app.keys import every_public_jwk
-from arbiter_app.models import Entry
 from oanp.machine import Phase
+from oanp.profiles import VerdictStatus
 from sessions_app import machinery, selectors
 from sessions_app.analytics import analyse
 from sessions_app.models import AgentProfile, Merchant
@@ -25,7 +25,6 @@ from sessions_app.timeline import timeline
 PAGE_SIZE = 50
 #: The phases a stored session can be in: EVALUATING lasts only within the step ending a round.
 STATES = tuple(phase.value for phase in Phase if phase is not Phase.EVALUATING)
-VERDICTS = ("fair", "fair_but_stuck", "violated")
 FILTERS = ("state", "merchant", "agent", "verdict", "violation", "range", "q")
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
 
@@ -35,6 +34,16 @@ def scope_or_denied(request: HttpRequest) -> selectors.Scope:
     if scope is None:
         raise PermissionDenied("this account has no role yet; ask an admin")
     return scope
+
+
+#: The filter of the sessions with a round judged each way, from the row's verdict counts.
+JUDGED = {
+    VerdictStatus.FAIR.value: Q(fair_rounds__gt=0),
+    VerdictStatus.FAIR_BUT_STUCK.value: Q(stuck_rounds__gt=0),
+    VerdictStatus.VIOLATED.value: Q(violated_rounds__gt=0),
+}
+VERDICTS = tuple(JUDGED)
+VIOLATED = JUDGED[VerdictStatus.VIOLATED.value]
 
 
 @login_required
@@ -55,9 +64,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     )
     per_hour = [(hour, agreed.get(hour, 0)) for hour in hours]
     rates = (
-        sessions.annotate(violated=_violated())
-        .values("merchant_agent_id")
-        .annotate(total=Count("id"), violations=Count("id", filter=Q(violated=True)))
+        sessions.values("merchant_agent_id")
+        .annotate(total=Count("id"), violations=Count("id", filter=VIOLATED))
         .order_by("-violations", "merchant_agent_id")[:20]
     )
     violation_rates = [
@@ -89,32 +97,19 @@ def overview(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _judged(status: str) -> Exists:
-    """Whether some round of the session was judged ``status``."""
-    return Exists(
-        Entry.objects.filter(
-            session=OuterRef("pk"), type="round.verdict", envelope__contains=f'"status":"{status}"'
-        )
-    )
-
-
-def _violated() -> Exists:
-    return _judged("violated")
-
-
 @login_required
 def session_list(request: HttpRequest) -> HttpResponse:
     scope = scope_or_denied(request)
-    sessions = selectors.sessions(scope).annotate(violated=_violated())
+    sessions = selectors.sessions(scope)
     params = request.GET
     if params.get("state") in STATES:
         sessions = sessions.filter(phase=params["state"])
     if agent := params.get("agent", "").strip():
         sessions = sessions.filter(Q(merchant_agent_id=agent) | Q(buyer_agent_id=agent))
     if params.get("violation") == "yes":
-        sessions = sessions.filter(violated=True)
-    if params.get("verdict") in VERDICTS:
-        sessions = sessions.filter(_judged(params["verdict"]))
+        sessions = sessions.filter(VIOLATED)
+    if params.get("verdict") in JUDGED:
+        sessions = sessions.filter(JUDGED[params["verdict"]])
     if scope.is_staff_role and (merchant := params.get("merchant", "")):
         agent_ids = AgentProfile.objects.filter(merchant__slug=merchant).values("agent_id")
         sessions = sessions.filter(merchant_agent_id__in=agent_ids)

@@ -67,7 +67,17 @@ def breach(
     summary = answer["session"]
     assert summary["state"] == "CLOSED"
     assert summary["outcome"] == {"result": "closed", "final_price": None, "close_reason": reason}
-    assert Session.objects.get(session_id=run.session_id).close_reason == reason
+    row = Session.objects.get(session_id=run.session_id)
+    assert row.close_reason == reason
+    # The row counts the verdicts as they were appended: the violation among them.
+    statuses = [
+        e["envelope"]["payload"]["status"] for e in log if e["envelope"]["type"] == "round.verdict"
+    ]
+    assert row.violated_rounds == statuses.count("violated") == 1
+    assert (row.fair_rounds, row.stuck_rounds) == (
+        statuses.count("fair"),
+        statuses.count("fair_but_stuck"),
+    )
 
     jwks = json.loads(run.client.get("/.well-known/jwks.json").content)
     report = verify_log(log, jwks)
