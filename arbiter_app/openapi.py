@@ -9,8 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from oanp.envelope import MessageType
+from oanp.envelope import (
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_PROFILE,
+    DEFAULT_RESPONSE_WINDOW_S,
+    MAX_ROUNDS_LIMIT,
+    RESPONSE_WINDOW_RANGE,
+    MessageType,
+)
 from oanp.machine import Phase
+from oanp.money import PRICE_CEILING
+from oanp.profiles import PROFILES
 
 Schema = dict[str, Any]
 
@@ -28,7 +37,7 @@ PRICE: Schema = {
     "type": "number",
     "minimum": 0,
     "exclusiveMinimum": True,
-    "maximum": 1_000_000_000_000,
+    "maximum": int(PRICE_CEILING),
     "exclusiveMaximum": True,
     "description": "Major currency units, exact decimal, no exponent; at most the currency's "
     "minor-unit decimals (USD 2, JPY 0, KWD 3).",
@@ -39,7 +48,8 @@ COMMITMENT: Schema = {
     "description": "Salted commitment, or the weak reference-compatible 0x form.",
 }
 HASH: Schema = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
-ROUND: Schema = {"type": "integer", "minimum": 1, "maximum": 20}
+# The parser's limits, so that the document and the parser cannot disagree.
+ROUND: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_ROUNDS_LIMIT}
 
 
 def _ref(name: str) -> Schema:
@@ -63,14 +73,14 @@ PAYLOADS: dict[str, Schema] = {
             "merchant_agent_id": ID,
             "item": {"type": "object", "description": "At most 4 KiB."},
             "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
-            "max_rounds": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
-            "profile": {"type": "string", "enum": ["default/v0.1", "strict/v0.1"]},
+            "max_rounds": {**ROUND, "default": DEFAULT_MAX_ROUNDS},
+            "profile": {"type": "string", "enum": list(PROFILES), "default": DEFAULT_PROFILE},
             "constraints_commit": COMMITMENT,
             "response_window_s": {
                 "type": "integer",
-                "minimum": 10,
-                "maximum": 3600,
-                "default": 300,
+                "minimum": RESPONSE_WINDOW_RANGE[0],
+                "maximum": RESPONSE_WINDOW_RANGE[1],
+                "default": DEFAULT_RESPONSE_WINDOW_S,
             },
             "deadline": {**UTC_TIMESTAMP, "description": "At most 24 h ahead."},
         },

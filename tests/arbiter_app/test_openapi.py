@@ -187,3 +187,41 @@ def test_the_envelope_schema_is_closed(document: dict[str, Any]) -> None:
         "type",
         "payload",
     }
+
+
+def envelope_validator(document: dict[str, Any]) -> jsonschema.Validator:
+    schema = {"$ref": "#/components/schemas/Envelope", "components": document["components"]}
+    # OpenAPI 3.0's schema objects are JSON Schema draft 4's (boolean exclusive bounds).
+    return jsonschema.Draft4Validator(schema)
+
+
+def test_the_golden_trace_fits_the_envelope_schema(document: dict[str, Any]) -> None:
+    from tests.oanp.test_golden import golden_session
+
+    validator = envelope_validator(document)
+    entries = golden_session()
+    assert len(entries) == 9
+    for entry in entries:
+        validator.validate(json.loads(json.dumps(entry.envelope, default=str)))
+
+
+@pytest.mark.django_db
+def test_every_envelope_of_a_rehearsed_session_fits_the_envelope_schema(
+    document: dict[str, Any], logged: Any
+) -> None:
+    validator = envelope_validator(document)
+    log = logged.log()
+    assert [e["envelope"]["type"] for e in log][-1] == "session.agree"
+    for entry in log:
+        validator.validate(entry["envelope"])
+
+
+def test_the_documented_limits_are_the_parser_s(document: dict[str, Any]) -> None:
+    from oanp.envelope import MAX_ROUNDS_LIMIT, RESPONSE_WINDOW_RANGE
+    from oanp.profiles import PROFILES
+
+    opening = document["components"]["schemas"]["OpenPayload"]["properties"]
+    assert opening["max_rounds"]["maximum"] == MAX_ROUNDS_LIMIT
+    assert opening["profile"]["enum"] == list(PROFILES)
+    window = opening["response_window_s"]
+    assert (window["minimum"], window["maximum"]) == RESPONSE_WINDOW_RANGE
