@@ -7,9 +7,11 @@ a wait. ``/metrics`` adds up every process's counters and reads the live figures
 
 from __future__ import annotations
 
+import glob
 import ipaddress
 import json
 import logging
+import os
 import secrets
 import threading
 import time
@@ -276,6 +278,30 @@ def _allowed(request: HttpRequest) -> bool:
     return any(client in ipaddress.ip_network(n, strict=False) for n in settings.OANP_METRICS_ALLOW)
 
 
+#: A file shorter than its header was left by a process killed as it created it.
+_HEADER_BYTES = 8
+
+
+class _ProcessFiles(MultiProcessCollector):
+    """Every process's counters, less the files a process killed as it started left empty:
+    read, one of those would fail every scrape from then on."""
+
+    def __init__(self, path: str) -> None:
+        self.folder = path
+        super().__init__(None, path)
+
+    def collect(self) -> Iterator[Metric]:
+        files = [name for name in glob.glob(os.path.join(self.folder, "*.db")) if _readable(name)]
+        return self.merge(files, accumulate=True)  # type: ignore[no-any-return]
+
+
+def _readable(name: str) -> bool:
+    try:
+        return os.path.getsize(name) >= _HEADER_BYTES
+    except OSError:  # removed since it was listed: nothing to read
+        return False
+
+
 @csrf_exempt
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
@@ -290,6 +316,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
             )
         )
     registry = CollectorRegistry()
-    MultiProcessCollector(registry)
+    registry.register(_ProcessFiles(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
     registry.register(_LiveFigures())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -423,3 +423,16 @@ def test_a_client_cannot_mint_time_series_with_its_own_http_method(client: Any) 
     }
     assert "X-INVENTED" not in methods
     assert "other" in methods
+
+
+@pytest.mark.django_db
+def test_an_empty_file_left_by_a_killed_process_does_not_break_the_scrape(client: Any) -> None:
+    folder = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    left = folder / "counter_999999999.db"  # a pid no process of the suite has
+    left.touch()
+    try:
+        response = client.get("/metrics")
+        assert response.status_code == 200
+        assert b"oanp_request_duration_seconds_count" in response.content
+    finally:
+        left.unlink()
