@@ -25,8 +25,6 @@ from arbiter_app.selectors import entry_text
 
 log = logging.getLogger(__name__)
 
-DELIVER_TASK = "arbiter_app.tasks.deliver_callback"
-
 
 def on_entries_committed(
     sender: Any, *, session_id: str, buyer_agent_id: str, merchant_agent_id: str, **kwargs: Any
@@ -58,8 +56,10 @@ def on_entries_committed(
 
 
 def send(cursor_id: int, countdown: float | None = None) -> None:
+    from arbiter_app import tasks
+
     enqueue(
-        DELIVER_TASK,
+        tasks.deliver_callback,
         args=[cursor_id],
         countdown=countdown,
         about=f"callback cursor {cursor_id}; the sweep will deliver it",

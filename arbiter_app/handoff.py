@@ -34,7 +34,6 @@ from oanp.log import Entry as LogEntry
 from oanp.money import to_minor_units
 
 ACP_API_VERSION = "2026-04-17"
-DELIVER_TASK = "arbiter_app.tasks.deliver_handoff"
 
 
 def open_handoff(session: Session, entries: Sequence[LogEntry]) -> None:
@@ -59,8 +58,10 @@ def open_handoff(session: Session, entries: Sequence[LogEntry]) -> None:
 
 def send(handoff_id: int, countdown: float | None = None) -> None:
     """Ask the worker for the next attempt; the sweep makes it when the broker is away."""
+    from arbiter_app import tasks
+
     enqueue(
-        DELIVER_TASK,
+        tasks.deliver_handoff,
         args=[handoff_id],
         countdown=countdown,
         about=f"handoff {handoff_id}; the sweep will deliver it",

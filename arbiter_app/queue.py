@@ -11,20 +11,24 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from celery import Task
+
 from arbiter_app.breaker import Breaker
-from oanp_site.celery import app
 
 log = logging.getLogger(__name__)
 
 broker_breaker = Breaker(open_seconds=5.0)
 
 
-def enqueue(task: str, *, args: list[Any], about: str, **options: Any) -> bool:
+def enqueue(task: Task, *, args: list[Any], about: str, **options: Any) -> bool:
     """Send ``task`` with ``args`` (and Celery's ``countdown``/``eta``); whether it was sent.
-    ``about`` names the work in the warning when it was not, and what will do it instead."""
+    ``about`` names the work in the warning when it was not, and what will do it instead.
+
+    Callers import their task module where they call this: task modules import the modules
+    whose work they run, which enqueue it in turn."""
     if broker_breaker.allows():
         try:
-            app.send_task(task, args=args, **options)
+            task.apply_async(args=args, **options)
         except Exception as error:
             broker_breaker.failed()
             log.warning("could not queue %s: %r", about, error)

@@ -8,8 +8,6 @@ from django.conf import settings
 
 from arbiter_app.queue import enqueue
 
-EXPIRE_TASK = "arbiter_app.tasks.expire_session"
-
 
 def arm(*, session_id: str, due: datetime, now: datetime) -> None:
     """Ask the worker to close ``session_id`` at ``due``, if it is due soon enough.
@@ -19,8 +17,10 @@ def arm(*, session_id: str, due: datetime, now: datetime) -> None:
     """
     if (due - now).total_seconds() > settings.OANP_TIMER_HORIZON_SECONDS:
         return
+    from arbiter_app import tasks
+
     enqueue(
-        EXPIRE_TASK,
+        tasks.expire_session,
         args=[session_id],
         eta=due,
         about=f"the timer of session {session_id}; the sweep will close it",

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from arbiter_app import keys
 from arbiter_app.models import Session
+from arbiter_app.queue import enqueue
 from oanp.audit import build_bundle
 from oanp.machine import Phase
 from sessions_app import selectors
@@ -112,7 +113,14 @@ def request_export(
         )
         from sessions_app import tasks  # here, not above: the task module imports this one
 
-        transaction.on_commit(partial(tasks.run_export.delay, export.pk))
+        transaction.on_commit(
+            partial(
+                enqueue,
+                tasks.run_export,
+                args=[export.pk],
+                about=f"export {export.pk}; it stays queued: ask again when the broker is back",
+            )
+        )
     return export
 
 

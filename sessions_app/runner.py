@@ -32,7 +32,6 @@ from sessions_app.vault import unseal, unseal_text
 
 log = logging.getLogger(__name__)
 
-ANSWER_TASK = "sessions_app.tasks.answer_session"
 
 # A race with a timer or a second run of this task: the session moved on without this answer.
 _BENIGN = (OutOfTurn, SessionTerminal, TimerExpired)
@@ -51,8 +50,10 @@ def on_entries_committed(
         if not any(entry["envelope"]["sender"]["role"] == "buyer" for entry in entries):
             return
         if AgentProfile.objects.filter(agent_id=merchant_agent_id, mode=Mode.HOSTED).exists():
+            from sessions_app import tasks
+
             enqueue(
-                ANSWER_TASK,
+                tasks.answer_session,
                 args=[session_id],
                 about=f"the hosted answer in session {session_id}; its timer will close it",
             )
