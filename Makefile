@@ -26,7 +26,7 @@ ensure_service = if ! { $(2); }; then \
 	{ $(2); } || { echo "$(1) did not answer on 127.0.0.1 within $(SERVICE_WAIT)s" >&2; exit 1; }; \
 	fi
 
-.PHONY: venv demo services browser lint test bench clean
+.PHONY: venv demo services browser lint test test-fast bench clean
 
 venv: $(STAMP)
 
@@ -70,10 +70,18 @@ TEST_SECRETS := DJANGO_SECRET_KEY=test-only-5be754a2a0155b915b0feccd2bfd62448035
 # The suite's metrics folder starts empty, so no earlier run's counters are added to its own.
 TEST_METRICS_DIR := $(CURDIR)/var/metrics-test
 
+TEST_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
+	PROMETHEUS_MULTIPROC_DIR=$(TEST_METRICS_DIR) $(TEST_SECRETS)
+
 test: venv services browser lint
 	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
-		PROMETHEUS_MULTIPROC_DIR=$(TEST_METRICS_DIR) $(TEST_SECRETS) $(BIN)/pytest -q
+	$(TEST_ENV) $(BIN)/pytest -q
+
+# The edit-and-test loop: the tests that start no server, worker or browser of their own
+# (tests/conftest.py marks the others live or browser).
+test-fast: venv services
+	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
+	$(TEST_ENV) $(BIN)/pytest -q -m "not live and not browser"
 
 bench: venv
 	$(TEST_SECRETS) $(BIN)/python -m bench

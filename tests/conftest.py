@@ -6,6 +6,7 @@ The tests run against the database ``DATABASE_URL`` names (PostgreSQL under ``ma
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import time
@@ -30,6 +31,59 @@ from tests.support.processes import (
     wait_ready,
     worker_argv,
 )
+
+#: Fixtures that bring up a server, a worker or a service of their own.
+LIVE_FIXTURES = frozenset(
+    {"live_arbiter", "celery_worker_process", "worker_env", "cluster", "redis_server"}
+)
+#: The test support's launchers: Daphne (serve), any process of the project (spawn), and
+#: headless Chromium (chromium), recognised by name so that moving them keeps them found.
+LIVE_LAUNCHERS = frozenset({"serve", "spawn"})
+BROWSER_LAUNCHERS = frozenset({"chromium"})
+
+
+def _launchers(function: Any, namespace: dict[str, Any], seen: set[int]) -> set[str]:
+    """The test support's launchers that ``function`` calls, itself or through the functions
+    and fixtures of its module it calls (lambdas and nested functions included)."""
+    function = inspect.unwrap(function)
+    code = getattr(function, "__code__", None)
+    if code is None or id(code) in seen:
+        return set()
+    seen.add(id(code))
+    found: set[str] = set()
+    codes = [code]
+    while codes:
+        current = codes.pop()
+        codes.extend(const for const in current.co_consts if inspect.iscode(const))
+        for name in current.co_names:
+            target = namespace.get(name)
+            module = getattr(target, "__module__", None) or ""
+            if not module.startswith("tests."):
+                continue
+            if name in LIVE_LAUNCHERS | BROWSER_LAUNCHERS:
+                found.add(name)
+            elif module == namespace["__name__"]:
+                found |= _launchers(target, namespace, seen)
+    return found
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks ``live`` the tests that need a live server, worker or service of their own, and
+    ``browser`` those that drive Chromium, so that ``-m "not live and not browser"`` (make
+    test-fast) runs the rest: by the fixtures they use, and by the launchers their bodies, the
+    functions of their module and its fixtures call."""
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        namespace = vars(item.module)
+        launched = _launchers(item.function, namespace, set())
+        for name in item.fixturenames:
+            if name in namespace:
+                launched |= _launchers(namespace[name], namespace, set())
+        if launched & BROWSER_LAUNCHERS:
+            item.add_marker(pytest.mark.browser)
+        if launched & LIVE_LAUNCHERS or LIVE_FIXTURES.intersection(item.fixturenames):
+            item.add_marker(pytest.mark.live)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ import pytest
 from bench import broker
 from bench.__main__ import main
 
+# Quick runs of the bench, on the real servers and workers `make bench` starts.
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture(scope="module")
 def section(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:

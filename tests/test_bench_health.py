@@ -13,6 +13,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from bench import health
 from bench.__main__ import main
 
+# Quick runs of the bench, on the real servers and workers `make bench` starts.
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture(scope="module")
 def out(tmp_path_factory: pytest.TempPathFactory) -> Path:

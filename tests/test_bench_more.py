@@ -14,6 +14,9 @@ import pytest
 from bench import export, live, timers
 from bench.__main__ import SECTIONS, main
 
+# Quick runs of the bench, on the real servers and workers `make bench` starts.
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture(scope="module")
 def out(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -9,6 +9,9 @@ import pytest
 from bench.__main__ import main
 from bench.service import QUICK, bench_database
 
+# Quick runs of the bench, on the real servers and workers `make bench` starts.
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture(scope="module")
 def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
