@@ -10,7 +10,7 @@ from rest_framework.request import Request
 
 from arbiter_app import limits
 from arbiter_app.models import AgentCredential
-from arbiter_app.services import KEY_PREFIX, key_digest
+from arbiter_app.services.credentials import KEY_PREFIX, key_digest
 
 
 def credential_for(header: str) -> AgentCredential | None:

@@ -1,53 +1,37 @@
-"""Every write to the arbiter's records. Views, commands and tasks call these; nothing else
-changes a session, an entry, a credential or a key.
+"""Sessions: every envelope a party sends, timer expiries and operators' terminations.
 
-Each service runs in one transaction, locks the session row it changes, and announces what it
-committed through :mod:`arbiter_app.events` only after the commit.
+Each write locks the session row it changes, appends the entries in the same transaction, and
+announces them through :mod:`arbiter_app.events` only after the commit.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from arbiter_app import events, metrics, outbound, timers
+from arbiter_app import events, metrics, timers
 from arbiter_app.handoff import open_handoff
-from arbiter_app.handoff import send as send_handoff
-from arbiter_app.handoff import send_test as send_test_request
 from arbiter_app.keys import ActiveSigner
 from arbiter_app.models import (
-    AgentCallback,
     AgentCredential,
-    DeliveryAttempt,
     Entry,
-    Handoff,
-    HandoffState,
-    HandoffTarget,
     Role,
     Session,
 )
 from arbiter_app.summary import session_summary
-from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
-from oanp.commitments import Role as CommitRole
-from oanp.commitments import is_weak, parse_reveal, verify_reveal
-from oanp.envelope import IDENTIFIER_RULE, Envelope, MessageType, check_sender, is_identifier
-from oanp.envelope import Role as OanpRole
+from oanp.canonical import canonical_bytes, tagged_sha256
+from oanp.envelope import Envelope, MessageType, check_sender
 from oanp.errors import (
-    AlreadyRevealed,
     MessageIdReused,
     NotAParty,
     ProtocolError,
-    RevealTooEarly,
     SessionExists,
     SessionTerminal,
     TimerExpired,
@@ -352,233 +336,3 @@ def _row(session: Session, entry: LogEntry) -> Entry:
         prev_hash=entry.prev_hash,
         entry_hash=entry.entry_hash,
     )
-
-
-# Credentials ---------------------------------------------------------------------------------
-
-KEY_PREFIX = "oanp"
-
-
-@dataclass(frozen=True, slots=True)
-class IssuedKey:
-    credential: AgentCredential
-    #: The whole key. It is shown this once; only its SHA-256 is stored.
-    api_key: str
-
-
-def key_digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def issue_credential(*, agent_id: str, role: str, label: str = "") -> IssuedKey:
-    """A new API key for ``agent_id`` speaking as ``role``; ``ValueError`` for a bad id or role."""
-    if not is_identifier(agent_id):
-        raise ValueError(f"agent id {agent_id!r} is not {IDENTIFIER_RULE}")
-    if role not in Role.values:
-        raise ValueError(f"role {role!r} is not one of {', '.join(Role.values)}")
-    prefix = secrets.token_hex(6)
-    api_key = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(24)}"
-    credential = AgentCredential.objects.create(
-        agent_id=agent_id, role=role, prefix=prefix, digest=key_digest(api_key), label=label
-    )
-    return IssuedKey(credential, api_key)
-
-
-def revoke_credential(*, credential: AgentCredential) -> None:
-    revoke_credentials(agent_id=credential.agent_id, prefix=credential.prefix)
-
-
-def revoke_credentials(*, agent_id: str, prefix: str | None = None) -> list[AgentCredential]:
-    """Revoke the agent's live key with ``prefix``, or every live key of the agent when
-    ``prefix`` is ``None``; the keys revoked now. Every stream opened with one of them ends
-    within seconds (:mod:`arbiter_app.streams`)."""
-    with transaction.atomic():
-        live = AgentCredential.objects.select_for_update().filter(
-            agent_id=agent_id, revoked_at__isnull=True
-        )
-        if prefix is not None:
-            live = live.filter(prefix=prefix)
-        revoked = list(live.order_by("created_at", "pk"))
-        now = timezone.now()
-        AgentCredential.objects.filter(pk__in=[c.pk for c in revoked]).update(revoked_at=now)
-        for credential in revoked:
-            credential.revoked_at = now
-        prefixes = [c.prefix for c in revoked]
-        if prefixes:
-            transaction.on_commit(partial(events.announce_revocation, prefixes=prefixes))
-    return revoked
-
-
-# Outbound deliveries -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Configured:
-    """A handoff target or a callback, with the secret its deliveries are signed with."""
-
-    target: HandoffTarget | AgentCallback
-    #: ``whsec_…``: shown this once, kept only encrypted.
-    secret: str
-
-
-def configure_handoff(
-    *, merchant_agent_id: str, endpoint: str, api_key: str, webhook_secret: str | None = None
-) -> Configured:
-    """Where ``merchant_agent_id``'s agreements are handed off; replaces an earlier target and
-    enables it again. ``ValueError`` for a bad id, key, secret or endpoint (SSRF included)."""
-    if not is_identifier(merchant_agent_id):
-        raise ValueError(f"agent id {merchant_agent_id!r} is not {IDENTIFIER_RULE}")
-    if not api_key.strip():
-        raise ValueError("the merchant's ACP API key is required")
-    _check_url(endpoint)
-    if webhook_secret is None:
-        webhook_secret = outbound.new_webhook_secret()
-    outbound.check_webhook_secret(webhook_secret)
-    target, _ = HandoffTarget.objects.update_or_create(
-        merchant_agent_id=merchant_agent_id,
-        defaults={
-            "endpoint": endpoint,
-            "api_key_encrypted": outbound.seal(api_key.strip()),
-            "webhook_secret_encrypted": outbound.seal(webhook_secret),
-            "disabled_at": None,
-            "disabled_reason": "",
-        },
-    )
-    return Configured(target, webhook_secret)
-
-
-def _check_url(url: str) -> None:
-    if len(url) > 2000:
-        raise outbound.TargetNotAllowed("the URL is longer than 2000 characters")
-    outbound.check_target(url)
-
-
-def redeliver_handoff(*, handoff: Handoff) -> None:
-    """Hand the agreement off again from a fresh retry budget: after a failure, a disabled
-    target configured anew, or to read the merchant's checkout again (the Idempotency-Key is
-    the same, so the merchant answers with the checkout it already made)."""
-    with transaction.atomic():
-        locked = Handoff.objects.select_for_update().select_related("target").get(pk=handoff.pk)
-        if locked.target.disabled_at is not None:
-            raise ValueError(
-                f"the handoff target of {locked.target.merchant_agent_id!r} is disabled "
-                f"({locked.target.disabled_reason}); configure it again first"
-            )
-        now = timezone.now()
-        # An attempt past its lease lost its worker: closed as abandoned, it blocks nothing.
-        outbound.abandon_dead(now, handoffs=[locked.pk])
-        if DeliveryAttempt.objects.filter(outbound.running(now), handoff=locked).exists():
-            raise ValueError("an attempt is running; wait for its answer")
-        locked.state, locked.attempts = HandoffState.PENDING, 0
-        locked.next_attempt_at = now
-        locked.flagged, locked.flag_reason = False, ""
-        locked.delivered_at, locked.checkout_id = None, ""
-        locked.save()
-        transaction.on_commit(partial(send_handoff, locked.pk), robust=True)
-
-
-def send_test_handoff(*, merchant_agent_id: str) -> outbound.Answer:
-    """One signed test request to the merchant's handoff target, as its handoffs would go;
-    ``ValueError`` when it has none. A disabled target is tried too: the test is how a
-    merchant learns it answers again before configuring it anew."""
-    target = HandoffTarget.objects.filter(merchant_agent_id=merchant_agent_id).first()
-    if target is None:
-        raise ValueError(f"{merchant_agent_id!r} has no handoff target")
-    return send_test_request(target)
-
-
-def register_callback(*, agent: AgentCredential, url: str) -> Configured:
-    """Where ``agent`` receives its sessions' entries, under a fresh secret. Registering again
-    replaces the URL and the secret and enables a disabled callback; entries already delivered
-    are not sent again."""
-    _check_url(url)
-    secret = outbound.new_webhook_secret()
-    with transaction.atomic():
-        callback, created = AgentCallback.objects.update_or_create(
-            agent_id=agent.agent_id,
-            role=agent.role,
-            defaults={
-                "url": url,
-                "secret_encrypted": outbound.seal(secret),
-                "disabled_at": None,
-                "disabled_reason": "",
-            },
-        )
-        if not created:
-            # A fresh retry budget for whatever was waiting; the sweep resumes it.
-            callback.cursors.update(attempts=0)
-    return Configured(callback, secret)
-
-
-def remove_callback(*, agent: AgentCredential) -> None:
-    AgentCallback.objects.filter(agent_id=agent.agent_id, role=agent.role).delete()
-
-
-# Reveals -------------------------------------------------------------------------------------
-
-_PRICED = (
-    MessageType.OFFER_PROPOSE.value,
-    MessageType.OFFER_COUNTER.value,
-    MessageType.OFFER_ACCEPT.value,
-)
-
-
-def reveal_constraints(
-    *,
-    session: Session,
-    agent: AgentCredential,
-    data: bytes,
-    admit: Callable[[], None] = lambda: None,
-) -> JsonObject:
-    """Check a party's reveal against its commitment and its own prices, then keep it.
-
-    A reveal that opens the commitment is kept even when it shows the party broke its own
-    limit: that is evidence, reported in ``breaches``. ``admit`` is called once every check
-    passed, before the reveal is kept.
-    """
-    reveal = parse_reveal(data)
-    role = agent.role
-    party: CommitRole = "buyer" if role == Role.BUYER else "merchant"
-    with transaction.atomic():
-        locked = Session.objects.select_for_update().get(pk=session.pk)
-        state = load_state(json.loads(locked.state))
-        if not state.terminal:
-            raise RevealTooEarly(f"session is {state.phase.value}")
-        reveals = json.loads(locked.reveals)
-        if role in reveals:
-            raise AlreadyRevealed(f"the {role} has already revealed")
-        commitment = state.commitment_of(OanpRole(role))
-        assert commitment is not None  # a terminal session has both, or only a buyer
-        priced = Entry.objects.filter(session=locked, sender_role=role, type__in=_PRICED)
-        prices = [
-            (int(body["payload"]["round"]), Decimal(str(body["payload"]["price"])))
-            for body in (json.loads(e.envelope) for e in priced.order_by("seq"))
-        ]
-        breaches = verify_reveal(
-            commitment,
-            role=party,
-            constraints=reveal.constraints,
-            salt=reveal.salt,
-            item=state.item,
-            max_rounds=state.max_rounds,
-            prices=prices,
-        )
-        answer: JsonObject = {
-            "session_id": state.session_id,
-            "role": role,
-            "opens": True,
-            "weak_commitment": is_weak(commitment),
-            "breaches": [
-                b.describe("buyer" if role == Role.BUYER else "merchant") for b in breaches
-            ],
-        }
-        admit()
-        reveals[role] = {
-            "constraints": reveal.constraints,
-            "salt": reveal.salt,
-            "revealed_at": timezone.now().isoformat(),
-            "breaches": answer["breaches"],
-        }
-        locked.reveals = json.dumps(reveals)
-        locked.save(update_fields=["reveals"])
-    return answer

@@ -1,0 +1,63 @@
+"""Writes to the arbiter's records, by area: sessions (envelopes, timers, terminations),
+credentials (API keys), deliveries (handoff targets, callbacks, redelivery) and reveals. Views,
+commands and tasks call these; each runs in one transaction and announces what it committed
+only after the commit.
+
+Two kinds of rows are written elsewhere, by the code that owns their life cycle: delivery
+attempts (:mod:`arbiter_app.handoff`, :mod:`arbiter_app.callbacks`) and signing keys
+(:mod:`arbiter_app.keys`).
+"""
+
+from arbiter_app.services.credentials import (
+    KEY_PREFIX,
+    IssuedKey,
+    issue_credential,
+    key_digest,
+    revoke_credential,
+    revoke_credentials,
+)
+from arbiter_app.services.deliveries import (
+    Configured,
+    configure_handoff,
+    redeliver_handoff,
+    register_callback,
+    remove_callback,
+    send_test_handoff,
+)
+from arbiter_app.services.reveals import reveal_constraints
+from arbiter_app.services.sessions import (
+    TIMER_REASONS,
+    VERDICT_COUNTS,
+    Outcome,
+    SenderMismatch,
+    UnknownMerchant,
+    arbiter,
+    expire_session,
+    receive_envelope,
+    terminate_session,
+)
+
+__all__ = [
+    "KEY_PREFIX",
+    "TIMER_REASONS",
+    "VERDICT_COUNTS",
+    "Configured",
+    "IssuedKey",
+    "Outcome",
+    "SenderMismatch",
+    "UnknownMerchant",
+    "arbiter",
+    "configure_handoff",
+    "expire_session",
+    "issue_credential",
+    "key_digest",
+    "receive_envelope",
+    "redeliver_handoff",
+    "register_callback",
+    "remove_callback",
+    "reveal_constraints",
+    "revoke_credential",
+    "revoke_credentials",
+    "send_test_handoff",
+    "terminate_session",
+]

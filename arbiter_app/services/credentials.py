@@ -1,0 +1,71 @@
+"""API keys: issued once in full, kept only as a SHA-256, revoked with immediate effect on
+every stream opened with them."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from functools import partial
+
+from django.db import transaction
+from django.utils import timezone
+
+from arbiter_app import events
+from arbiter_app.models import (
+    AgentCredential,
+    Role,
+)
+from oanp.envelope import IDENTIFIER_RULE, is_identifier
+
+KEY_PREFIX = "oanp"
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedKey:
+    credential: AgentCredential
+    #: The whole key. It is shown this once; only its SHA-256 is stored.
+    api_key: str
+
+
+def key_digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def issue_credential(*, agent_id: str, role: str, label: str = "") -> IssuedKey:
+    """A new API key for ``agent_id`` speaking as ``role``; ``ValueError`` for a bad id or role."""
+    if not is_identifier(agent_id):
+        raise ValueError(f"agent id {agent_id!r} is not {IDENTIFIER_RULE}")
+    if role not in Role.values:
+        raise ValueError(f"role {role!r} is not one of {', '.join(Role.values)}")
+    prefix = secrets.token_hex(6)
+    api_key = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(24)}"
+    credential = AgentCredential.objects.create(
+        agent_id=agent_id, role=role, prefix=prefix, digest=key_digest(api_key), label=label
+    )
+    return IssuedKey(credential, api_key)
+
+
+def revoke_credential(*, credential: AgentCredential) -> None:
+    revoke_credentials(agent_id=credential.agent_id, prefix=credential.prefix)
+
+
+def revoke_credentials(*, agent_id: str, prefix: str | None = None) -> list[AgentCredential]:
+    """Revoke the agent's live key with ``prefix``, or every live key of the agent when
+    ``prefix`` is ``None``; the keys revoked now. Every stream opened with one of them ends
+    within seconds (:mod:`arbiter_app.streams`)."""
+    with transaction.atomic():
+        live = AgentCredential.objects.select_for_update().filter(
+            agent_id=agent_id, revoked_at__isnull=True
+        )
+        if prefix is not None:
+            live = live.filter(prefix=prefix)
+        revoked = list(live.order_by("created_at", "pk"))
+        now = timezone.now()
+        AgentCredential.objects.filter(pk__in=[c.pk for c in revoked]).update(revoked_at=now)
+        for credential in revoked:
+            credential.revoked_at = now
+        prefixes = [c.prefix for c in revoked]
+        if prefixes:
+            transaction.on_commit(partial(events.announce_revocation, prefixes=prefixes))
+    return revoked
