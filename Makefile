@@ -73,12 +73,13 @@ TEST_METRICS_DIR := $(CURDIR)/var/metrics-test
 TEST_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	PROMETHEUS_MULTIPROC_DIR=$(TEST_METRICS_DIR) $(TEST_SECRETS)
 
+# Everything, with Hypothesis's large profile (tests/conftest.py).
 test: venv services browser lint
 	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
-	$(TEST_ENV) $(BIN)/pytest -q
+	$(TEST_ENV) HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q
 
 # The edit-and-test loop: the tests that start no server, worker or browser of their own
-# (tests/conftest.py marks the others live or browser).
+# (tests/conftest.py marks the others live or browser), with Hypothesis's small profile.
 test-fast: venv services
 	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
 	$(TEST_ENV) $(BIN)/pytest -q -m "not live and not browser"

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from django.db import connection
+from hypothesis import settings as hypothesis_settings
 
 from tests.support.processes import (
     ROOT,
@@ -31,6 +32,13 @@ from tests.support.processes import (
     wait_ready,
     worker_argv,
 )
+
+# Hypothesis: a small run by default, for the edit-and-test loop; `make test` runs the large
+# one, with no deadline since a loaded machine's slow example is no failure, and each failure's
+# blob printed to replay it (@reproduce_failure). Tests with settings of their own keep them.
+hypothesis_settings.register_profile("default", max_examples=50)
+hypothesis_settings.register_profile("ci", max_examples=1000, deadline=None, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 #: Fixtures that bring up a server, a worker or a service of their own.
 LIVE_FIXTURES = frozenset(

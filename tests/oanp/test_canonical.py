@@ -91,7 +91,7 @@ json_values = st.recursive(
 # Properties --------------------------------------------------------------------------------------
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(deadline=None)
 @given(json_values)
 def test_arbitrary_values_canonicalize_as_the_reference_does(value: Any) -> None:
     same_as_reference(value)
@@ -246,7 +246,7 @@ def general(value: Any, max_depth: int) -> Any:
         return ("refused", str(exc), exc.errors)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(deadline=None)
 @given(parsed_values, st.sampled_from([0, 1, 2, 3, MAX_DEPTH]))
 def test_json_value_answers_as_its_general_path(value: Any, max_depth: int) -> None:
     try:

@@ -80,7 +80,7 @@ def draw_envelope(data, session):
     return envelope(kind, payload, role=role, message_id=message_id)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), st.sampled_from(["default/v0.1", "strict/v0.1"]), st.integers(1, 6))
 def test_every_move_follows_the_table_or_changes_nothing(data, profile, max_rounds):
     session = Session(profile=profile, max_rounds=max_rounds, response_window_s=60)
