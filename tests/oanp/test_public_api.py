@@ -1,0 +1,30 @@
+"""``oanp``'s curated API: every name it lists is there, and importing it loads no framework
+and no network library (the agents' side stays behind its own module path)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import oanp
+from tests.oanp.test_purity import FORBIDDEN
+
+
+def test_every_public_name_is_defined_once() -> None:
+    assert len(set(oanp.__all__)) == len(oanp.__all__)
+    missing = [name for name in oanp.__all__ if not hasattr(oanp, name)]
+    assert missing == []
+
+
+def test_importing_the_package_loads_neither_a_framework_nor_the_agents_side() -> None:
+    agents_side = ("oanp.client", "oanp.negotiators", "oanp.mcp", "oanp.cli", "oanp.commands")
+    probe = (
+        "import sys, oanp\n"
+        f"loaded = sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r}"
+        f" or m in {agents_side!r})\n"
+        "print(','.join(loaded))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == ""
