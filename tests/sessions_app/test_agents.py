@@ -11,9 +11,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from arbiter_app.models import AgentCredential
-from sessions_app import agents_views, services
+from sessions_app import services
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
 from sessions_app.vault import unseal
+from sessions_app.views import agents as agents_views
 from tests.arbiter_app.factories import make_agent
 from tests.sessions_app.agent_factories import hosted_agent, member, merchant, signed_in
 

@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from sessions_app import views
 from sessions_app.models import AgentProfile, Membership, Merchant, Role
+from sessions_app.views import sessions as views
 from tests.arbiter_app.factories import ClientNegotiation, make_agent, post
 
 pytestmark = pytest.mark.django_db

@@ -1,100 +1,31 @@
-"""Dashboard pages. Thin: resolve the user's scope, call a selector, render."""
+"""The sessions pages: the filtered list, a session's page and its head, and what operators
+may do to one (terminate it, redeliver its handoff). Thin: the role checks live in
+:mod:`sessions_app.actions`."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from datetime import timedelta
 from typing import Any
 
+from django import forms
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
 
 from arbiter_app.keys import every_public_jwk
-from oanp.machine import Phase
-from oanp.profiles import VerdictStatus
-from sessions_app import machinery, selectors
+from sessions_app import actions, selectors
 from sessions_app.analytics import analyse
+from sessions_app.filters import FILTERS, JUDGED, RANGES, STATES, VERDICTS, VIOLATED
 from sessions_app.models import AgentProfile, Merchant
 from sessions_app.timeline import timeline
+from sessions_app.views import scope_or_denied
 
 PAGE_SIZE = 50
-#: The phases a stored session can be in: EVALUATING lasts only within the step ending a round.
-STATES = tuple(phase.value for phase in Phase if phase is not Phase.EVALUATING)
-FILTERS = ("state", "merchant", "agent", "verdict", "violation", "range", "q")
-RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
-
-
-def scope_or_denied(request: HttpRequest) -> selectors.Scope:
-    scope = selectors.scope_of(request.user)
-    if scope is None:
-        raise PermissionDenied("this account has no role yet; ask an admin")
-    return scope
-
-
-#: The filter of the sessions with a round judged each way, from the row's verdict counts.
-JUDGED = {
-    VerdictStatus.FAIR.value: Q(fair_rounds__gt=0),
-    VerdictStatus.FAIR_BUT_STUCK.value: Q(stuck_rounds__gt=0),
-    VerdictStatus.VIOLATED.value: Q(violated_rounds__gt=0),
-}
-VERDICTS = tuple(JUDGED)
-VIOLATED = JUDGED[VerdictStatus.VIOLATED.value]
-
-
-@login_required
-def overview(request: HttpRequest) -> HttpResponse:
-    scope = scope_or_denied(request)
-    sessions = selectors.sessions(scope)
-    by_state = dict(sessions.values_list("phase").annotate(n=Count("id")).order_by())
-    now = timezone.now()
-    hours = [
-        now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=h)
-        for h in range(23, -1, -1)
-    ]
-    agreed = Counter(
-        ended.replace(minute=0, second=0, microsecond=0)
-        for ended in sessions.filter(phase=Phase.AGREED, ended_at__gte=hours[0]).values_list(
-            "ended_at", flat=True
-        )
-    )
-    per_hour = [(hour, agreed.get(hour, 0)) for hour in hours]
-    rates = (
-        sessions.values("merchant_agent_id")
-        .annotate(total=Count("id"), violations=Count("id", filter=VIOLATED))
-        .order_by("-violations", "merchant_agent_id")[:20]
-    )
-    violation_rates = [
-        (r["merchant_agent_id"], r["total"], r["violations"], r["violations"] / r["total"])
-        for r in rates
-    ]
-    charts = {
-        "hours": [hour.strftime("%H:00") for hour, _ in per_hour],
-        "agreements": [n for _, n in per_hour],
-        "agents": [agent for agent, *_ in violation_rates],
-        "rates": [round(100 * rate, 1) for *_, rate in violation_rates],
-    }
-    return render(
-        request,
-        "sessions_app/overview.html",
-        {
-            "scope": scope,
-            "by_state": [(state, by_state.get(state, 0)) for state in STATES],
-            "total": sum(by_state.values()),
-            "agreed_24h": sum(agreed.values()),
-            "per_hour": per_hour,
-            "violation_rates": violation_rates,
-            "charts_json": json.dumps(charts),
-            "recent": sessions.order_by("-opened_at")[:10],
-            "by_strategy": selectors.by_strategy(scope),
-            # Hostnames and every tenant's failures are the operators' business, not a merchant's.
-            "machinery": machinery.health() if scope.is_staff_role else None,
-        },
-    )
 
 
 @login_required
@@ -184,3 +115,53 @@ def session_head(request: HttpRequest, session_id: str) -> JsonResponse:
     (the in-memory channel layer cannot carry the worker's to the server)."""
     found = selectors.session(scope_or_denied(request), session_id)
     return JsonResponse({"head_seq": found.head_seq, "state": found.phase})
+
+
+# Terminating a session -------------------------------------------------------------------
+
+
+class TerminateForm(forms.Form):
+    detail = forms.CharField(
+        label="Reason (the parties read it in the arbiter's close message)",
+        required=False,
+        max_length=1000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def terminate(request: HttpRequest, session_id: str) -> HttpResponse:
+    """GET asks to confirm; POST terminates."""
+    scope = scope_or_denied(request)
+    actions.require_staff(scope)
+    found = selectors.session(scope, session_id)
+    form = TerminateForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        closed = actions.terminate_session(
+            actor=request.user,
+            scope=scope,
+            session_id=found.session_id,
+            detail=form.cleaned_data["detail"],
+        )
+        if closed:
+            return redirect("session", session_id=found.session_id)
+        form.add_error(None, "The session had already ended; nothing was changed.")
+    return render(
+        request,
+        "sessions_app/terminate_confirm.html",
+        {"scope": scope, "session": found, "form": form, "ended": found.is_terminal},
+    )
+
+
+@login_required
+@require_POST
+def redeliver(request: HttpRequest, session_id: str) -> HttpResponse:
+    scope = scope_or_denied(request)
+    try:
+        actions.redeliver_handoff(actor=request.user, scope=scope, session_id=session_id)
+    except ValueError as refused:
+        messages.error(request, f"Not redelivered: {refused}")
+    else:
+        messages.success(request, "Handoff queued for redelivery.")
+    return redirect(f"{reverse('session', args=[session_id])}#handoff-h")

@@ -1,8 +1,5 @@
-"""Operator and admin pages: terminating a session, redelivering its handoff, the signing
-keys, audit exports and the admin audit log. Thin: the role checks live in
-:mod:`sessions_app.actions` and :mod:`sessions_app.exports`, so these only parse, call and
-render.
-"""
+"""The admins' pages: the signing keys, audit exports and the admin audit log. Thin: the
+role checks live in :mod:`sessions_app.actions` and :mod:`sessions_app.exports`."""
 
 from __future__ import annotations
 
@@ -12,67 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from django import forms
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from arbiter_app import keys
 from sessions_app import actions, exports, selectors
 from sessions_app.models import Export, Merchant, Role
 from sessions_app.views import scope_or_denied
-
-# Terminating a session -------------------------------------------------------------------
-
-
-class TerminateForm(forms.Form):
-    detail = forms.CharField(
-        label="Reason (the parties read it in the arbiter's close message)",
-        required=False,
-        max_length=1000,
-        widget=forms.Textarea(attrs={"rows": 3}),
-    )
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def terminate(request: HttpRequest, session_id: str) -> HttpResponse:
-    """GET asks to confirm; POST terminates."""
-    scope = scope_or_denied(request)
-    actions.require_staff(scope)
-    found = selectors.session(scope, session_id)
-    form = TerminateForm(request.POST if request.method == "POST" else None)
-    if request.method == "POST" and form.is_valid():
-        closed = actions.terminate_session(
-            actor=request.user,
-            scope=scope,
-            session_id=found.session_id,
-            detail=form.cleaned_data["detail"],
-        )
-        if closed:
-            return redirect("session", session_id=found.session_id)
-        form.add_error(None, "The session had already ended; nothing was changed.")
-    return render(
-        request,
-        "sessions_app/terminate_confirm.html",
-        {"scope": scope, "session": found, "form": form, "ended": found.is_terminal},
-    )
-
-
-@login_required
-@require_POST
-def redeliver(request: HttpRequest, session_id: str) -> HttpResponse:
-    scope = scope_or_denied(request)
-    try:
-        actions.redeliver_handoff(actor=request.user, scope=scope, session_id=session_id)
-    except ValueError as refused:
-        messages.error(request, f"Not redelivered: {refused}")
-    else:
-        messages.success(request, "Handoff queued for redelivery.")
-    return redirect(f"{reverse('session', args=[session_id])}#handoff-h")
-
 
 # Signing keys ----------------------------------------------------------------------------
 

@@ -1,0 +1,25 @@
+"""What the dashboard's lists filter sessions by: state, verdicts, time range. Verdicts are
+counted on the session row as they are appended, so no filter reads entries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db.models import Q
+
+from oanp.machine import Phase
+from oanp.profiles import VerdictStatus
+
+#: The phases a stored session can be in: EVALUATING lasts only within the step ending a round.
+STATES = tuple(phase.value for phase in Phase if phase is not Phase.EVALUATING)
+FILTERS = ("state", "merchant", "agent", "verdict", "violation", "range", "q")
+RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
+
+#: The filter of the sessions with a round judged each way, from the row's verdict counts.
+JUDGED = {
+    VerdictStatus.FAIR.value: Q(fair_rounds__gt=0),
+    VerdictStatus.FAIR_BUT_STUCK.value: Q(stuck_rounds__gt=0),
+    VerdictStatus.VIOLATED.value: Q(violated_rounds__gt=0),
+}
+VERDICTS = tuple(JUDGED)
+VIOLATED = JUDGED[VerdictStatus.VIOLATED.value]
