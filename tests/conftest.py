@@ -40,7 +40,8 @@ hypothesis_settings.register_profile("default", max_examples=50)
 hypothesis_settings.register_profile("ci", max_examples=1000, deadline=None, print_blob=True)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
-#: Fixtures that bring up a server, a worker or a service of their own.
+#: Fixtures that bring up a server, a worker or a service of their own, or give a test the
+#: environment to start a worker with (worker_env).
 LIVE_FIXTURES = frozenset(
     {"live_arbiter", "celery_worker_process", "worker_env", "cluster", "redis_server"}
 )
