@@ -11,15 +11,21 @@ COLUMNS = {"fair": "fair_rounds", "fair_but_stuck": "stuck_rounds", "violated": 
 
 
 def count_logged_verdicts(apps: Any, schema_editor: Any) -> None:
+    # On the connection migrate runs on: the owner's, where the application role is another.
+    database = schema_editor.connection.alias
     entry = apps.get_model("arbiter_app", "Entry")
     session = apps.get_model("arbiter_app", "Session")
     counts: dict[int, Counter[str]] = {}
-    verdicts = entry.objects.filter(type="round.verdict").values_list("session_id", "envelope")
+    verdicts = (
+        entry.objects.using(database)
+        .filter(type="round.verdict")
+        .values_list("session_id", "envelope")
+    )
     for session_id, envelope in verdicts.iterator(chunk_size=2000):
         status = json.loads(envelope)["payload"]["status"]
         counts.setdefault(session_id, Counter())[COLUMNS[status]] += 1
     for session_id, counted in counts.items():
-        session.objects.filter(pk=session_id).update(**counted)
+        session.objects.using(database).filter(pk=session_id).update(**counted)
 
 
 class Migration(migrations.Migration):

@@ -7,6 +7,7 @@ from importlib import import_module
 
 import pytest
 from django.apps import apps
+from django.db import connection
 
 from arbiter_app.models import Session
 from tests.arbiter_app.factories import ClientNegotiation
@@ -27,5 +28,5 @@ def test_the_sfo_jfk_session_counts_two_fair_rounds(logged: ClientNegotiation) -
 
 def test_the_migration_counts_what_the_log_holds(logged: ClientNegotiation) -> None:
     Session.objects.filter(session_id=logged.session_id).update(fair_rounds=0)
-    backfill.count_logged_verdicts(apps, None)
+    backfill.count_logged_verdicts(apps, connection.schema_editor())
     assert counts(logged.session_id) == (2, 0, 0)
