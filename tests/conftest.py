@@ -197,6 +197,16 @@ def _unlimited_address(settings: Any) -> None:
     settings.OANP_AUTH_FAILURES_PER_MINUTE = int(UNLIMITED_ADDRESS["OANP_AUTH_FAILURES_PER_MINUTE"])
 
 
+@pytest.fixture(autouse=True)
+def _fast_passwords(request: pytest.FixtureRequest, settings: Any) -> None:
+    """A quick hash for the passwords of tests that run in this process only: the real one is
+    slow on purpose, and was half the time of the dashboard's tests. A live server checks
+    passwords with its own settings, so tests that start one keep the real hasher."""
+    if request.node.get_closest_marker("live") or request.node.get_closest_marker("browser"):
+        return
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @contextmanager
 def serve(env: dict[str, str]) -> Iterator[LiveServer]:
     """Daphne serving the project's ASGI application with ``env`` on top of this process's
