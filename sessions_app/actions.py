@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 from arbiter_app import keys, services
 from arbiter_app.models import KeyState, SigningKey
 from sessions_app import selectors
-from sessions_app.models import AuditEvent, Role
+from sessions_app.models import AuditEvent
 from sessions_app.selectors import Scope
 
 # What the parties read in the arbiter's session.close when the operator gives no reason.
@@ -22,7 +22,7 @@ DEFAULT_TERMINATE_DETAIL = "terminated by the arbiter's operator"
 
 
 def require_admin(scope: Scope) -> None:
-    if scope.role != Role.ADMIN:
+    if not scope.is_admin:
         raise PermissionDenied("only admins may do this")
 
 

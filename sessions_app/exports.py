@@ -31,7 +31,7 @@ from arbiter_app.queue import enqueue
 from oanp.audit import build_bundle
 from oanp.machine import Phase
 from sessions_app import selectors
-from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant, Role
+from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant
 from sessions_app.selectors import Scope
 
 # Sessions read per step: the page's progress bar moves once per batch.
@@ -60,13 +60,8 @@ class ExportRefused(ValueError):
     """A request that names nothing the requester may export; the message is for the form."""
 
 
-def may_export(scope: Scope) -> bool:
-    # Operators watch sessions; exporting them is an admin's job, or a merchant's for its own.
-    return scope.role in (Role.ADMIN, Role.MERCHANT)
-
-
 def _require_export(scope: Scope) -> None:
-    if not may_export(scope):
+    if not scope.may_export:
         raise PermissionDenied("only admins and merchant members may export")
 
 
@@ -87,7 +82,7 @@ def request_export(
     _require_export(scope)
     now = now or timezone.now()
     tenant = None
-    if scope.role == Role.MERCHANT:
+    if scope.is_merchant:
         tenant = Merchant.objects.get(pk=scope.merchant_id).slug
     if kind == "session":
         try:
@@ -129,7 +124,7 @@ def exports_of(scope: Scope) -> QuerySet[Export]:
     those any of its members requested."""
     _require_export(scope)
     exports = Export.objects.select_related("requested_by")
-    if scope.role == Role.MERCHANT:
+    if scope.is_merchant:
         exports = exports.filter(requested_by__membership__merchant_id=scope.merchant_id)
     return exports
 
@@ -153,7 +148,7 @@ def record_download(*, actor: AbstractBaseUser, export: Export, part: str) -> No
 def sessions_for(export: Export) -> QuerySet[Session]:
     """The sessions ``export`` holds, chosen through its requester's scope as it is now."""
     scope = selectors.scope_of(export.requested_by)
-    if scope is None or not may_export(scope):
+    if scope is None or not scope.may_export:
         raise PermissionDenied("the requester may no longer export")
     found = selectors.sessions(scope)
     request = export.scope

@@ -24,14 +24,39 @@ from sessions_app.vault import unseal
 
 @dataclass(frozen=True)
 class Scope:
+    """What one dashboard user may see and do: the one home of the tenant and role rules.
+
+    A merchant member sees its merchant's agents and their sessions, and manages and exports
+    them; an operator sees every session and acts on live ones (terminate, redeliver) but
+    changes no agent and exports nothing; an admin may do everything."""
+
     role: str
     merchant_id: int | None
     #: The merchant agents whose sessions are visible; ``None`` means every session.
     agent_ids: list[str] | None
 
     @property
+    def is_merchant(self) -> bool:
+        """Confined to one merchant's agents, sessions and exports."""
+        return self.role == Role.MERCHANT
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == Role.ADMIN
+
+    @property
     def is_staff_role(self) -> bool:
+        """Sees every tenant, the background work included, and acts on sessions."""
         return self.role in (Role.OPERATOR, Role.ADMIN)
+
+    @property
+    def may_manage_agents(self) -> bool:
+        return self.role in (Role.MERCHANT, Role.ADMIN)
+
+    @property
+    def may_export(self) -> bool:
+        # Operators watch sessions; exporting them is an admin's job, or a merchant's for its own.
+        return self.role in (Role.ADMIN, Role.MERCHANT)
 
 
 def scope_of(user: AbstractBaseUser | AnonymousUser) -> Scope | None:

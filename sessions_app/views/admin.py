@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from arbiter_app import keys
 from sessions_app import actions, exports, selectors
-from sessions_app.models import Export, Merchant, Role
+from sessions_app.models import Export, Merchant
 from sessions_app.views import scope_or_denied
 
 # Signing keys ----------------------------------------------------------------------------
@@ -91,7 +91,7 @@ class ExportForm(forms.Form):
 
 def _merchant_choices(scope: selectors.Scope) -> list[tuple[str, str]]:
     merchants = Merchant.objects.all()
-    if scope.role == Role.MERCHANT:
+    if scope.is_merchant:
         merchants = merchants.filter(pk=scope.merchant_id)
     return [(m.slug, m.name) for m in merchants]
 

@@ -17,14 +17,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from sessions_app import forms, selectors, services
-from sessions_app.models import AgentProfile, Merchant, Role
+from sessions_app.models import AgentProfile, Merchant
 from sessions_app.vault import Limits, seal_text, unseal_text
 from sessions_app.views import scope_or_denied
 
 
 def _manager(request: HttpRequest) -> selectors.Scope:
     scope = scope_or_denied(request)
-    if scope.role not in (Role.MERCHANT, Role.ADMIN):
+    if not scope.may_manage_agents:
         raise PermissionDenied("operators watch sessions; agents are their merchants' to change")
     return scope
 
@@ -35,7 +35,7 @@ def agent_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "sessions_app/agents.html",
-        {"scope": scope, "agents": selectors.agents(scope), "can_manage": scope.role != "operator"},
+        {"scope": scope, "agents": selectors.agents(scope), "can_manage": scope.may_manage_agents},
     )
 
 
@@ -51,7 +51,7 @@ def _agent_page(
     status: int = 200,
 ) -> HttpResponse:
     profile = selectors.agent(scope, agent_id)
-    can_manage = scope.role != Role.OPERATOR
+    can_manage = scope.may_manage_agents
     response = render(
         request,
         "sessions_app/agents_detail.html",
