@@ -28,9 +28,15 @@ from tests.support.processes import ROOT, spawn, terminate, wait_ready, worker_a
 from tests.support.waiting import wait_for
 
 DEFAULT = settings.DATABASES["default"]
-pytestmark = pytest.mark.skipif(
-    DEFAULT["ENGINE"] != "django.db.backends.postgresql", reason="roles are PostgreSQL's"
-)
+
+
+@pytest.fixture(autouse=True)
+def _postgresql() -> None:
+    # Roles are PostgreSQL's: on another database these tests cannot run, and say so.
+    if DEFAULT["ENGINE"] != "django.db.backends.postgresql":
+        pytest.fail("the role tests need DATABASE_URL to name a PostgreSQL server")
+
+
 SESSION_ID = "sess-roles"
 
 
