@@ -3,11 +3,8 @@ and no network library (the agents' side stays behind its own module path)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import oanp
-from tests.oanp.test_purity import FORBIDDEN
+from tests.oanp.test_purity import loaded_by
 
 
 def test_every_public_name_is_defined_once() -> None:
@@ -18,13 +15,4 @@ def test_every_public_name_is_defined_once() -> None:
 
 def test_importing_the_package_loads_neither_a_framework_nor_the_agents_side() -> None:
     agents_side = ("oanp.client", "oanp.negotiators", "oanp.mcp", "oanp.cli", "oanp.commands")
-    probe = (
-        "import sys, oanp\n"
-        f"loaded = sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r}"
-        f" or m in {agents_side!r})\n"
-        "print(','.join(loaded))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == ""
+    assert loaded_by("oanp", agents_side) == ""
