@@ -89,8 +89,7 @@ def _count(key: str, window: int) -> int:
             except ValueError:  # the counter expired between the two calls: a new window
                 count = 1
         except Exception as error:
-            if not cache_breaker.is_open:
-                log.warning("rate limits counted per process, the cache is away: %r", error)
+            log.warning("rate limits counted per process, the cache is away: %r", error)
             cache_breaker.failed()
         else:
             cache_breaker.succeeded()

@@ -8,6 +8,7 @@ import json
 from django.db import models
 
 from oanp.machine import Phase
+from oanp.profiles import VerdictStatus
 
 
 class Role(models.TextChoices):
@@ -41,6 +42,14 @@ class AgentCredential(models.Model):
 
     #: A credential authenticates a request in the role of a user (DRF's ``request.user``).
     is_authenticated = True
+
+
+#: The session column counting the rounds judged with each verdict status.
+VERDICT_COUNTS = {
+    VerdictStatus.FAIR.value: "fair_rounds",
+    VerdictStatus.FAIR_BUT_STUCK.value: "stuck_rounds",
+    VerdictStatus.VIOLATED.value: "violated_rounds",
+}
 
 
 class Session(models.Model):

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from arbiter_app import keys, metrics
 from arbiter_app.models import DeliveryAttempt
@@ -243,11 +243,6 @@ def lease() -> timedelta:
 
 def lease_until(now: datetime) -> datetime:
     return now + lease()
-
-
-def running(now: datetime) -> Q:
-    """Attempts that may still get their answer: unanswered, and started within the lease."""
-    return Q(outcome="", started_at__gt=now - lease())
 
 
 def abandon_dead(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +32,6 @@ _DRF_CODES: dict[type[exceptions.APIException], str] = {
     exceptions.NotAcceptable: "not_acceptable",
     exceptions.UnsupportedMediaType: "unsupported_media_type",
     exceptions.ParseError: "malformed_json",
-    exceptions.Throttled: "rate_limited",
     exceptions.ValidationError: "schema_invalid",
 }
 
@@ -81,8 +79,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             detail=detail,
             instance=request.path,
         )
-        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-            headers["Retry-After"] = str(math.ceil(exc.wait))
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
             headers["WWW-Authenticate"] = 'Bearer realm="oanp"'
     else:

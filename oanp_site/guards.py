@@ -84,9 +84,6 @@ class InvalidCharactersMiddleware:
     """The guard for HTTP: first after the request log, so a refusal is timed, logged and
     counted like any other, and before anything that reads the request."""
 
-    async_capable = False
-    sync_capable = True
-
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 

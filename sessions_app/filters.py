@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.db.models import Q
 
+from arbiter_app.models import VERDICT_COUNTS
 from oanp.machine import Phase
 from oanp.profiles import VerdictStatus
 
@@ -16,10 +17,6 @@ FILTERS = ("state", "merchant", "agent", "verdict", "violation", "range", "q")
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
 
 #: The filter of the sessions with a round judged each way, from the row's verdict counts.
-JUDGED = {
-    VerdictStatus.FAIR.value: Q(fair_rounds__gt=0),
-    VerdictStatus.FAIR_BUT_STUCK.value: Q(stuck_rounds__gt=0),
-    VerdictStatus.VIOLATED.value: Q(violated_rounds__gt=0),
-}
+JUDGED = {status: Q(**{f"{column}__gt": 0}) for status, column in VERDICT_COUNTS.items()}
 VERDICTS = tuple(JUDGED)
 VIOLATED = JUDGED[VerdictStatus.VIOLATED.value]

@@ -3,9 +3,10 @@ credentials (API keys), deliveries (handoff targets, callbacks, redelivery) and 
 commands and tasks call these; each runs in one transaction and announces what it committed
 only after the commit.
 
-Two kinds of rows are written elsewhere, by the code that owns their life cycle: delivery
-attempts (:mod:`arbiter_app.handoff`, :mod:`arbiter_app.callbacks`) and signing keys
-(:mod:`arbiter_app.keys`).
+Some rows are written elsewhere, by the code that owns their life cycle: delivery attempts
+(:mod:`arbiter_app.handoff`, :mod:`arbiter_app.callbacks`, and :mod:`arbiter_app.outbound`,
+which closes those abandoned), signing keys (:mod:`arbiter_app.keys`) and the integrity
+check's records (:mod:`arbiter_app.integrity`).
 """
 
 from arbiter_app.services.credentials import (
@@ -27,7 +28,6 @@ from arbiter_app.services.deliveries import (
 from arbiter_app.services.reveals import reveal_constraints
 from arbiter_app.services.sessions import (
     TIMER_REASONS,
-    VERDICT_COUNTS,
     Outcome,
     SenderMismatch,
     UnknownMerchant,
@@ -40,7 +40,6 @@ from arbiter_app.services.sessions import (
 __all__ = [
     "KEY_PREFIX",
     "TIMER_REASONS",
-    "VERDICT_COUNTS",
     "Configured",
     "IssuedKey",
     "Outcome",

@@ -79,7 +79,7 @@ def redeliver_handoff(*, handoff: Handoff) -> None:
         now = timezone.now()
         # An attempt past its lease lost its worker: closed as abandoned, it blocks nothing.
         outbound.abandon_dead(now, handoffs=[locked.pk])
-        if DeliveryAttempt.objects.filter(outbound.running(now), handoff=locked).exists():
+        if DeliveryAttempt.objects.filter(handoff=locked, outcome="").exists():
             raise ValueError("an attempt is running; wait for its answer")
         locked.state, locked.attempts = HandoffState.PENDING, 0
         locked.next_attempt_at = now

@@ -20,6 +20,7 @@ from arbiter_app import events, metrics, timers
 from arbiter_app.handoff import open_handoff
 from arbiter_app.keys import ActiveSigner
 from arbiter_app.models import (
+    VERDICT_COUNTS,
     AgentCredential,
     Entry,
     Role,
@@ -39,7 +40,7 @@ from oanp.errors import (
 )
 from oanp.log import Entry as LogEntry
 from oanp.machine import Arbiter, Negotiation
-from oanp.profiles import Reason, VerdictStatus
+from oanp.profiles import Reason
 from oanp.snapshot import dump_state, load_state
 
 
@@ -301,14 +302,6 @@ def _append(
             robust=True,
         )
     return Outcome(201, answer)
-
-
-#: The session column counting each verdict status.
-VERDICT_COUNTS = {
-    VerdictStatus.FAIR.value: "fair_rounds",
-    VerdictStatus.FAIR_BUT_STUCK.value: "stuck_rounds",
-    VerdictStatus.VIOLATED.value: "violated_rounds",
-}
 
 
 def _count_verdicts(session: Session, entries: list[LogEntry]) -> None:
