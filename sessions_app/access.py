@@ -66,6 +66,9 @@ def _announce(user_id: object) -> None:
 
 
 def _user_changed(sender: Any, instance: Any, **kwargs: Any) -> None:
+    # Every sign-in saves last_login, which changes nobody's access.
+    if kwargs.get("update_fields") == frozenset({"last_login"}):
+        return
     _announce(instance.pk)
 
 

@@ -57,11 +57,15 @@ class WatchedConsumer(AsyncJsonWebsocketConsumer):
 
     async def _recheck(self) -> None:
         session = self.scope.get("session")
-        allowed = await database_sync_to_async(access.still_allowed)(
-            user_id=self.user_id,
-            session_key=getattr(session, "session_key", None),
-            session_id=self.session_id,
-        )
+        try:
+            allowed = await database_sync_to_async(access.still_allowed)(
+                user_id=self.user_id,
+                session_key=getattr(session, "session_key", None),
+                session_id=self.session_id,
+            )
+        except Exception as error:  # the database is away: the next re-check decides
+            log.warning("could not re-check a dashboard socket's access: %r", error)
+            return
         if not allowed:
             await self.close(code=ACCESS_ENDED)
 

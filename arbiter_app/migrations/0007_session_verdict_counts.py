@@ -25,7 +25,8 @@ def count_logged_verdicts(apps: Any, schema_editor: Any) -> None:
         status = json.loads(envelope)["payload"]["status"]
         counts.setdefault(session_id, Counter())[COLUMNS[status]] += 1
     for session_id, counted in counts.items():
-        session.objects.using(database).filter(pk=session_id).update(**counted)
+        columns = {column: counted[column] for column in COLUMNS.values()}
+        session.objects.using(database).filter(pk=session_id).update(**columns)
 
 
 class Migration(migrations.Migration):

@@ -27,6 +27,8 @@ def test_the_sfo_jfk_session_counts_two_fair_rounds(logged: ClientNegotiation) -
 
 
 def test_the_migration_counts_what_the_log_holds(logged: ClientNegotiation) -> None:
-    Session.objects.filter(session_id=logged.session_id).update(fair_rounds=0)
+    Session.objects.filter(session_id=logged.session_id).update(
+        fair_rounds=0, stuck_rounds=7, violated_rounds=7
+    )
     backfill.count_logged_verdicts(apps, connection.schema_editor())
     assert counts(logged.session_id) == (2, 0, 0)
