@@ -114,6 +114,12 @@ class MessageIdReused(Conflict):
     title = "This message_id was already used with another body"
 
 
+class MessageIdSeen(MessageIdReused):
+    """The session has logged this ``message_id`` already. The machine keeps no bodies, so
+    whoever stores the log tells a retry (the first answer again, 200) from a reuse with
+    another body; left unresolved, it is that reuse's 409."""
+
+
 class TimerExpired(Conflict):
     """The envelope arrived after the session's timer fell due: the timer wins the race."""
 

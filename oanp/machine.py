@@ -40,7 +40,7 @@ from oanp.envelope import (
 from oanp.errors import (
     DeadlineOutOfRange,
     FieldError,
-    MessageIdReused,
+    MessageIdSeen,
     NotAParty,
     OutOfTurn,
     PriceNotStanding,
@@ -65,6 +65,8 @@ from oanp.profiles import (
 from oanp.signing import AGREEMENT_TYP
 
 MAX_DEADLINE_AHEAD = timedelta(hours=24)
+#: The close reasons of a session's timers, as against a party's or an operator's.
+TIMER_REASONS = frozenset({Reason.RESPONSE_TIMEOUT, Reason.DEADLINE_EXPIRED})
 
 
 class Phase(StrEnum):
@@ -215,10 +217,15 @@ class Negotiation:
     def open(
         cls, envelope: Envelope, *, received_at: datetime, arbiter: Arbiter
     ) -> tuple[Negotiation, list[Entry]]:
-        """Start a session from a buyer's ``session.open``; returns it and its first entry."""
-        check_sender(envelope)
+        """Start a session from a buyer's ``session.open``; returns it and its first entry.
+
+        For a session that does not exist yet, PROTOCOL section 7's order is: 404 for any type
+        but an open (only an open may name a new session), then 422 for a sender role that may
+        not open, then what the open itself must satisfy.
+        """
         if envelope.type is not T.SESSION_OPEN:
             raise UnknownSession(f"no session {envelope.session_id!r}")
+        check_sender(envelope)
         payload = envelope.payload
         assert isinstance(payload, Open)
         if payload.profile not in arbiter.profiles:
@@ -264,18 +271,34 @@ class Negotiation:
         """Apply one party envelope; return the entries it caused (its own first).
 
         Raises a :class:`~oanp.errors.ProtocolError` and changes nothing when it is refused.
+        This is the one place that orders the checks of PROTOCOL section 7 for an existing
+        session (401, 413, 400 and the key's own agent are the transport's, before it): 403 not
+        a party, 422 a type the sender's role may not send, the idempotency check
+        (:class:`~oanp.errors.MessageIdSeen`, which the log's store resolves), 409 a reused
+        ``session_id``, a terminal session or out of turn, then each move's own 422s.
         """
         state = self.state
         if envelope.session_id != state.session_id:
             raise UnknownSession(f"envelope is for session {envelope.session_id!r}")
-        if not state.party_role(envelope.agent_id, envelope.role):
+        opening = envelope.type is T.SESSION_OPEN
+        if opening and envelope.agent_id != state.buyer_agent_id:
+            # An open names no session's parties yet: to anyone but this session's own buyer,
+            # whose retry must still be recognised below, the id is simply taken.
+            raise SessionExists(f"session {state.session_id!r} exists")
+        if not opening and not state.party_role(envelope.agent_id, envelope.role):
             raise NotAParty(f"{envelope.agent_id!r} is not this session's {envelope.role.value}")
         check_sender(envelope)
         if envelope.message_id in state.message_ids:
-            raise MessageIdReused(f"message_id {envelope.message_id!r} was already used")
-        if envelope.type is T.SESSION_OPEN:
+            raise MessageIdSeen(f"message_id {envelope.message_id!r} was already used")
+        if opening:
             raise SessionExists(f"session {state.session_id!r} exists")
         if state.terminal:
+            if state.close_reason in TIMER_REASONS:
+                # Whether a timer or this envelope came first is the arbiter's scheduling: a
+                # move after its timer closed the session gets the same answer either way.
+                raise TimerExpired(
+                    f"the session's timer closed it ({state.close_reason}) before this envelope"
+                )
             raise SessionTerminal(f"session is {state.phase.value}")
         due = self.next_deadline()
         if due is not None and received_at >= due:

@@ -27,7 +27,6 @@ from arbiter_app.services.deliveries import (
 )
 from arbiter_app.services.reveals import reveal_constraints
 from arbiter_app.services.sessions import (
-    TIMER_REASONS,
     Outcome,
     SenderMismatch,
     UnknownMerchant,
@@ -39,7 +38,6 @@ from arbiter_app.services.sessions import (
 
 __all__ = [
     "KEY_PREFIX",
-    "TIMER_REASONS",
     "Configured",
     "IssuedKey",
     "Outcome",

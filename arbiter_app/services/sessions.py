@@ -28,19 +28,16 @@ from arbiter_app.models import (
 )
 from arbiter_app.summary import session_summary
 from oanp.canonical import canonical_bytes, tagged_sha256
-from oanp.envelope import Envelope, MessageType, check_sender
+from oanp.envelope import Envelope, MessageType
 from oanp.errors import (
     MessageIdReused,
-    NotAParty,
+    MessageIdSeen,
     ProtocolError,
-    SessionExists,
-    SessionTerminal,
     TimerExpired,
     UnknownSession,
 )
 from oanp.log import Entry as LogEntry
 from oanp.machine import Arbiter, Negotiation
-from oanp.profiles import Reason
 from oanp.snapshot import dump_state, load_state
 
 
@@ -54,9 +51,6 @@ class UnknownMerchant(ProtocolError):
     code = "unknown_merchant"
     status = 422
     title = "No merchant agent with this id is registered"
-
-
-TIMER_REASONS = frozenset({Reason.RESPONSE_TIMEOUT.value, Reason.DEADLINE_EXPIRED.value})
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,33 +125,15 @@ def _receive(
     if session is None:
         return _open(envelope, now, admit)
     negotiation = _negotiation(session)
-    state = negotiation.state
-    if envelope.type is MessageType.SESSION_OPEN:
-        if envelope.agent_id != state.buyer_agent_id:
-            raise SessionExists(f"session {state.session_id!r} exists")
-    elif not state.party_role(envelope.agent_id, envelope.role):
-        raise NotAParty(f"{envelope.agent_id!r} is not this session's {envelope.role.value}")
-    check_sender(envelope)
-    # The state knows every message_id the session has seen: only those need the log.
-    if envelope.message_id in state.message_ids:
-        replay = _replay(session, envelope)
-        if replay is not None:
-            return replay
-    if envelope.type is MessageType.SESSION_OPEN:
-        raise SessionExists(f"session {state.session_id!r} exists")
     try:
         entries = negotiation.feed(envelope, received_at=now)
+    except MessageIdSeen:
+        return _replay(session, envelope)
     except TimerExpired as late:
-        _append(session, negotiation, negotiation.expire(now), now=now)
+        expiry = negotiation.expire(now)
+        if expiry:  # else a timer's close is already logged
+            _append(session, negotiation, expiry, now=now)
         return late
-    except SessionTerminal:
-        # Whether the timer's task or this envelope took the lock first is chance: a move
-        # that came after its timer closed the session gets the same answer either way.
-        if session.close_reason in TIMER_REASONS:
-            raise TimerExpired(
-                f"the session's timer closed it ({session.close_reason}) before this envelope"
-            ) from None
-        raise
     admit()
     return _append(session, negotiation, entries, now=now, envelope=envelope)
 
@@ -206,11 +182,6 @@ def terminate_session(*, session_id: str, detail: str, now: datetime | None = No
 
 
 def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> Outcome:
-    if envelope.type is not MessageType.SESSION_OPEN:
-        # Section 7 answers 404 before 422: only an open may name a session that does not exist,
-        # so any other type (a buyer's round.verdict included) is about an unknown session.
-        raise UnknownSession(f"no session {envelope.session_id!r}")
-    check_sender(envelope)
     negotiation, entries = Negotiation.open(envelope, received_at=now, arbiter=arbiter())
     state = negotiation.state
     if not AgentCredential.objects.filter(
@@ -227,6 +198,22 @@ def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> Outco
     )
     admit()
     return _append(session, negotiation, entries, now=now, envelope=envelope)
+
+
+def _replay(session: Session, envelope: Envelope) -> Outcome:
+    """The first answer again for a retried envelope; 409 for a reused ``message_id``."""
+    first = (
+        Entry.objects.filter(session=session, message_id=envelope.message_id)
+        .only("body_digest", "answer", "sender_agent_id")
+        .first()
+    )
+    if (
+        first is None
+        or first.body_digest != _digest(envelope)
+        or first.sender_agent_id != envelope.agent_id
+    ):
+        raise MessageIdReused(f"message_id {envelope.message_id!r} was used with another body")
+    return Outcome(200, first.answer)
 
 
 def _replay(session: Session, envelope: Envelope) -> Outcome | None:

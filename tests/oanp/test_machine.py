@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from oanp.canonical import canonical_bytes
-from oanp.errors import ProtocolError
+from oanp.errors import MessageIdSeen, ProtocolError
 from oanp.invariants import audit_log
 from oanp.machine import Negotiation, Phase
 from oanp.profiles import Reason
@@ -16,8 +16,10 @@ from oanp.signing import AGREEMENT_TYP, verify_detached
 from tests.oanp.sessions import (
     ARBITER,
     BUYER,
+    BUYER_COMMIT,
     JWKS,
     MERCHANT,
+    MERCHANT_COMMIT,
     SESSION,
     T0,
     accept,
@@ -331,3 +333,152 @@ def test_parties_are_who_opened_and_who_was_named():
     session = negotiating()
     state = session.negotiation.state
     assert (state.buyer_agent_id, state.merchant_agent_id) == (BUYER, MERCHANT)
+
+
+# PROTOCOL section 7's order of checks ------------------------------------------------------
+#
+# Each row's envelope fails its own check and later ones too, so the row passes only when the
+# machine runs its check first. The rows are in section 7's order, which the walk below holds.
+
+ORDER = [
+    "not_a_party",
+    "role_may_not_send",
+    "message_id_reused",
+    "session_exists",
+    "session_terminal",
+    "timer_expired",
+    "out_of_turn",
+    "wrong_round",
+    "price_precision",
+    "price_not_standing",
+]
+
+
+def _used_id(session):
+    return session.entries[0].envelope["message_id"]
+
+
+def _closed():
+    session = negotiating()
+    session.feed(withdraw("merchant"))
+    return session
+
+
+def _late():
+    session = negotiating()
+    session.now += timedelta(seconds=301)  # the buyer's 300 s window has passed
+    return session
+
+
+def _countered():
+    session = negotiating()
+    session.feed(propose(1, 320))
+    session.feed(counter(1, 370))
+    return session
+
+
+ORDER_TABLE = [
+    # A stranger's counter, of a type a buyer may not send, with a logged id, round and price
+    # wrong: not a party comes first.
+    (
+        negotiating,
+        lambda s: envelope(
+            "offer.counter",
+            {"round": 9, "price": 1.001, "constraints_commit": BUYER_COMMIT},
+            role="buyer",
+            agent="buyer-002",
+            message_id=_used_id(s),
+        ),
+        "not_a_party",
+    ),
+    (
+        negotiating,
+        lambda s: envelope(
+            "offer.counter",
+            {"round": 9, "price": 1.001, "constraints_commit": BUYER_COMMIT},
+            role="buyer",
+            message_id=_used_id(s),
+        ),
+        "role_may_not_send",
+    ),
+    # A logged id in a closed session, out of turn and wrong: the idempotency check comes
+    # before everything about the session's state, so a retry still gets its first answer.
+    (
+        _closed,
+        lambda s: envelope(
+            "offer.counter",
+            {"round": 9, "price": 1.001, "constraints_commit": MERCHANT_COMMIT},
+            message_id=_used_id(s),
+        ),
+        "message_id_reused",
+    ),
+    (_closed, lambda s: opening(max_rounds=3), "session_exists"),
+    (_closed, lambda s: counter(9, 1.001), "session_terminal"),
+    (_late, lambda s: counter(9, 1.001), "timer_expired"),
+    (negotiating, lambda s: counter(9, 1.001), "out_of_turn"),
+    (negotiating, lambda s: propose(9, 1.001), "wrong_round"),
+    (_countered, lambda s: accept("buyer", 2, 1.001), "price_precision"),
+    (_countered, lambda s: accept("buyer", 2, 1), "price_not_standing"),
+]
+
+
+def test_the_table_walks_section_7_in_order():
+    assert [code for _, _, code in ORDER_TABLE] == ORDER
+
+
+@pytest.mark.parametrize(("setup", "bad", "code"), ORDER_TABLE, ids=[r[2] for r in ORDER_TABLE])
+def test_each_check_runs_before_the_later_ones(setup, bad, code):
+    session = setup()
+    before = session.negotiation.state
+    with pytest.raises(ProtocolError) as refused:
+        session.negotiation.feed(bad(session), received_at=session.now)
+    assert refused.value.code == code
+    assert session.negotiation.state == before
+
+
+def test_an_open_of_a_taken_session_id_is_409_whoever_sends_it():
+    """An open names no existing session's parties, so a stranger's open is not 403 but the
+    reused session_id's 409, as its own buyer's would be."""
+    session = negotiating()
+    stranger = envelope(
+        "session.open",
+        {
+            "merchant_agent_id": MERCHANT,
+            "item": {"route": "SFO-JFK"},
+            "currency": "USD",
+            "constraints_commit": BUYER_COMMIT,
+        },
+        agent="buyer-002",
+    )
+    with pytest.raises(ProtocolError) as refused:
+        session.feed(stranger)
+    assert (refused.value.code, refused.value.status) == ("session_exists", 409)
+
+
+def test_a_logged_message_id_is_left_to_the_log_to_resolve():
+    """The machine keeps no bodies: it tells the service the id was seen, and the service
+    answers a retry with the first answer or a reuse with 409."""
+    session = negotiating()
+    retried = envelope(
+        "session.ack",
+        {"constraints_commit": MERCHANT_COMMIT},
+        message_id=session.entries[1].envelope["message_id"],
+    )
+    with pytest.raises(MessageIdSeen) as seen:
+        session.feed(retried)
+    assert (seen.value.code, seen.value.status) == ("message_id_reused", 409)
+
+
+def test_only_an_open_may_name_a_new_session():
+    with pytest.raises(ProtocolError) as refused:
+        Negotiation.open(
+            envelope(
+                "offer.counter",
+                {"round": 1, "price": 1, "constraints_commit": BUYER_COMMIT},
+                role="buyer",
+            ),
+            received_at=T0,
+            arbiter=ARBITER,
+        )
+    # 404 before the 422 of a counter sent by a buyer
+    assert (refused.value.code, refused.value.status) == ("unknown_session", 404)
