@@ -158,7 +158,7 @@ def export_peak_bytes(
 #: (VmHWM, of this program only: rusage's maxrss would also count the parent it forked from).
 _VERIFY_AND_PEAK = """
 import sys
-from oanp.cli import main
+from oanp.net.cli import main
 code = main(sys.argv[1:]) if len(sys.argv) > 1 else 0
 sys.stdout.flush()
 with open("/proc/self/status") as status:

@@ -20,9 +20,9 @@ from decimal import Decimal
 from typing import Any
 
 from oanp.agents import Agreed, BuyerAgent, BuyerVault
-from oanp.client import ArbiterClient
 from oanp.commitments import encode_salt
 from oanp.ids import new_ulid
+from oanp.net.client import ArbiterClient
 from oanp.strategies import strategy_named
 
 #: Seconds between two reads of a log while waiting for the other side.

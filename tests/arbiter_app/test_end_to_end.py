@@ -87,7 +87,7 @@ def test_oanp_verify_accepts_the_fetched_log_and_jwks(
         )
         (tmp_path / "jwks.json").write_bytes(client.get("/.well-known/jwks.json").content)
     result = subprocess.run(
-        [sys.executable, "-m", "oanp.cli", "verify", "log.json", "--jwks", "jwks.json"],
+        [sys.executable, "-m", "oanp.net.cli", "verify", "log.json", "--jwks", "jwks.json"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from oanp.client import SseDecoder
+from oanp.net.client import SseDecoder
 from tests.arbiter_app.factories import (
     ENVELOPES,
     SFO_JFK_TRACE,

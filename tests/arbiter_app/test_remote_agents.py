@@ -27,9 +27,9 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from oanp import cli, commands
 from oanp.audit import verify_log
-from oanp.client import ArbiterClient
+from oanp.net import cli, commands
+from oanp.net.client import ArbiterClient
 from oanp.strategies import STRATEGIES
 from tests.arbiter_app.factories import SFO_JFK_TRACE, Agent, make_agent
 from tests.conftest import ROOT, LiveServer
@@ -95,7 +95,7 @@ def merchants(live_arbiter: LiveServer) -> Iterator[Callable[..., MerchantProces
         argv = [
             sys.executable,
             "-m",
-            "oanp.cli",
+            "oanp.net.cli",
             "merchant",
             "--server",
             live_arbiter.url,
@@ -253,7 +253,7 @@ def test_negotiate_command_line_prints_rounds_and_refuses_bad_limits(
     base = [
         sys.executable,
         "-m",
-        "oanp.cli",
+        "oanp.net.cli",
         "negotiate",
         "--server",
         live_arbiter.url,
@@ -339,7 +339,7 @@ def test_a_merchant_stopped_between_sending_and_noting_it_resends_the_same_bytes
 
     from oanp.agents import MerchantVault
     from oanp.commitments import encode_salt
-    from oanp.negotiators import Merchant, MerchantState
+    from oanp.net.negotiators import Merchant, MerchantState
     from oanp.strategies import ReferenceMerchant
 
     seller = make_agent("merchant-window", "merchant")
@@ -444,7 +444,15 @@ def test_mcp_server_negotiates_a_whole_session_over_stdio(
     buyer = make_agent("buyer-llm", "buyer")
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "oanp.cli", "mcp", "--role", "buyer", "--state", str(tmp_path / "mcp.json")],
+        args=[
+            "-m",
+            "oanp.net.cli",
+            "mcp",
+            "--role",
+            "buyer",
+            "--state",
+            str(tmp_path / "mcp.json"),
+        ],
         env={
             "OANP_SERVER": live_arbiter.url,
             "OANP_API_KEY": buyer.api_key,

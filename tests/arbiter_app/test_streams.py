@@ -21,7 +21,7 @@ import pytest
 
 from oanp.agents import BuyerAgent, MerchantAgent, PartyAgent
 from oanp.audit import verify_log
-from oanp.client import ServerEvent, SseDecoder
+from oanp.net.client import ServerEvent, SseDecoder
 from tests.arbiter_app.factories import (
     ENVELOPES,
     SFO_JFK_TRACE,

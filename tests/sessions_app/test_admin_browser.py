@@ -27,7 +27,7 @@ PASSWORD = "correct horse battery"
 
 def verify(path: Path) -> int:
     return subprocess.run(
-        [sys.executable, "-m", "oanp.cli", "verify", str(path)],
+        [sys.executable, "-m", "oanp.net.cli", "verify", str(path)],
         cwd=ROOT,
         capture_output=True,
         check=False,

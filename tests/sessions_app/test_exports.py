@@ -69,7 +69,7 @@ def cleanup() -> Iterator[None]:
 
 def verify(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "oanp.cli", "verify", str(path)],
+        [sys.executable, "-m", "oanp.net.cli", "verify", str(path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -23,10 +23,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from oanp.agents import BuyerAgent, BuyerVault
 from oanp.audit import verify_log
-from oanp.client import ArbiterClient
 from oanp.envelope import format_timestamp
 from oanp.ids import new_ulid
 from oanp.log import Entry
+from oanp.net.client import ArbiterClient
 from oanp.transcript import describe_entry
 from oanp_site import processes
 from sessions_app.demo_buyers import BackgroundBuyers, Stalled, buyer_agent, negotiate

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from oanp import cli
+from oanp.net import cli
 from tests.oanp.factories import (
     NO_DEAL,
     SEED,

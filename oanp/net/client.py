@@ -1,6 +1,6 @@
 """A typed HTTP client of the arbiter API (PROTOCOL section 7), for agents and scripts.
 
-This module and :mod:`oanp.mcp` are the only parts of ``oanp`` that touch the network; nothing
+This module and :mod:`oanp.net.mcp` are the only parts of ``oanp`` that touch the network; nothing
 else in the package imports them. Envelopes are carried unchanged: the client never rewrites
 one, so a resubmission after a network error sends the very same bytes, and the arbiter's
 idempotent replay (same ``message_id``, same body: 200 with the first answer) makes that safe.

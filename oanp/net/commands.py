@@ -2,7 +2,7 @@
 merchant) and ``mcp`` (the MCP tool server).
 
 The network client and the MCP SDK are imported inside the commands, so that ``import
-oanp.cli`` stays as light as the pure core. Private limits come from flags or a local JSON
+oanp.net.cli`` stays as light as the pure core. Private limits come from flags or a local JSON
 file and stay in this process: only salted commitments reach the arbiter.
 """
 
@@ -216,8 +216,8 @@ def describe(entry: dict[str, Any]) -> str:
 
 def negotiate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``oanp negotiate``: open a session as a buyer, answer it, verify the outcome."""
-    from oanp.client import ArbiterClient
-    from oanp.negotiators import negotiate
+    from oanp.net.client import ArbiterClient
+    from oanp.net.negotiators import negotiate
 
     agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
     api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")
@@ -295,8 +295,8 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 
 def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``oanp merchant``: follow the inbox and answer every session, until SIGTERM/SIGINT."""
-    from oanp.client import UNREACHABLE, ArbiterClient
-    from oanp.negotiators import Merchant, MerchantState
+    from oanp.net.client import UNREACHABLE, ArbiterClient
+    from oanp.net.negotiators import Merchant, MerchantState
 
     agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
     api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")
@@ -344,7 +344,7 @@ def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def mcp_command(args: argparse.Namespace) -> int:
     """``oanp mcp``: the MCP tool server over stdio."""
-    from oanp.mcp import serve
+    from oanp.net.mcp import serve
 
     serve(
         server=args.server,

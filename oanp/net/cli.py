@@ -1,5 +1,5 @@
 """The ``oanp`` command: ``demo``, ``verify``, ``extract``, and the agent commands of
-:mod:`oanp.commands` (``negotiate``, ``merchant``, ``mcp``).
+:mod:`oanp.net.commands` (``negotiate``, ``merchant``, ``mcp``).
 
 This is the edge of the package where clocks, randomness and files are allowed: it draws the
 demo's key, salts and message ids and hands them to the pure core.
@@ -22,12 +22,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
 from oanp.audit import BUNDLE_FORMAT, Report, build_bundle, extract, verify_bundle, verify_log
 from oanp.canonical import JsonValue, json_value, read_json
-from oanp.commands import add_commands, run_command
 from oanp.commitments import encode_salt
 from oanp.errors import ProtocolError
 from oanp.ids import new_ulid
 from oanp.log import Entry
 from oanp.machine import Arbiter
+from oanp.net.commands import add_commands, run_command
 from oanp.rehearsal import rehearse
 from oanp.signing import ArbiterKey, jwks_document
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant

@@ -1,7 +1,7 @@
 """Agents that negotiate through a remote arbiter: a one-session buyer, a long-running merchant.
 
 They drive the sans-IO agents of :mod:`oanp.agents` with an arbiter API they are handed (an
-:class:`ArbiterApi`, in practice :class:`oanp.client.ArbiterClient`), so this module imports
+:class:`ArbiterApi`, in practice :class:`oanp.net.client.ArbiterClient`), so this module imports
 no network code itself. Vaults stay in the process: envelopes carry commitments only.
 
 The merchant survives a crash without answering anything twice. Before it sends an envelope
@@ -50,7 +50,7 @@ class StreamEvent(Protocol):
 
 
 class ArbiterApi(Protocol):
-    """What the negotiators need of an arbiter client (see :class:`oanp.client.ArbiterClient`)."""
+    """What the negotiators need of an arbiter client (:class:`oanp.net.client.ArbiterClient`)."""
 
     def submit(self, envelope: Mapping[str, Any]) -> Any: ...
 

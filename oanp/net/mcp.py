@@ -7,7 +7,7 @@ refused here with the code the arbiter would answer, and nothing is sent. Constr
 salts stay on this machine: ``make_commitment`` keeps them in this process (and in the
 ``--state`` file, if given) and returns only the commitment.
 
-Like :mod:`oanp.client`, this module is an edge of the package: nothing else in ``oanp``
+Like :mod:`oanp.net.client`, this module is an edge of the package: nothing else in ``oanp``
 imports it.
 """
 
@@ -29,7 +29,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
 from oanp.canonical import json_value
-from oanp.client import ArbiterClient, ProblemError, ServerEvent
 from oanp.commitments import commit, encode_salt
 from oanp.envelope import (
     DEFAULT_MAX_ROUNDS,
@@ -43,6 +42,7 @@ from oanp.envelope import (
 from oanp.errors import ProtocolError
 from oanp.ids import new_ulid
 from oanp.money import price_to_json
+from oanp.net.client import ArbiterClient, ProblemError, ServerEvent
 
 #: After the first new entry, wait this long for the ones it causes (a verdict, a close).
 SETTLE_SECONDS = 0.3
@@ -279,7 +279,7 @@ class Desk:
 
 
 def _described(entry: dict[str, Any]) -> dict[str, Any]:
-    from oanp.commands import describe
+    from oanp.net.commands import describe
 
     envelope = entry["envelope"]
     return {

@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
-from oanp.client import (
+from oanp.errors import Conflict, OutOfTurn, ProtocolError, SchemaInvalid
+from oanp.net.client import (
     ArbiterClient,
     ProblemError,
     SseDecoder,
     problem_from_response,
 )
-from oanp.errors import Conflict, OutOfTurn, ProtocolError, SchemaInvalid
 
 # The event-stream parser ---------------------------------------------------------------------
 
@@ -232,7 +232,7 @@ def test_the_inbox_resumes_from_a_saved_cursor() -> None:
 
 def test_importing_the_cli_loads_neither_the_network_nor_the_mcp_sdk() -> None:
     probe = (
-        "import sys, oanp.cli, oanp.negotiators, oanp.commands\n"
+        "import sys, oanp.net.cli, oanp.net.negotiators, oanp.net.commands\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('httpx', 'mcp', 'django', 'anyio'))))\n"
     )
