@@ -24,7 +24,7 @@ class ArbiterAppConfig(AppConfig):
 
     def ready(self) -> None:
         from arbiter_app import heartbeats
-        from arbiter_app.callbacks import on_entries_committed
+        from arbiter_app.deliveries.callbacks import on_entries_committed
         from arbiter_app.events import entries_committed
         from arbiter_app.metrics import count_verdicts
         from oanp_site.checks import production_secrets

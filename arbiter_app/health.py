@@ -32,7 +32,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from arbiter_app import events, selectors
-from arbiter_app.api import JSON
+from arbiter_app.api.views import JSON
 from arbiter_app.probes import Probe
 from arbiter_app.problems import problem_body, problem_response
 from oanp_site.celery import app

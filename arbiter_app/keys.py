@@ -24,7 +24,7 @@ ALGORITHMS = ("Ed25519", "ES256")
 
 def cipher() -> Fernet:
     """The arbiter's one key at rest: it seals the signing keys and the delivery secrets
-    (:mod:`arbiter_app.outbound`), so there is one secret to keep and one to rotate."""
+    (:mod:`arbiter_app.deliveries.outbound`), so there is one secret to keep and one to rotate."""
     return Fernet(settings.OANP_KEY_ENCRYPTION_KEY)
 
 

@@ -5,16 +5,8 @@ from __future__ import annotations
 from celery import Task, shared_task
 from django.utils import timezone
 
-from arbiter_app import (
-    callbacks,
-    handoff,
-    heartbeats,
-    integrity,
-    keys,
-    outbound,
-    selectors,
-    services,
-)
+from arbiter_app import heartbeats, integrity, keys, selectors, services
+from arbiter_app.deliveries import callbacks, handoff, outbound
 
 
 @shared_task

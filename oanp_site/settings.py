@@ -191,7 +191,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "arbiter_app.openapi.add_streams",
+        "arbiter_app.api.openapi.add_streams",
     ],
 }
 

@@ -3,11 +3,11 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from arbiter_app import health
-from arbiter_app.api import JwksView
+from arbiter_app.api.views import JwksView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("oanp/v0.1/", include("arbiter_app.urls")),
+    path("oanp/v0.1/", include("arbiter_app.api.urls")),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics, name="metrics"),

@@ -4,9 +4,9 @@ commands and tasks call these; each runs in one transaction and announces what i
 only after the commit.
 
 Some rows are written elsewhere, by the code that owns their life cycle: delivery attempts
-(:mod:`arbiter_app.handoff`, :mod:`arbiter_app.callbacks`, and :mod:`arbiter_app.outbound`,
-which closes those abandoned), signing keys (:mod:`arbiter_app.keys`) and the integrity
-check's records (:mod:`arbiter_app.integrity`).
+(:mod:`arbiter_app.deliveries`: the handoff, callbacks, and the outbound request, which closes
+those abandoned), signing keys (:mod:`arbiter_app.keys`) and the integrity check's records
+(:mod:`arbiter_app.integrity`).
 """
 
 from arbiter_app.services.credentials import (

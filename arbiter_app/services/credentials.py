@@ -53,7 +53,7 @@ def revoke_credential(*, credential: AgentCredential) -> None:
 def revoke_credentials(*, agent_id: str, prefix: str | None = None) -> list[AgentCredential]:
     """Revoke the agent's live key with ``prefix``, or every live key of the agent when
     ``prefix`` is ``None``; the keys revoked now. Every stream opened with one of them ends
-    within seconds (:mod:`arbiter_app.streams`)."""
+    within seconds (:mod:`arbiter_app.api.streams`)."""
     with transaction.atomic():
         live = AgentCredential.objects.select_for_update().filter(
             agent_id=agent_id, revoked_at__isnull=True

@@ -1,6 +1,6 @@
 """Where agreements and entries are delivered: merchants' ACP handoff targets and agents'
 callbacks, their redelivery and test sends. The attempts themselves are written by
-:mod:`arbiter_app.handoff` and :mod:`arbiter_app.callbacks`."""
+:mod:`arbiter_app.deliveries.handoff` and :mod:`arbiter_app.deliveries.callbacks`."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from arbiter_app import outbound
-from arbiter_app.handoff import send as send_handoff
-from arbiter_app.handoff import send_test as send_test_request
+from arbiter_app.deliveries import outbound
+from arbiter_app.deliveries.handoff import send as send_handoff
+from arbiter_app.deliveries.handoff import send_test as send_test_request
 from arbiter_app.models import (
     AgentCallback,
     AgentCredential,

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from arbiter_app import events, metrics, timers
-from arbiter_app.handoff import open_handoff
+from arbiter_app.deliveries.handoff import open_handoff
 from arbiter_app.keys import ActiveSigner
 from arbiter_app.models import (
     VERDICT_COUNTS,

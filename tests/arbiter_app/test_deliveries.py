@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from arbiter_app import outbound, selectors, services
+from arbiter_app import selectors, services
+from arbiter_app.deliveries import outbound
 from arbiter_app.models import AgentCallback, CallbackCursor, Handoff, HandoffTarget, Session
 from sessions_app.models import AuditEvent, Role
 from tests.arbiter_app.factories import Agent, ClientNegotiation

@@ -14,10 +14,11 @@ from django.core.management.base import CommandError
 from django.db import transaction
 from django.urls import reverse
 
-from arbiter_app import outbound, services
-from arbiter_app.handoff import read_checkout
+from arbiter_app import services
+from arbiter_app.deliveries import outbound
+from arbiter_app.deliveries.handoff import read_checkout
+from arbiter_app.deliveries.outbound import Outcome, TargetNotAllowed, check_target, classify
 from arbiter_app.models import AgentCallback, AgentCredential, Handoff, HandoffTarget, Session
-from arbiter_app.outbound import Outcome, TargetNotAllowed, check_target, classify
 from oanp.envelope import parse_envelope
 from tests.arbiter_app.factories import Agent, ClientNegotiation
 

@@ -32,8 +32,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from arbiter_app import services
+from arbiter_app.api.openapi import PATHS
 from arbiter_app.models import AgentCallback, AgentCredential
-from arbiter_app.openapi import PATHS
 from tests.arbiter_app import test_refusals
 from tests.arbiter_app.factories import Agent, HttpNegotiation, make_agent, sfo_jfk_agents
 from tests.conftest import HEARTBEATS, LiveServer, _database_url, serve

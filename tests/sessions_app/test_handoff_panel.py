@@ -13,8 +13,9 @@ from django.db.models import F
 from django.test import Client
 from django.utils import timezone
 
-from arbiter_app import outbound, tasks
 from arbiter_app import services as arbiter_services
+from arbiter_app import tasks
+from arbiter_app.deliveries import outbound
 from arbiter_app.models import DeliveryAttempt, Handoff, HandoffState
 from sessions_app import services
 from sessions_app.models import AuditEvent, Merchant, Mode, Role

@@ -17,9 +17,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from arbiter_app import outbound
+from arbiter_app.deliveries import outbound
+from arbiter_app.deliveries.outbound import Answer, Outcome
 from arbiter_app.models import AgentCallback, CallbackCursor, DeliveryAttempt, Entry, Role, Session
-from arbiter_app.outbound import Answer, Outcome
 from arbiter_app.queue import enqueue
 from arbiter_app.selectors import entry_text
 

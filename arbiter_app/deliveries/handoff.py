@@ -19,7 +19,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from arbiter_app import outbound
+from arbiter_app.deliveries import outbound
+from arbiter_app.deliveries.outbound import Answer, Outcome
 from arbiter_app.models import (
     DeliveryAttempt,
     Handoff,
@@ -27,7 +28,6 @@ from arbiter_app.models import (
     HandoffTarget,
     Session,
 )
-from arbiter_app.outbound import Answer, Outcome
 from arbiter_app.queue import enqueue
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.log import Entry as LogEntry

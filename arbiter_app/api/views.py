@@ -56,7 +56,7 @@ def _body(request: Request) -> bytes:
 
 
 class AgentView(APIView):
-    schema = None  # described in arbiter_app.openapi, from PROTOCOL section 7
+    schema = None  # described in arbiter_app.api.openapi, from PROTOCOL section 7
     charge = limits.Charge()
 
     def initial(self, request: Request, *args: object, **kwargs: object) -> None:

@@ -1,0 +1,22 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularJSONAPIView
+
+from arbiter_app.api import streams, views
+
+app_name = "oanp"
+
+urlpatterns = [
+    path("envelopes", views.EnvelopesView.as_view(), name="envelopes"),
+    path("sessions/<str:session_id>", views.SessionView.as_view(), name="session"),
+    path("sessions/<str:session_id>/log", views.SessionLogView.as_view(), name="session-log"),
+    path("sessions/<str:session_id>/events", streams.session_events, name="session-events"),
+    path("sessions/<str:session_id>/reveal", views.RevealView.as_view(), name="reveal"),
+    path("inbox", streams.inbox_events, name="inbox"),
+    path("callback", views.CallbackView.as_view(), name="callback"),
+    path("keys", views.KeysView.as_view(), name="keys"),
+    path(
+        "openapi.json",
+        SpectacularJSONAPIView.as_view(authentication_classes=[], permission_classes=[]),
+        name="openapi",
+    ),
+]
