@@ -20,6 +20,9 @@ from concurrent.futures import wait
 from datetime import datetime, timedelta
 from typing import Any
 
+# The project's Celery app, which loading Django's settings makes current: the apps reach the
+# broker through it without importing the project's wiring.
+from celery import current_app as app
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
@@ -35,7 +38,6 @@ from arbiter_app import events, selectors
 from arbiter_app.api.views import JSON
 from arbiter_app.probes import Probe
 from arbiter_app.problems import problem_body, problem_response
-from oanp_site.celery import app
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from django.db.models import Case, Exists, F, Max, OuterRef, Q, Subquery, Value,
 from django.db.models.query import QuerySet
 from django.utils import timezone
 
-from arbiter_app import metrics
+from arbiter_app import metrics, selectors
 from arbiter_app.models import (
     Entry,
     IntegrityAlarm,
@@ -105,7 +105,7 @@ def check(*, now: datetime | None = None, full: bool | None = None) -> Report:
         mismatches=len(findings),
     )
     IntegrityCheck.objects.filter(started_at__lt=now - KEEP_CHECKS).delete()
-    metrics.INTEGRITY_MISMATCHES.set(open_alarms().count())
+    metrics.INTEGRITY_MISMATCHES.set(selectors.open_integrity_alarms().count())
     if findings:
         named = ", ".join(f"{f.session_id} ({f.kind})" for f in findings[:LOGGED_SESSIONS])
         log.error(
@@ -208,19 +208,7 @@ def _record_alarms(findings: list[Finding], *, covered: list[str], now: datetime
             alarm.detail, alarm.last_seen_at = finding.detail, now
             alarm.save(update_fields=["detail", "last_seen_at"])
     # Only what this check looked at can be found sound again.
-    for alarm in open_alarms().filter(kind__in=covered):
+    for alarm in selectors.open_integrity_alarms().filter(kind__in=covered):
         if (alarm.session_id, alarm.kind) not in found:
             alarm.resolved_at = now
             alarm.save(update_fields=["resolved_at"])
-
-
-def open_alarms() -> QuerySet[IntegrityAlarm]:
-    return IntegrityAlarm.objects.filter(resolved_at__isnull=True)
-
-
-def resolved_alarms() -> QuerySet[IntegrityAlarm]:
-    return IntegrityAlarm.objects.filter(resolved_at__isnull=False).order_by("-resolved_at")
-
-
-def last_check() -> IntegrityCheck | None:
-    return IntegrityCheck.objects.order_by("-started_at").first()

@@ -1,4 +1,5 @@
-"""The arbiter's signing keys: generated, encrypted at rest, loaded on demand, rotated.
+"""The arbiter's signing keys: generated, encrypted at rest, loaded on demand. Rotating them
+is :mod:`arbiter_app.services.keys`' to do; reading them, :mod:`arbiter_app.selectors`'.
 
 Private JWKs are stored Fernet-encrypted under ``settings.OANP_KEY_ENCRYPTION_KEY``; public
 JWKs stay in clear forever so that every agreement ever signed stays verifiable.
@@ -7,7 +8,7 @@ JWKs stay in clear forever so that every agreement ever signed stays verifiable.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import cache
 
 from cryptography.fernet import Fernet
@@ -17,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from arbiter_app.models import KeyState, SigningKey
-from oanp.signing import ArbiterKey, jwks_document
+from oanp.signing import ArbiterKey
 
 ALGORITHMS = ("Ed25519", "ES256")
 
@@ -36,7 +37,7 @@ def generate(alg: str) -> ArbiterKey:
     raise ValueError(f"unsupported signing algorithm {alg!r}: use one of {', '.join(ALGORITHMS)}")
 
 
-def _store(key: ArbiterKey, *, now: datetime) -> SigningKey:
+def store(key: ArbiterKey, *, now: datetime) -> SigningKey:
     sealed = cipher().encrypt(json.dumps(key.private_jwk()).encode())
     return SigningKey.objects.create(
         kid=key.kid,
@@ -63,7 +64,7 @@ def ensure_active_key() -> SigningKey:
         return found
     try:
         with transaction.atomic():
-            return _store(generate(settings.OANP_SIGNING_ALG), now=timezone.now())
+            return store(generate(settings.OANP_SIGNING_ALG), now=timezone.now())
     except IntegrityError:  # another process created it first: use theirs
         return SigningKey.objects.get(state=KeyState.ACTIVE)
 
@@ -94,62 +95,3 @@ class ActiveSigner:
 
     def sign_detached(self, payload: bytes, *, typ: str) -> str:
         return self._loaded().sign_detached(payload, typ=typ)
-
-
-def rotate(*, alg: str | None = None, now: datetime | None = None) -> SigningKey:
-    """Make a new key active; the one it replaces retires but stays in the JWKS for now."""
-    now = now or timezone.now()
-    fresh = generate(alg or settings.OANP_SIGNING_ALG)
-    with transaction.atomic():
-        current = list(SigningKey.objects.select_for_update().filter(state=KeyState.ACTIVE))
-        for old in current:
-            old.state, old.retiring_at = KeyState.RETIRING, now
-            old.save(update_fields=["state", "retiring_at"])
-        return _store(fresh, now=now)
-
-
-def published_jwks() -> dict[str, list[dict[str, object]]]:
-    """``/.well-known/jwks.json``: the active key and the retiring ones."""
-    ensure_active_key()
-    rows = SigningKey.objects.filter(state__in=[KeyState.ACTIVE, KeyState.RETIRING])
-    return jwks_document(row.public_jwk for row in rows)
-
-
-def maintain(*, now: datetime | None = None) -> tuple[SigningKey | None, int]:
-    """The rotation policy: a new key when the active one is ``OANP_KEY_ROTATION_DAYS`` old;
-    a retiring key retired ``OANP_KEY_OVERLAP_DAYS`` after it was replaced.
-
-    Returns the new active key, if one was made, and how many keys retired. Retired keys
-    leave the JWKS but stay at ``/oanp/v0.1/keys`` for good.
-    """
-    now = now or timezone.now()
-    active = ensure_active_key()
-    rotated = None
-    if now - active.activated_at >= timedelta(days=settings.OANP_KEY_ROTATION_DAYS):
-        rotated = rotate(now=now)
-    overlap_ended = now - timedelta(days=settings.OANP_KEY_OVERLAP_DAYS)
-    retired = SigningKey.objects.filter(
-        state=KeyState.RETIRING, retiring_at__lte=overlap_ended
-    ).update(state=KeyState.RETIRED, retired_at=now)
-    return rotated, retired
-
-
-def key_history() -> list[dict[str, object]]:
-    """Every public key the arbiter ever signed with, and when it was valid."""
-    ensure_active_key()
-    return [
-        {
-            **row.public_jwk,
-            "state": row.state,
-            "activated_at": row.activated_at.isoformat(),
-            "retiring_at": row.retiring_at.isoformat() if row.retiring_at else None,
-            "retired_at": row.retired_at.isoformat() if row.retired_at else None,
-        }
-        for row in SigningKey.objects.order_by("activated_at")
-    ]
-
-
-def every_public_jwk() -> dict[str, list[dict[str, object]]]:
-    """A JWKS of every key ever used, retired ones included: what old agreements need."""
-    ensure_active_key()
-    return jwks_document(row.public_jwk for row in SigningKey.objects.order_by("activated_at"))

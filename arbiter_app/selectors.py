@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
+from arbiter_app import keys
 from arbiter_app.models import (
     AgentCallback,
     AgentCredential,
@@ -24,14 +25,20 @@ from arbiter_app.models import (
     HandoffState,
     HandoffTarget,
     Heartbeat,
+    IntegrityAlarm,
+    IntegrityCheck,
+    KeyState,
     ProcessKind,
     Role,
     Session,
+    SigningKey,
     TaskFailure,
 )
 from arbiter_app.summary import session_summary
+from oanp.audit import build_bundle
 from oanp.canonical import JsonObject
 from oanp.errors import UnknownSession
+from oanp.signing import jwks_document
 from oanp.snapshot import load_state
 
 
@@ -313,3 +320,67 @@ def delivery_backlog() -> DeliveryBacklog:
 def sessions_by_phase() -> dict[str, int]:
     rows = Session.objects.values_list("phase").annotate(n=Count("pk")).order_by()
     return dict(rows)
+
+
+# Signing keys --------------------------------------------------------------------------------
+
+#: The algorithms an admin may rotate to.
+SIGNING_ALGORITHMS = keys.ALGORITHMS
+
+
+def published_jwks() -> dict[str, list[dict[str, object]]]:
+    """``/.well-known/jwks.json``: the active key and the retiring ones."""
+    keys.ensure_active_key()
+    rows = SigningKey.objects.filter(state__in=[KeyState.ACTIVE, KeyState.RETIRING])
+    return jwks_document(row.public_jwk for row in rows)
+
+
+def key_history() -> list[dict[str, object]]:
+    """Every public key the arbiter ever signed with, and when it was valid."""
+    keys.ensure_active_key()
+    return [
+        {
+            **row.public_jwk,
+            "state": row.state,
+            "activated_at": row.activated_at.isoformat(),
+            "retiring_at": row.retiring_at.isoformat() if row.retiring_at else None,
+            "retired_at": row.retired_at.isoformat() if row.retired_at else None,
+        }
+        for row in SigningKey.objects.order_by("activated_at")
+    ]
+
+
+def every_public_jwk() -> dict[str, list[dict[str, object]]]:
+    """A JWKS of every key ever used, retired ones included: what old agreements need."""
+    keys.ensure_active_key()
+    return jwks_document(row.public_jwk for row in SigningKey.objects.order_by("activated_at"))
+
+
+def signed_audit_bundle(
+    *, logs: list[list[JsonObject]], scope: JsonObject, created_at: datetime
+) -> JsonObject:
+    """An audit bundle of ``logs``, signed by the active key, carrying every public key that
+    ever signed so the auditor needs nothing of the arbiter's but the file."""
+    return build_bundle(
+        logs=logs,
+        jwks=every_public_jwk(),
+        key=keys.active_key(),
+        arbiter_id=settings.OANP_ARBITER_ID,
+        created_at=created_at,
+        scope=scope,
+    )
+
+
+# The integrity check (arbiter_app.integrity) -----------------------------------------------
+
+
+def open_integrity_alarms() -> QuerySet[IntegrityAlarm]:
+    return IntegrityAlarm.objects.filter(resolved_at__isnull=True)
+
+
+def resolved_integrity_alarms() -> QuerySet[IntegrityAlarm]:
+    return IntegrityAlarm.objects.filter(resolved_at__isnull=False).order_by("-resolved_at")
+
+
+def last_integrity_check() -> IntegrityCheck | None:
+    return IntegrityCheck.objects.order_by("-started_at").first()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import Task, shared_task
 from django.utils import timezone
 
-from arbiter_app import heartbeats, integrity, keys, selectors, services
+from arbiter_app import heartbeats, integrity, selectors, services
 from arbiter_app.deliveries import callbacks, handoff, outbound
 
 
@@ -22,7 +22,7 @@ def sweep_timers() -> int:
 
 @shared_task
 def maintain_signing_keys() -> str | None:
-    rotated, _ = keys.maintain()
+    rotated, _ = services.maintain_signing_keys()
     return None if rotated is None else rotated.kid
 
 

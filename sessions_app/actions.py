@@ -11,7 +11,8 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
 
-from arbiter_app import keys, services
+from arbiter_app import selectors as arbiter
+from arbiter_app import services
 from arbiter_app.models import KeyState, SigningKey
 from sessions_app import selectors
 from sessions_app.models import AuditEvent
@@ -81,11 +82,11 @@ def redeliver_handoff(*, actor: AbstractBaseUser, scope: Scope, session_id: str)
 def rotate_signing_key(*, actor: AbstractBaseUser, scope: Scope, alg: str) -> SigningKey:
     """Make a fresh key active now; the one it replaces stays in the JWKS while it retires."""
     require_admin(scope)
-    if alg not in keys.ALGORITHMS:
+    if alg not in arbiter.SIGNING_ALGORITHMS:
         raise ValueError(f"unsupported signing algorithm {alg!r}")
     with transaction.atomic():
-        replaced = [k["kid"] for k in keys.key_history() if k["state"] == KeyState.ACTIVE]
-        fresh = keys.rotate(alg=alg)
+        replaced = [k["kid"] for k in arbiter.key_history() if k["state"] == KeyState.ACTIVE]
+        fresh = services.rotate_signing_key(alg=alg)
         AuditEvent.objects.create(
             actor=actor,
             action="key.rotate",

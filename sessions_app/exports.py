@@ -14,9 +14,8 @@ import json
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.core.files.base import ContentFile
@@ -25,14 +24,15 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from arbiter_app import keys
-from arbiter_app.models import Session
+from arbiter_app import selectors as arbiter
 from arbiter_app.queue import enqueue
-from oanp.audit import build_bundle
 from oanp.machine import Phase
 from sessions_app import selectors
 from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant
 from sessions_app.selectors import Scope
+
+if TYPE_CHECKING:
+    from arbiter_app.models import Session
 
 # Sessions read per step: the page's progress bar moves once per batch.
 BATCH_SESSIONS = 100
@@ -191,7 +191,8 @@ def run(*, export_id: int) -> None:
 
 
 def _build(export: Export, written: list[str]) -> None:
-    ids = list(sessions_for(export).values_list("pk", flat=True))
+    found = sessions_for(export)
+    ids = list(found.values_list("pk", flat=True))
     Export.objects.filter(pk=export.pk).update(
         state=Export.State.RUNNING, total=len(ids), progress=0, error=""
     )
@@ -199,20 +200,13 @@ def _build(export: Export, written: list[str]) -> None:
     rows: list[list[str]] = []
     for start in range(0, len(ids), BATCH_SESSIONS):
         chunk = ids[start : start + BATCH_SESSIONS]
-        for session in Session.objects.filter(pk__in=chunk).order_by("opened_at", "session_id"):
+        for session in found.filter(pk__in=chunk):
             log = selectors.entries(session)
             logs.append(log)
             rows.append(summary_row(session, log))
         Export.objects.filter(pk=export.pk).update(progress=start + len(chunk))
     created_at = timezone.now()
-    bundle = build_bundle(
-        logs=logs,
-        jwks=keys.every_public_jwk(),
-        key=keys.active_key(),
-        arbiter_id=settings.OANP_ARBITER_ID,
-        created_at=created_at,
-        scope=export.scope,
-    )
+    bundle = arbiter.signed_audit_bundle(logs=logs, scope=export.scope, created_at=created_at)
     stem = f"export-{export.pk}-{created_at:%Y%m%dT%H%M%SZ}"
     storage = export.bundle.storage
     bundle_name = storage.save(

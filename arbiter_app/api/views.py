@@ -19,8 +19,8 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from arbiter_app import limits, selectors, services
-from arbiter_app.keys import key_history, published_jwks
 from arbiter_app.models import AgentCredential
+from arbiter_app.selectors import key_history, published_jwks
 from oanp.canonical import read_json
 from oanp.envelope import MAX_ENVELOPE_BYTES, parse_envelope
 from oanp.errors import (

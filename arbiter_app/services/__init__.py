@@ -1,12 +1,13 @@
 """Writes to the arbiter's records, by area: sessions (envelopes, timers, terminations),
-credentials (API keys), deliveries (handoff targets, callbacks, redelivery) and reveals. Views,
+credentials (API keys), deliveries (handoff targets, callbacks, redelivery), reveals and signing
+keys (rotation). Views,
 commands and tasks call these; each runs in one transaction and announces what it committed
 only after the commit.
 
 Some rows are written elsewhere, by the code that owns their life cycle: delivery attempts
 (:mod:`arbiter_app.deliveries`: the handoff, callbacks, and the outbound request, which closes
-those abandoned), signing keys (:mod:`arbiter_app.keys`) and the integrity check's records
-(:mod:`arbiter_app.integrity`).
+those abandoned), the first signing key, created on first use (:mod:`arbiter_app.keys`), and
+the integrity check's records (:mod:`arbiter_app.integrity`).
 """
 
 from arbiter_app.services.credentials import (
@@ -25,6 +26,7 @@ from arbiter_app.services.deliveries import (
     remove_callback,
     send_test_handoff,
 )
+from arbiter_app.services.keys import maintain_signing_keys, rotate_signing_key
 from arbiter_app.services.reveals import reveal_constraints
 from arbiter_app.services.sessions import (
     Outcome,
@@ -48,6 +50,7 @@ __all__ = [
     "expire_session",
     "issue_credential",
     "key_digest",
+    "maintain_signing_keys",
     "receive_envelope",
     "redeliver_handoff",
     "register_callback",
@@ -55,6 +58,7 @@ __all__ = [
     "reveal_constraints",
     "revoke_credential",
     "revoke_credentials",
+    "rotate_signing_key",
     "send_test_handoff",
     "terminate_session",
 ]

@@ -1,10 +1,10 @@
-"""The integrity check's alarms on the dashboard (arbiter_app.integrity)."""
+"""The integrity check's alarms (arbiter_app.integrity) on the dashboard."""
 
 from typing import Any
 
 from django import template
 
-from arbiter_app import integrity
+from arbiter_app import selectors as arbiter
 
 register = template.Library()
 
@@ -17,7 +17,7 @@ def integrity_notice(scope: Any) -> dict[str, Any]:
     """A banner for operators and admins while any alarm is open; one query, for them only."""
     if not (scope and scope.is_staff_role):
         return {}
-    alarms = list(integrity.open_alarms().order_by("first_seen_at")[: NAMED + 1])
+    alarms = list(arbiter.open_integrity_alarms().order_by("first_seen_at")[: NAMED + 1])
     return {"scope": scope, "alarms": alarms[:NAMED], "more": len(alarms) > NAMED}
 
 
@@ -25,7 +25,7 @@ def integrity_notice(scope: Any) -> dict[str, Any]:
 def integrity_panel() -> dict[str, Any]:
     """The last check and every alarm, open ones first, for the admins' audit page."""
     return {
-        "check": integrity.last_check(),
-        "alarms": integrity.open_alarms().order_by("first_seen_at"),
-        "resolved": integrity.resolved_alarms()[:50],
+        "check": arbiter.last_integrity_check(),
+        "alarms": arbiter.open_integrity_alarms().order_by("first_seen_at"),
+        "resolved": arbiter.resolved_integrity_alarms()[:50],
     }

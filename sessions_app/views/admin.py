@@ -14,7 +14,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from arbiter_app import keys
+from arbiter_app import selectors as arbiter
 from sessions_app import actions, exports, selectors
 from sessions_app.models import Export, Merchant
 from sessions_app.views import scope_or_denied
@@ -43,9 +43,9 @@ def keys_page(request: HttpRequest) -> HttpResponse:
         "sessions_app/keys.html",
         {
             "scope": scope,
-            "keys": [_dated(key) for key in reversed(keys.key_history())],
-            "algorithms": keys.ALGORITHMS,
-            "jwks_json": json.dumps(keys.published_jwks(), indent=2),
+            "keys": [_dated(key) for key in reversed(arbiter.key_history())],
+            "algorithms": arbiter.SIGNING_ALGORITHMS,
+            "jwks_json": json.dumps(arbiter.published_jwks(), indent=2),
         },
     )
 
@@ -56,7 +56,7 @@ def rotate_key(request: HttpRequest) -> HttpResponse:
     scope = scope_or_denied(request)
     actions.require_admin(scope)
     alg = request.POST.get("alg", "")
-    if alg not in keys.ALGORITHMS:
+    if alg not in arbiter.SIGNING_ALGORITHMS:
         return HttpResponse("unsupported signing algorithm", status=400)
     actions.rotate_signing_key(actor=request.user, scope=scope, alg=alg)
     return redirect("keys")

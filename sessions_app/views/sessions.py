@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from arbiter_app.keys import every_public_jwk
+from arbiter_app import selectors as arbiter
 from sessions_app import actions, selectors
 from sessions_app.analytics import analyse
 from sessions_app.filters import FILTERS, JUDGED, RANGES, STATES, VERDICTS, VIOLATED
@@ -79,7 +79,7 @@ def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
     scope = scope_or_denied(request)
     found = selectors.session(scope, session_id)
     entries = selectors.entries(found)
-    view = timeline(entries, every_public_jwk())
+    view = timeline(entries, arbiter.every_public_jwk())
     handoff, attempts = selectors.handoff(found)
     chart = {
         "rounds": [r.round for r in view.rounds],

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from arbiter_app import keys
+from arbiter_app import keys, services
 from arbiter_app.models import SigningKey
 from arbiter_app.tasks import maintain_signing_keys
 from oanp.audit import verify_log
@@ -83,13 +83,13 @@ def test_agreements_from_before_during_and_after_a_rotation_all_verify(
 
     # The overlap ends: the first key retires, out of the JWKS, still in the history.
     later = timezone.now() + timedelta(days=settings.OANP_KEY_OVERLAP_DAYS, seconds=1)
-    rotated, retired = keys.maintain(now=later)
+    rotated, retired = services.maintain_signing_keys(now=later)
     assert (rotated, retired) == (None, 1)
     assert published_kids(client) == {second}
     assert history(client)[first]["state"] == "retired"
     assert history(client)[first]["retired_at"] is not None
 
-    third = keys.rotate(alg="ES256").kid
+    third = services.rotate_signing_key(alg="ES256").kid
     after = agreement(client, buyer, merchant, "sess-after")
     assert signed_by(after) == third
     assert published_kids(client) == {second, third}
@@ -112,11 +112,13 @@ def test_the_policy_rotates_when_the_active_key_is_old_enough_and_not_before(
     active = keys.ensure_active_key()
     period = timedelta(days=settings.OANP_KEY_ROTATION_DAYS)
 
-    assert keys.maintain(now=active.activated_at + period - timedelta(seconds=1)) == (None, 0)
+    assert services.maintain_signing_keys(
+        now=active.activated_at + period - timedelta(seconds=1)
+    ) == (None, 0)
     assert SigningKey.objects.get(state="active").kid == active.kid
 
     due = active.activated_at + period
-    rotated, retired = keys.maintain(now=due)
+    rotated, retired = services.maintain_signing_keys(now=due)
     assert rotated is not None
     assert retired == 0
     assert rotated.kid != active.kid
@@ -124,7 +126,7 @@ def test_the_policy_rotates_when_the_active_key_is_old_enough_and_not_before(
     active.refresh_from_db()
     assert (active.state, active.retiring_at) == ("retiring", due)
     # The same check again changes nothing: the new key is young.
-    assert keys.maintain(now=due) == (None, 0)
+    assert services.maintain_signing_keys(now=due) == (None, 0)
     assert SigningKey.objects.filter(state="active").get().kid == rotated.kid
 
 
