@@ -29,11 +29,12 @@ TIMER_MERCHANT = "merchant-timers"
 
 
 def _opening(number: int, tag: str, **timer: Any) -> Any:
-    from bench.load import SFO_JFK_ITEM, sfo_jfk_agents
+    from bench.load import SFO_JFK_ITEM
     from oanp.envelope import envelope_from_json
+    from tests.support.factories.sessions import sfo_jfk_agents
 
     buyer, _ = sfo_jfk_agents(
-        f"{tag}{number:05d}", buyer_id=TIMER_BUYER, merchant_id=TIMER_MERCHANT
+        f"{tag}{number:05d}-", buyer_id=TIMER_BUYER, merchant_id=TIMER_MERCHANT
     )
     return envelope_from_json(
         buyer.open(

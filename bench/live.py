@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
-from bench.load import ENVELOPES, SFO_JFK_ITEM, sfo_jfk_agents
+from bench.load import ENVELOPES, SFO_JFK_ITEM
 from bench.report import Options, Row, Section, SectionResult
 from bench.service import (
     REDIS_URL,
@@ -41,6 +41,7 @@ from bench.service import (
     server_environment,
 )
 from bench.timers import job
+from tests.support.factories.sessions import sfo_jfk_agents
 from tests.support.processes import free_port
 
 TITLE = "from an accepted envelope to the WebSocket frame in a subscribed dashboard page"
@@ -97,7 +98,7 @@ async def session(
     samples: list[dict[str, float]],
 ) -> str:
     buyer, merchant = sfo_jfk_agents(
-        session_id, buyer_id=pair["buyer_id"], merchant_id=pair["merchant_id"]
+        f"{session_id}-", buyer_id=pair["buyer_id"], merchant_id=pair["merchant_id"]
     )
     headers = {
         "buyer": {"Authorization": f"Bearer {pair['buyer_key']}"},

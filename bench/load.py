@@ -29,13 +29,11 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import count
 from typing import Any
 
 import httpx
 
-from oanp import rehearsal
-from oanp.agents import BuyerAgent, MerchantAgent
+from tests.support.factories.sessions import sfo_jfk_agents
 
 ENVELOPES = "/oanp/v0.1/envelopes"
 SFO_JFK_ITEM = {"route": "SFO-JFK", "date": "2026-04-28"}
@@ -52,18 +50,6 @@ def _now() -> datetime:
 def _cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def sfo_jfk_agents(
-    message_prefix: str, *, buyer_id: str, merchant_id: str
-) -> tuple[BuyerAgent, MerchantAgent]:
-    """The published example's agents (ceiling 420, floor 280) with unique message ids."""
-    numbers = count(1)
-    return rehearsal.sfo_jfk_agents(
-        buyer_id=buyer_id,
-        merchant_id=merchant_id,
-        new_message_id=lambda: f"{message_prefix}-{next(numbers):02d}",
-    )
 
 
 @dataclass
@@ -89,7 +75,7 @@ async def negotiate(
 ) -> None:
     """One whole session between the pair's agents, driven by the arbiter's 201 answers."""
     buyer, merchant = sfo_jfk_agents(
-        session_id, buyer_id=pair["buyer_id"], merchant_id=pair["merchant_id"]
+        f"{session_id}-", buyer_id=pair["buyer_id"], merchant_id=pair["merchant_id"]
     )
     buyer_headers = {
         "Authorization": f"Bearer {pair['buyer_key']}",

@@ -40,11 +40,10 @@ from bench.peer import BARE_PATH
 from bench.report import Options, Row, Section, SectionResult, judged, rate, times
 from tests.support.processes import (
     ROOT,
-    daphne_argv,
     free_port,
     product_free_environment,
     run_json,
-    spawn,
+    start_daphne,
     tail,
     throwaway_secrets,
 )
@@ -171,19 +170,9 @@ def daphne(env: dict[str, str], port: int) -> Iterator[Server]:
     """One Daphne process serving the project's ASGI application, as in production."""
     log_path = ROOT / "var" / f"bench-daphne-{port}.log"
     log_path.parent.mkdir(exist_ok=True)
-    process = spawn(daphne_argv(port), env, log_path, new_session=False)
+    process = start_daphne(port, env, log_path, error=RuntimeError)
     server = Server(f"http://127.0.0.1:{port}", process, log_path)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{server.url}/.well-known/jwks.json", timeout=2).is_success:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"daphne did not start:\n{server.log_tail()}")
-            time.sleep(0.1)
         print(f"bench: service: daphne pid {process.pid} on {server.url}", file=sys.stderr)
         yield server
     finally:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import inspect
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,11 +22,11 @@ from hypothesis import settings as hypothesis_settings
 
 from tests.support.processes import (
     ROOT,
-    daphne_argv,
     free_port,
     kill_group,
     purge,
     spawn,
+    start_daphne,
     terminate,
     wait_ready,
     worker_argv,
@@ -219,21 +218,9 @@ def serve(env: dict[str, str]) -> Iterator[LiveServer]:
         **UNLIMITED_ADDRESS,
         **env,
     }
-    log_path = ROOT / "var" / f"daphne-{port}.log"
-    process = spawn(daphne_argv(port), env, log_path, new_session=False)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(f"{url}/healthz", timeout=2)
-            break
-        except httpx.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"daphne did not start; see {log_path}")
-            time.sleep(0.1)
+    process = start_daphne(port, env, ROOT / "var" / f"daphne-{port}.log")
     try:
-        yield LiveServer(url, process)
+        yield LiveServer(f"http://127.0.0.1:{port}", process)
     finally:
         process.terminate()
         process.wait(10)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.arbiter_app.factories import Agent, ClientNegotiation, make_agent
+from tests.support.factories.agents import Agent, ClientNegotiation, make_agent
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from arbiter_app.models import Entry
-from tests.arbiter_app.factories import ClientNegotiation
+from tests.support.factories.agents import ClientNegotiation
 
 pytestmark = pytest.mark.django_db
 

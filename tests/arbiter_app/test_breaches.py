@@ -13,7 +13,7 @@ from django.core.cache import cache
 
 from arbiter_app.models import Session
 from oanp.audit import verify_log
-from tests.arbiter_app.factories import Agent, ClientNegotiation, post
+from tests.support.factories.agents import Agent, ClientNegotiation, post
 
 pytestmark = pytest.mark.django_db
 

@@ -18,16 +18,10 @@ import pytest
 from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.audit import verify_log
 from oanp.log import chain_breaks
-from tests.arbiter_app.factories import (
-    ENVELOPES,
-    Agent,
-    HttpNegotiation,
-    make_agent,
-    now,
-    sfo_jfk_agents,
-)
 from tests.arbiter_app.test_streams import INBOX, Frame, event_stream, live_client
 from tests.conftest import LiveServer
+from tests.support.factories.agents import ENVELOPES, Agent, HttpNegotiation, make_agent, now
+from tests.support.factories.sessions import sfo_jfk_agents
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

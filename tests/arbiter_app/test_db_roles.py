@@ -22,8 +22,9 @@ import pytest
 from django.conf import settings
 from psycopg import errors
 
-from tests.arbiter_app.factories import Agent, HttpNegotiation, sfo_jfk_agents
 from tests.conftest import serve
+from tests.support.factories.agents import Agent, HttpNegotiation
+from tests.support.factories.sessions import sfo_jfk_agents
 from tests.support.processes import ROOT, spawn, terminate, wait_ready, worker_argv
 from tests.support.waiting import wait_for
 

@@ -24,9 +24,9 @@ from arbiter_app import selectors, services
 from arbiter_app.deliveries import outbound
 from arbiter_app.models import AgentCallback, CallbackCursor, Handoff, HandoffTarget, Session
 from sessions_app.models import AuditEvent, Role
-from tests.arbiter_app.factories import Agent, ClientNegotiation
 from tests.conftest import Worker
-from tests.sessions_app.agent_factories import member, signed_in
+from tests.support.factories.accounts import member, signed_in
+from tests.support.factories.agents import Agent, ClientNegotiation
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

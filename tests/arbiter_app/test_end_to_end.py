@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from oanp.audit import verify_log
-from tests.arbiter_app.factories import HttpNegotiation, make_agent, sfo_jfk_agents
 from tests.conftest import LiveServer
+from tests.support.factories.agents import HttpNegotiation, make_agent
+from tests.support.factories.sessions import sfo_jfk_agents
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

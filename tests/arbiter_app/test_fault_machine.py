@@ -45,8 +45,9 @@ from arbiter_app.models import Session
 from oanp.agents import PartyAgent
 from oanp.audit import verify_log
 from oanp.envelope import format_timestamp
-from tests.arbiter_app.factories import ENVELOPES, SFO_JFK_ITEM, Agent, make_agent, sfo_jfk_agents
 from tests.conftest import LiveServer, Worker
+from tests.support.factories.agents import ENVELOPES, SFO_JFK_ITEM, Agent, make_agent
+from tests.support.factories.sessions import sfo_jfk_agents
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from arbiter_app.models import Entry, Session
 from oanp.envelope import MessageType
-from tests.arbiter_app.factories import Agent, ClientNegotiation, make_agent, post
+from tests.support.factories.agents import Agent, ClientNegotiation, make_agent, post
 
 pytestmark = pytest.mark.django_db
 

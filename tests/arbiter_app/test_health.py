@@ -26,8 +26,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from arbiter_app import health, selectors
 from arbiter_app.models import Heartbeat, ProcessKind
 from arbiter_app.probes import Probe
-from tests.arbiter_app.factories import HttpNegotiation, make_agent, sfo_jfk_agents
 from tests.conftest import HEARTBEATS, ROOT, LiveServer, Worker, serve
+from tests.support.factories.agents import HttpNegotiation, make_agent
+from tests.support.factories.sessions import sfo_jfk_agents
 from tests.support.processes import free_port
 from tests.support.waiting import wait_for
 

@@ -18,8 +18,8 @@ from arbiter_app.models import Entry, IntegrityAlarm, IntegrityCheck, Session
 from oanp.canonical import ZERO_HASH
 from oanp.log import entry_hash_of
 from sessions_app.models import Role
-from tests.arbiter_app.factories import ClientNegotiation
-from tests.sessions_app.agent_factories import member, merchant, signed_in
+from tests.support.factories.accounts import member, merchant, signed_in
+from tests.support.factories.agents import ClientNegotiation
 
 pytestmark = pytest.mark.django_db
 

@@ -17,20 +17,20 @@ import httpx
 import pytest
 
 from oanp.net.client import SseDecoder
-from tests.arbiter_app.factories import (
-    ENVELOPES,
-    SFO_JFK_TRACE,
-    HttpNegotiation,
-    make_agent,
-    now,
-    sfo_jfk_agents,
-)
 from tests.arbiter_app.test_health import (  # noqa: F401 (fixtures)
     PrivateCluster,
     cluster,
     redis_server,
 )
 from tests.conftest import ROOT, _database_url, serve
+from tests.support.factories.agents import (
+    ENVELOPES,
+    SFO_JFK_TRACE,
+    HttpNegotiation,
+    make_agent,
+    now,
+)
+from tests.support.factories.sessions import sfo_jfk_agents
 from tests.support.waiting import wait_for
 
 #: The pool's wait in these tests; a refusal must come within it and a little more.

@@ -20,7 +20,7 @@ from arbiter_app.deliveries.handoff import read_checkout
 from arbiter_app.deliveries.outbound import Outcome, TargetNotAllowed, check_target, classify
 from arbiter_app.models import AgentCallback, AgentCredential, Handoff, HandoffTarget, Session
 from oanp.envelope import parse_envelope
-from tests.arbiter_app.factories import Agent, ClientNegotiation
+from tests.support.factories.agents import Agent, ClientNegotiation
 
 pytestmark = pytest.mark.django_db
 

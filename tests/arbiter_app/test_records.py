@@ -18,7 +18,7 @@ from django.db import DatabaseError, connection, transaction
 from arbiter_app import services
 from arbiter_app.models import AgentCredential, Entry, KeyState, SigningKey
 from oanp.audit import verify_log
-from tests.arbiter_app.factories import Agent, ClientNegotiation, make_agent
+from tests.support.factories.agents import Agent, ClientNegotiation, make_agent
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from django.core.cache import cache
 
 from arbiter_app import services
 from arbiter_app.models import AgentCredential, Entry, Session
-from tests.arbiter_app.factories import (
+from tests.support.factories.agents import (
     ENVELOPES,
     Agent,
     ClientNegotiation,

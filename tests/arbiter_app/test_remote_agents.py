@@ -31,8 +31,8 @@ from oanp.audit import verify_log
 from oanp.net import cli, commands
 from oanp.net.client import ArbiterClient
 from oanp.strategies import STRATEGIES
-from tests.arbiter_app.factories import SFO_JFK_TRACE, Agent, make_agent
 from tests.conftest import ROOT, LiveServer
+from tests.support.factories.agents import SFO_JFK_TRACE, Agent, make_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

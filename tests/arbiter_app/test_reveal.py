@@ -14,7 +14,7 @@ from django.core.cache import cache
 from arbiter_app.models import Session
 from oanp.agents import BuyerVault
 from oanp.commitments import encode_salt
-from tests.arbiter_app.factories import Agent, ClientNegotiation, make_agent, post
+from tests.support.factories.agents import Agent, ClientNegotiation, make_agent, post
 
 pytestmark = pytest.mark.django_db
 

@@ -14,9 +14,9 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from arbiter_app.models import AgentCredential
-from tests.arbiter_app.factories import Agent, make_agent
 from tests.arbiter_app.test_streams import INBOX, Stepper, events_path, live_client
 from tests.conftest import HEARTBEATS, LiveServer, _database_url, serve
+from tests.support.factories.agents import Agent, make_agent
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,8 +15,8 @@ from arbiter_app import keys, services
 from arbiter_app.models import SigningKey
 from arbiter_app.tasks import maintain_signing_keys
 from oanp.audit import verify_log
-from tests.arbiter_app.factories import Agent, ClientNegotiation
 from tests.conftest import Worker
+from tests.support.factories.agents import Agent, ClientNegotiation
 from tests.support.waiting import wait_for
 
 HISTORY_MEMBERS = {"state", "activated_at", "retiring_at", "retired_at"}

@@ -35,8 +35,9 @@ from arbiter_app import services
 from arbiter_app.api.openapi import PATHS
 from arbiter_app.models import AgentCallback, AgentCredential
 from tests.arbiter_app import test_refusals
-from tests.arbiter_app.factories import Agent, HttpNegotiation, make_agent, sfo_jfk_agents
 from tests.conftest import HEARTBEATS, LiveServer, _database_url, serve
+from tests.support.factories.agents import Agent, HttpNegotiation, make_agent
+from tests.support.factories.sessions import sfo_jfk_agents
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -22,16 +22,16 @@ import pytest
 from oanp.agents import BuyerAgent, MerchantAgent, PartyAgent
 from oanp.audit import verify_log
 from oanp.net.client import ServerEvent, SseDecoder
-from tests.arbiter_app.factories import (
+from tests.conftest import LiveServer
+from tests.support.factories.agents import (
     ENVELOPES,
     SFO_JFK_TRACE,
     Agent,
     HttpNegotiation,
     make_agent,
     now,
-    sfo_jfk_agents,
 )
-from tests.conftest import LiveServer
+from tests.support.factories.sessions import sfo_jfk_agents
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,8 +14,8 @@ import pytest
 
 from arbiter_app.models import Entry, Session
 from oanp.audit import verify_log
-from tests.arbiter_app.factories import ENVELOPES, Agent, ClientNegotiation
 from tests.conftest import LiveServer, Worker
+from tests.support.factories.agents import ENVELOPES, Agent, ClientNegotiation
 from tests.support.processes import purge
 from tests.support.waiting import wait_for
 

@@ -10,7 +10,7 @@ from django.apps import apps
 from django.db import connection
 
 from arbiter_app.models import Session
-from tests.arbiter_app.factories import ClientNegotiation
+from tests.support.factories.agents import ClientNegotiation
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from oanp.audit import (
     verify_log,
 )
 from oanp.canonical import JsonObject, json_value, read_json
-from tests.oanp.factories import (
+from tests.support.factories.logs import (
     ARBITER_ID,
     BUNDLED_AT,
     LINEAR_DEAL,

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from oanp.canonical import canonical_bytes, json_value, read_json
 from oanp.commitments import commit, encode_salt, reference_commit
 from oanp.machine import Negotiation
-from tests.oanp.sessions import (
+from tests.support.factories.sessions import (
     ARBITER,
     BUYER_COMMIT,
     ITEM,

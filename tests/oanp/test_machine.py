@@ -13,7 +13,7 @@ from oanp.invariants import audit_log
 from oanp.machine import Negotiation, Phase
 from oanp.profiles import Reason
 from oanp.signing import AGREEMENT_TYP, verify_detached
-from tests.oanp.sessions import (
+from tests.support.factories.sessions import (
     ARBITER,
     BUYER,
     BUYER_COMMIT,
@@ -251,7 +251,7 @@ def test_a_withdrawal_closes_without_a_verdict():
 
 
 def test_merchant_may_decline_instead_of_joining():
-    from tests.oanp.sessions import Session
+    from tests.support.factories.sessions import Session
 
     session = Session()
     caused = session.feed(withdraw("merchant"))

@@ -16,7 +16,7 @@ from oanp.invariants import audit_log
 from oanp.log import chain_breaks
 from oanp.machine import MOVE_EXITS, TRANSITIONS, Phase
 from oanp.snapshot import dump_state, load_state
-from tests.oanp.sessions import BUYER_COMMIT, JWKS, MERCHANT_COMMIT, Session, envelope
+from tests.support.factories.sessions import BUYER_COMMIT, JWKS, MERCHANT_COMMIT, Session, envelope
 
 PARTY_TYPES = [
     "session.ack",

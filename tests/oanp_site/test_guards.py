@@ -32,9 +32,9 @@ from oanp.agents import BuyerVault
 from oanp.commitments import encode_salt
 from oanp_site.asgi import SyncMiddlewareHandler
 from sessions_app.models import Membership, Role
-from tests.arbiter_app.factories import Agent, ClientNegotiation, make_agent, now, post
 from tests.conftest import LiveServer
 from tests.oanp_site.test_transport import exchange
+from tests.support.factories.agents import Agent, ClientNegotiation, make_agent, now, post
 from tests.support.processes import ROOT
 
 CALLBACK = "/oanp/v0.1/callback"

@@ -14,8 +14,8 @@ import pytest
 
 from arbiter_app import services, tasks
 from oanp_site.logs import JsonFormatter, RedactSecrets, TextFormatter, logging_config
-from tests.arbiter_app.factories import post
 from tests.conftest import ROOT
+from tests.support.factories.agents import post
 
 
 def record(message: str, *args: Any, **fields: Any) -> logging.LogRecord:
@@ -89,7 +89,7 @@ def test_a_refused_envelope_is_one_line_with_agent_session_code_and_no_key(
 def test_an_envelope_names_its_session_on_the_request_line(
     client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from tests.arbiter_app.factories import ClientNegotiation, make_agent
+    from tests.support.factories.agents import ClientNegotiation, make_agent
 
     run = ClientNegotiation(
         client, make_agent("buyer-001", "buyer"), make_agent("merchant-sfo", "merchant")

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.arbiter_app.factories import make_agent
 from tests.conftest import LiveServer
+from tests.support.factories.agents import make_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

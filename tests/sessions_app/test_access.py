@@ -16,8 +16,8 @@ from django.test import Client, override_settings
 from oanp_site.asgi import application
 from sessions_app.consumers import ACCESS_ENDED
 from sessions_app.models import Membership
-from tests.arbiter_app.factories import ClientNegotiation, make_agent
 from tests.sessions_app.test_tenancy import merchant_member, signed_in
+from tests.support.factories.agents import ClientNegotiation, make_agent
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

@@ -13,7 +13,7 @@ from django.test import Client
 from arbiter_app.models import HandoffTarget
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, signed_by
-from tests.sessions_app.agent_factories import hosted_agent, member, merchant, signed_in
+from tests.support.factories.accounts import hosted_agent, member, merchant, signed_in
 
 pytestmark = pytest.mark.django_db
 

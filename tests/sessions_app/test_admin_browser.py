@@ -16,9 +16,9 @@ from django.test import Client
 
 from arbiter_app.models import Session
 from sessions_app.models import AgentProfile, Export, Membership, Merchant, Role
-from tests.arbiter_app.factories import ClientNegotiation, make_agent
 from tests.conftest import ROOT, LiveServer, Worker
 from tests.sessions_app.browser import chromium, screenshot, sign_in
+from tests.support.factories.agents import ClientNegotiation, make_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,8 +15,8 @@ from sessions_app import services
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
 from sessions_app.vault import unseal
 from sessions_app.views import agents as agents_views
-from tests.arbiter_app.factories import make_agent
-from tests.sessions_app.agent_factories import hosted_agent, member, merchant, signed_in
+from tests.support.factories.accounts import hosted_agent, member, merchant, signed_in
+from tests.support.factories.agents import make_agent
 
 pytestmark = pytest.mark.django_db
 

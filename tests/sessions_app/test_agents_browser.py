@@ -13,10 +13,10 @@ from oanp.agents import Agreed, BuyerAgent, BuyerVault
 from oanp.commitments import encode_salt
 from oanp.strategies import ReferenceBuyer
 from sessions_app.models import Role
-from tests.arbiter_app.factories import make_agent
 from tests.conftest import LiveServer, Worker
-from tests.sessions_app.agent_factories import PASSWORD, SFO_JFK_ITEM, member, merchant, now
 from tests.sessions_app.browser import chromium, screenshot, sign_in
+from tests.support.factories.accounts import PASSWORD, SFO_JFK_ITEM, member, merchant, now
+from tests.support.factories.agents import make_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,14 +14,14 @@ from arbiter_app.models import Session
 from sessions_app import runner
 from sessions_app.analytics import analyse
 from sessions_app.models import AgentProfile, Merchant, Role
-from tests.arbiter_app.factories import ClientNegotiation, make_agent, post
-from tests.sessions_app.agent_factories import (
+from tests.support.factories.accounts import (
     HostedNegotiation,
     hosted_agent,
     member,
     merchant,
     signed_in,
 )
+from tests.support.factories.agents import ClientNegotiation, make_agent, post
 
 pytestmark = pytest.mark.django_db
 

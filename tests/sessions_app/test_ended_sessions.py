@@ -10,7 +10,7 @@ from django.test import Client
 
 from arbiter_app.models import Session
 from sessions_app.models import Membership, Role
-from tests.arbiter_app.factories import ClientNegotiation, make_agent
+from tests.support.factories.agents import ClientNegotiation, make_agent
 
 pytestmark = pytest.mark.django_db
 

@@ -19,8 +19,8 @@ from django.test import Client
 
 from sessions_app import exports, selectors
 from sessions_app.models import AgentProfile, AuditEvent, Export, Membership, Merchant, Role
-from tests.arbiter_app.factories import ClientNegotiation, make_agent
 from tests.conftest import ROOT, Worker
+from tests.support.factories.agents import ClientNegotiation, make_agent
 from tests.support.waiting import wait_for
 
 PASSWORD = "correct horse battery"

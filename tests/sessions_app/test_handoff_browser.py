@@ -12,12 +12,12 @@ from django.test import Client
 
 from sessions_app import services
 from sessions_app.models import AgentProfile, Role
-from tests.arbiter_app.factories import post
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request
 from tests.conftest import LiveServer
-from tests.sessions_app.agent_factories import PASSWORD, admin, hosted_agent, member, merchant
 from tests.sessions_app.browser import chromium, screenshot, sign_in
 from tests.sessions_app.test_handoff_panel import SESSION, agree_and_hand_off
+from tests.support.factories.accounts import PASSWORD, admin, hosted_agent, member, merchant
+from tests.support.factories.agents import post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,9 +19,9 @@ from arbiter_app.deliveries import outbound
 from arbiter_app.models import DeliveryAttempt, Handoff, HandoffState
 from sessions_app import services
 from sessions_app.models import AuditEvent, Merchant, Mode, Role
-from tests.arbiter_app.factories import ClientNegotiation, make_agent
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, deliveries_counted
-from tests.sessions_app.agent_factories import admin, member, merchant, signed_in
+from tests.support.factories.accounts import admin, member, merchant, signed_in
+from tests.support.factories.agents import ClientNegotiation, make_agent
 
 pytestmark = pytest.mark.django_db
 

@@ -21,10 +21,10 @@ from playwright.sync_api import Page, expect
 
 from arbiter_app.models import Heartbeat, ProcessKind, TaskFailure
 from sessions_app.models import Export, Role
-from tests.arbiter_app.factories import ClientNegotiation, make_agent
 from tests.conftest import LiveServer, Worker
-from tests.sessions_app.agent_factories import PASSWORD, member
 from tests.sessions_app.browser import chromium, screenshot, sign_in
+from tests.support.factories.accounts import PASSWORD, member
+from tests.support.factories.agents import ClientNegotiation, make_agent
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,9 +13,10 @@ import pytest
 from django.contrib.auth.models import User
 
 from sessions_app.models import Membership, Role
-from tests.arbiter_app.factories import Agent, make_agent, sfo_jfk_agents
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
+from tests.support.factories.agents import Agent, make_agent
+from tests.support.factories.sessions import sfo_jfk_agents
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

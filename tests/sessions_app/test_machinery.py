@@ -23,7 +23,7 @@ from arbiter_app.probes import Probe
 from sessions_app import machinery
 from sessions_app.models import Export, Role
 from sessions_app.templatetags.ago import ago
-from tests.sessions_app.agent_factories import member, merchant, signed_in
+from tests.support.factories.accounts import member, merchant, signed_in
 
 pytestmark = pytest.mark.django_db
 

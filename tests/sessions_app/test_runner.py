@@ -16,9 +16,9 @@ from oanp.envelope import parse_envelope
 from sessions_app import runner, services, tasks
 from sessions_app.models import AgentProfile, HostedSession
 from sessions_app.vault import Limits, unseal
-from tests.arbiter_app.factories import SFO_JFK_TRACE
 from tests.conftest import Worker
-from tests.sessions_app.agent_factories import HostedNegotiation, admin, hosted_agent, merchant
+from tests.support.factories.accounts import HostedNegotiation, admin, hosted_agent, merchant
+from tests.support.factories.agents import SFO_JFK_TRACE
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.test import Client
 
 from sessions_app.models import AgentProfile, Membership, Merchant, Role
 from sessions_app.views import sessions as views
-from tests.arbiter_app.factories import ClientNegotiation, make_agent, post
+from tests.support.factories.agents import ClientNegotiation, make_agent, post
 
 pytestmark = pytest.mark.django_db
 

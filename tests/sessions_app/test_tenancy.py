@@ -12,7 +12,7 @@ from django.test import Client
 
 from oanp_site.asgi import application
 from sessions_app.models import AgentProfile, Membership, Merchant, Role
-from tests.arbiter_app.factories import ClientNegotiation, make_agent
+from tests.support.factories.agents import ClientNegotiation, make_agent
 
 PASSWORD = "correct horse battery"
 

@@ -9,7 +9,7 @@ from django.test import Client
 
 from arbiter_app.models import Session
 from sessions_app.models import AgentProfile, AuditEvent, Membership, Merchant, Role
-from tests.arbiter_app.factories import Agent, ClientNegotiation, make_agent
+from tests.support.factories.agents import Agent, ClientNegotiation, make_agent
 
 pytestmark = pytest.mark.django_db
 

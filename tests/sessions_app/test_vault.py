@@ -16,8 +16,8 @@ from django.test import Client, override_settings
 from sessions_app import runner
 from sessions_app.models import AgentProfile, HostedSession, Role
 from sessions_app.vault import Limits, seal, seal_text, unseal, unseal_text
-from tests.sessions_app.agent_factories import HostedNegotiation, member, merchant, signed_in
 from tests.sessions_app.test_agents import agent_form
+from tests.support.factories.accounts import HostedNegotiation, member, merchant, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """The processes tests and the bench run: free ports, Daphne's and Celery's command lines, and
-a worker started and waited for until it says it is ready."""
+Daphne and a worker started and waited for until they answer or say they are ready."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 from cryptography.fernet import Fernet
 
 from tests.support.waiting import Message, fail, wait_for
@@ -140,6 +141,31 @@ def wait_ready(
         return False
 
     wait_for(ready, timeout, interval=0.1, message=message or did_not_start, error=error)
+
+
+def start_daphne(
+    port: int, env: dict[str, str], log_path: Path, *, error: type[Exception] | None = None
+) -> subprocess.Popen[bytes]:
+    """Daphne serving the project's ASGI application on ``port`` with ``env``, once
+    ``/healthz`` answers; :func:`fail` (or ``error``) with its log's tail if it exits first or
+    has not answered within 30 s, and it is killed then."""
+    process = spawn(daphne_argv(port), env, log_path, new_session=False)
+
+    def did_not_start() -> str:
+        process.kill()
+        return f"daphne did not start:\n{tail(log_path)}"
+
+    def answers() -> bool:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+        except httpx.TransportError:
+            if process.poll() is not None:
+                fail(did_not_start, error)
+            return False
+        return True
+
+    wait_for(answers, 30, interval=0.1, message=did_not_start, error=error)
+    return process
 
 
 def kill_group(process: subprocess.Popen[bytes], timeout: float | None = None) -> None:

@@ -17,7 +17,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from oanp.net import cli
-from tests.oanp.factories import (
+from tests.support.factories.logs import (
     NO_DEAL,
     SEED,
     SFO_JFK,

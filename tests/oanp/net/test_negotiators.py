@@ -23,7 +23,7 @@ from oanp.strategies import (
     ReferenceMerchant,
     TitForTat,
 )
-from tests.oanp.sessions import ARBITER, JWKS
+from tests.support.factories.sessions import ARBITER, JWKS
 
 TIME_DEPENDENT = {"boulware": Boulware, "linear": Linear, "conceder": Conceder}
 BUYER_STRATEGIES = {"reference": ReferenceBuyer, "tit-for-tat": TitForTat, **TIME_DEPENDENT}

@@ -20,7 +20,7 @@ from oanp.strategies import ReferenceBuyer
 from sessions_app import services
 from sessions_app.models import AgentProfile, Membership, Merchant, Mode, Role
 from sessions_app.vault import Limits
-from tests.arbiter_app.factories import Agent, make_agent
+from tests.support.factories.agents import Agent, make_agent
 
 PASSWORD = "correct horse battery"
 SFO_JFK_ITEM = {"route": "SFO-JFK", "date": "2026-04-28"}

@@ -1,4 +1,5 @@
-"""Envelope factories for machine tests: a session between buyer-001 and merchant-sfo."""
+"""A session between buyer-001 and merchant-sfo: envelopes to feed the machine, and the
+published example's agents (ceiling 420, floor 280) for tests and benchmarks that drive them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from oanp import rehearsal
+from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.envelope import Envelope, envelope_from_json
 from oanp.log import Entry
 from oanp.machine import Arbiter, Negotiation
@@ -116,3 +119,15 @@ def negotiating(**open_overrides: Any) -> Session:
     session = Session(**open_overrides)
     session.feed(ack())
     return session
+
+
+def sfo_jfk_agents(
+    tag: str = "", *, buyer_id: str = "buyer-001", merchant_id: str = "merchant-sfo"
+) -> tuple[BuyerAgent, MerchantAgent]:
+    """The published example's agents, with message ids ``{tag}msg-0001``, ... ."""
+    numbers = itertools.count(1)
+    return rehearsal.sfo_jfk_agents(
+        buyer_id=buyer_id,
+        merchant_id=merchant_id,
+        new_message_id=lambda: f"{tag}msg-{next(numbers):04d}",
+    )

@@ -6,14 +6,13 @@ import json
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import count
 from typing import Any
 
 import httpx
 
 from arbiter_app import services
-from oanp import rehearsal
 from oanp.agents import BuyerAgent, MerchantAgent
+from tests.support.factories.sessions import sfo_jfk_agents
 
 ENVELOPES = "/oanp/v0.1/envelopes"
 
@@ -46,18 +45,6 @@ SFO_JFK_TRACE = [
     "round.verdict",
     "session.agree",
 ]
-
-
-def sfo_jfk_agents(
-    tag: str = "", *, buyer_id: str = "buyer-001", merchant_id: str = "merchant-sfo"
-) -> tuple[BuyerAgent, MerchantAgent]:
-    """The published example's agents, with message ids ``{tag}msg-0001``, ... ."""
-    numbers = count(1)
-    return rehearsal.sfo_jfk_agents(
-        buyer_id=buyer_id,
-        merchant_id=merchant_id,
-        new_message_id=lambda: f"{tag}msg-{next(numbers):04d}",
-    )
 
 
 def now() -> datetime:
