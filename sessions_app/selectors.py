@@ -13,11 +13,12 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Avg, Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
-from django.http import Http404
+from django.http import Http404, QueryDict
 
 from arbiter_app import selectors as arbiter
 from arbiter_app.models import AgentCredential, DeliveryAttempt, Handoff, HandoffTarget, Session
 from oanp.machine import Phase
+from sessions_app.filters import SessionFilter
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Membership, Mode, Role
 from sessions_app.vault import unseal
 
@@ -76,6 +77,12 @@ def scope_of(user: AbstractBaseUser | AnonymousUser) -> Scope | None:
 
 def sessions(scope: Scope) -> QuerySet[Session]:
     return arbiter.sessions_of(scope.agent_ids)
+
+
+def session_filter(scope: Scope, params: QueryDict) -> SessionFilter:
+    """The list's filters bound to ``params`` over the sessions in scope: ``qs`` is what they
+    let through, ``errors`` the values they left out."""
+    return SessionFilter(params, sessions(scope), scope=scope)
 
 
 def session(scope: Scope, session_id: str) -> Session:

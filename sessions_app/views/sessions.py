@@ -10,18 +10,16 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from arbiter_app import selectors as arbiter
 from sessions_app import actions, selectors
 from sessions_app.analytics import analyse
-from sessions_app.filters import FILTERS, JUDGED, RANGES, STATES, VERDICTS, VIOLATED
-from sessions_app.models import AgentProfile, Merchant
+from sessions_app.filters import RANGES, STATES, VERDICTS, SessionFilter
+from sessions_app.models import Merchant
 from sessions_app.timeline import timeline
 from sessions_app.views import scope_or_denied
 
@@ -31,25 +29,11 @@ PAGE_SIZE = 50
 @login_required
 def session_list(request: HttpRequest) -> HttpResponse:
     scope = scope_or_denied(request)
-    sessions = selectors.sessions(scope)
     params = request.GET
-    if params.get("state") in STATES:
-        sessions = sessions.filter(phase=params["state"])
-    if agent := params.get("agent", "").strip():
-        sessions = sessions.filter(Q(merchant_agent_id=agent) | Q(buyer_agent_id=agent))
-    if params.get("violation") == "yes":
-        sessions = sessions.filter(VIOLATED)
-    if params.get("verdict") in JUDGED:
-        sessions = sessions.filter(JUDGED[params["verdict"]])
-    if scope.is_staff_role and (merchant := params.get("merchant", "")):
-        agent_ids = AgentProfile.objects.filter(merchant__slug=merchant).values("agent_id")
-        sessions = sessions.filter(merchant_agent_id__in=agent_ids)
-    if params.get("range") in RANGES:
-        sessions = sessions.filter(opened_at__gte=timezone.now() - RANGES[params["range"]])
-    if query := params.get("q", "").strip():
-        sessions = sessions.filter(session_id__icontains=query)
+    sessions = selectors.session_filter(scope, params).qs
     # Cursor pagination on the primary key: stable while new sessions keep arriving.
-    if (before := params.get("before", "")).isdigit():
+    # isascii too: str.isdigit accepts digits such as "²" that int() refuses.
+    if (before := params.get("before", "")).isascii() and before.isdigit():
         sessions = sessions.filter(pk__lt=int(before))
     page = list(sessions.order_by("-pk")[: PAGE_SIZE + 1])
     more = len(page) > PAGE_SIZE
@@ -70,7 +54,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
             "verdicts": VERDICTS,
             "ranges": RANGES,
             "merchants": Merchant.objects.all() if scope.is_staff_role else [],
-            "filters": {k: params.get(k, "") for k in FILTERS},
+            "filters": {k: params.get(k, "") for k in SessionFilter.base_filters},
         },
     )
 
