@@ -78,11 +78,13 @@ test: venv services browser lint
 	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
 	$(TEST_ENV) HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q
 
-# The edit-and-test loop: the tests that start no server, worker or browser of their own
-# (tests/conftest.py marks the others live or browser), with Hypothesis's small profile.
+# The edit-and-test loop: the tests that start no server, worker, program or browser of their
+# own (tests/conftest.py marks the others live or browser), with Hypothesis's small profile,
+# on every core: each test module stays on one process (loadfile), so a module's tests that
+# read a process-wide figure (/metrics) see only their own.
 test-fast: venv services
 	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
-	$(TEST_ENV) $(BIN)/pytest -q -m "not live and not browser"
+	$(TEST_ENV) $(BIN)/pytest -q -m "not live and not browser" -n auto --dist loadfile
 
 bench: venv
 	$(TEST_SECRETS) $(BIN)/python -m bench

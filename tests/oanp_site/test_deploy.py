@@ -23,6 +23,10 @@ from tests.support.processes import (
     product_free_environment,
 )
 
+# Each test starts the project's own programs (manage.py, Daphne, a worker, beat) as processes
+# of their own, a second or two apiece: the full suite's, not the edit-and-test loop's.
+pytestmark = pytest.mark.live
+
 PASSWORD = "pw-tls-123456"
 
 #: The README's production settings, with secrets of their own.
