@@ -7,7 +7,9 @@ see every session.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -18,7 +20,7 @@ from django.http import Http404, QueryDict
 from arbiter_app import selectors as arbiter
 from arbiter_app.models import AgentCredential, DeliveryAttempt, Handoff, HandoffTarget, Session
 from oanp.machine import Phase
-from sessions_app.filters import SessionFilter
+from sessions_app.filters import STATES, VIOLATED, SessionFilter
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Membership, Mode, Role
 from sessions_app.vault import unseal
 
@@ -152,6 +154,49 @@ def revealed(found: Session) -> dict[str, dict[str, Any]]:
 
 
 # Across sessions -----------------------------------------------------------------------------
+
+
+def counts_by_state(scope: Scope) -> dict[str, int]:
+    """Sessions in scope per state, every stored state named (0 where there are none)."""
+    found = dict(sessions(scope).values_list("phase").annotate(n=Count("id")).order_by())
+    return {state: found.get(state, 0) for state in STATES}
+
+
+def agreements_per_hour(scope: Scope, now: datetime) -> list[tuple[datetime, int]]:
+    """Agreements in scope in each of the 24 hours up to ``now``'s, oldest first."""
+    hours = [
+        now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=h)
+        for h in range(23, -1, -1)
+    ]
+    agreed = Counter(
+        ended.replace(minute=0, second=0, microsecond=0)
+        for ended in sessions(scope)
+        .filter(phase=Phase.AGREED, ended_at__gte=hours[0])
+        .values_list("ended_at", flat=True)
+    )
+    return [(hour, agreed.get(hour, 0)) for hour in hours]
+
+
+@dataclass(frozen=True)
+class ViolationRate:
+    merchant_agent_id: str
+    sessions: int
+    violated: int
+
+    @property
+    def rate(self) -> float:
+        return self.violated / self.sessions
+
+
+def violation_rates(scope: Scope, limit: int = 20) -> list[ViolationRate]:
+    """The merchant agents in scope with the most sessions holding a violated round."""
+    rows = (
+        sessions(scope)
+        .values("merchant_agent_id")
+        .annotate(total=Count("id"), violations=Count("id", filter=VIOLATED))
+        .order_by("-violations", "merchant_agent_id")[:limit]
+    )
+    return [ViolationRate(r["merchant_agent_id"], r["total"], r["violations"]) for r in rows]
 
 
 def by_strategy(scope: Scope) -> list[dict[str, Any]]:
