@@ -3,9 +3,10 @@ state machine, the hash-chained log, its audit and signatures, and one error tre
 
 Sans-IO, like h11: no clock, no randomness, no network, no framework; time, salts and keys are
 passed in. What is named here is the public API; anything else is reached through its module
-(``oanp.profiles``, ``oanp.strategies``, ``oanp.agents`` …). The agents' network side (client,
-negotiators, MCP, CLI) is imported by its own module path and never from here, so importing
-``oanp`` loads no network library (import-linter's contracts in pyproject.toml keep it so).
+(``oanp.profiles``, ``oanp.strategies``, ``oanp.agents`` …). The agents' network side,
+:mod:`oanp.net` (client, negotiators, MCP, CLI), is imported by its own path and never from
+here, so importing ``oanp`` loads no network library (import-linter's contracts in
+pyproject.toml keep it so).
 """
 
 from oanp.audit import Report, build_bundle, verify_bundle, verify_log
