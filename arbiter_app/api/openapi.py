@@ -13,13 +13,18 @@ from oanp.envelope import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_PROFILE,
     DEFAULT_RESPONSE_WINDOW_S,
+    INVARIANTS,
     MAX_ROUNDS_LIMIT,
+    OANP_VERSION,
+    PARTY_CLOSE_REASON,
     RESPONSE_WINDOW_RANGE,
+    SENDERS,
     MessageType,
+    Role,
 )
 from oanp.machine import Phase
-from oanp.money import PRICE_CEILING
-from oanp.profiles import PROFILES
+from oanp.money import MINOR_UNITS, PRICE_CEILING
+from oanp.profiles import PROFILES, Reason, VerdictStatus
 
 Schema = dict[str, Any]
 
@@ -50,6 +55,14 @@ COMMITMENT: Schema = {
 HASH: Schema = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
 # The parser's limits, so that the document and the parser cannot disagree.
 ROUND: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_ROUNDS_LIMIT}
+CURRENCY: Schema = {"type": "string", "enum": sorted(MINOR_UNITS), "description": "ISO 4217."}
+#: An amount the arbiter computed (a verdict's prices and spread): absent where a side has
+#: no price in the round, and a spread may be negative.
+AMOUNT: Schema = {"type": "number", "nullable": True}
+
+
+def _text(limit: int) -> Schema:
+    return {"type": "string", "maxLength": limit}
 
 
 def _ref(name: str) -> Schema:
@@ -67,12 +80,13 @@ def _object(properties: Schema, required: list[str] | None = None, **extra: Any)
 
 
 OFFER = _object({"round": ROUND, "price": PRICE, "constraints_commit": COMMITMENT})
+#: The payload of each type, by schema name (PROTOCOL section 3).
 PAYLOADS: dict[str, Schema] = {
     "OpenPayload": _object(
         {
             "merchant_agent_id": ID,
             "item": {"type": "object", "description": "At most 4 KiB."},
-            "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+            "currency": CURRENCY,
             "max_rounds": {**ROUND, "default": DEFAULT_MAX_ROUNDS},
             "profile": {"type": "string", "enum": list(PROFILES), "default": DEFAULT_PROFILE},
             "constraints_commit": COMMITMENT,
@@ -82,34 +96,150 @@ PAYLOADS: dict[str, Schema] = {
                 "maximum": RESPONSE_WINDOW_RANGE[1],
                 "default": DEFAULT_RESPONSE_WINDOW_S,
             },
-            "deadline": {**UTC_TIMESTAMP, "description": "At most 24 h ahead."},
+            "deadline": {**UTC_TIMESTAMP, "nullable": True, "description": "At most 24 h ahead."},
         },
         required=["merchant_agent_id", "item", "currency", "constraints_commit"],
     ),
     "AckPayload": _object({"constraints_commit": COMMITMENT}),
     "OfferPayload": OFFER,
     "WithdrawPayload": _object(
-        {"reason": {"type": "string", "enum": ["withdrawn"]}, "constraints_commit": COMMITMENT}
+        {
+            "reason": {"type": "string", "enum": [PARTY_CLOSE_REASON]},
+            "constraints_commit": COMMITMENT,
+        },
+        description="A party's session.close: it withdraws.",
+    ),
+    "VerdictPayload": _object(
+        {
+            "round": ROUND,
+            "status": {"type": "string", "enum": [s.value for s in VerdictStatus]},
+            "rationale": {"type": "string", "enum": [r.value for r in Reason]},
+            "buyer_price": AMOUNT,
+            "merchant_price": AMOUNT,
+            "spread": AMOUNT,
+            "checks": {
+                "type": "object",
+                "properties": {i: {"type": "string", "enum": ["pass", "fail"]} for i in INVARIANTS},
+                "additionalProperties": False,
+                "minProperties": 1,
+            },
+        },
+        required=["round", "status", "rationale", "checks"],
+    ),
+    "AgreePayload": _object(
+        {
+            "final_price": PRICE,
+            "currency": CURRENCY,
+            "session_digest": HASH,
+            "invariants_satisfied": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(INVARIANTS)},
+            },
+            "agreement": {
+                "type": "object",
+                "description": "The signed object: oanp_version, session_id, arbiter_id, "
+                "buyer_agent_id, merchant_agent_id, item, currency, final_price, "
+                "session_digest, log_length, invariants_satisfied, agreed_at.",
+            },
+            "signature": {
+                **_text(4096),
+                "description": "Compact JWS with a detached payload (header..signature) over "
+                "the RFC 8785 bytes of agreement.",
+            },
+            "signature_alg": {**_text(32), "enum": ["Ed25519", "ES256"]},
+            "kid": {**_text(128), "description": "RFC 7638 thumbprint of the signing key."},
+            "jwks_uri": _text(2048),
+        }
+    ),
+    "ArbiterClosePayload": _object(
+        {
+            "reason": {"type": "string", "enum": [r.value for r in Reason]},
+            "detail": _text(1000),
+            "round": {"type": "integer", "minimum": 0, "maximum": MAX_ROUNDS_LIMIT},
+        },
+        description="The arbiter's session.close: the session ends without agreement.",
     ),
 }
-ENVELOPE = _object(
-    {
-        "oanp_version": {"type": "string", "enum": ["0.1"]},
-        "message_id": ID,
-        "session_id": ID,
-        "timestamp": UTC_TIMESTAMP,
-        "sender": _object(
-            {"role": {"type": "string", "enum": ["buyer", "merchant", "arbiter"]}, "agent_id": ID}
-        ),
-        "type": {"type": "string", "enum": [t.value for t in MessageType]},
-        "payload": {
-            # anyOf: every party payload is also an object, so oneOf held for none of them.
-            "anyOf": [_ref(name) for name in PAYLOADS] + [{"type": "object"}],
-            "description": "Party payloads as listed; arbiter payloads (round.verdict, "
-            "session.agree, session.close) as PROTOCOL section 3 defines them.",
-        },
+#: Which payload each type carries.
+TYPE_PAYLOADS: dict[MessageType, str] = {
+    MessageType.SESSION_OPEN: "OpenPayload",
+    MessageType.SESSION_ACK: "AckPayload",
+    MessageType.OFFER_PROPOSE: "OfferPayload",
+    MessageType.OFFER_COUNTER: "OfferPayload",
+    MessageType.OFFER_ACCEPT: "OfferPayload",
+    MessageType.ROUND_VERDICT: "VerdictPayload",
+    MessageType.SESSION_AGREE: "AgreePayload",
+}
+
+
+def _typed_envelope(kind: MessageType, roles: list[Role], payload: str) -> Schema:
+    """The envelope of one type, sent by ``roles``, with its payload."""
+    return _object(
+        {
+            "oanp_version": {"type": "string", "enum": [OANP_VERSION]},
+            "message_id": ID,
+            "session_id": ID,
+            "timestamp": UTC_TIMESTAMP,
+            "sender": _object(
+                {"role": {"type": "string", "enum": [r.value for r in roles]}, "agent_id": ID}
+            ),
+            "type": {"type": "string", "enum": [kind.value]},
+            "payload": _ref(payload),
+        }
+    )
+
+
+def envelope_schema_name(kind: MessageType) -> str:
+    """``session.open`` → ``SessionOpenEnvelope``."""
+    return "".join(part.capitalize() for part in kind.value.split(".")) + "Envelope"
+
+
+_CLOSE = MessageType.SESSION_CLOSE
+#: One schema per type, with only the roles that may send it; a session.close is either a
+#: party's withdraw or the arbiter's close, each with its own payload.
+ENVELOPES: dict[str, Schema] = {
+    **{
+        envelope_schema_name(kind): _typed_envelope(
+            kind, [r for r in Role if r in SENDERS[kind]], payload
+        )
+        for kind, payload in TYPE_PAYLOADS.items()
     },
-    description="At most 64 KiB. A role may only send its own types.",
+    "WithdrawEnvelope": _typed_envelope(_CLOSE, [Role.BUYER, Role.MERCHANT], "WithdrawPayload"),
+    "ArbiterCloseEnvelope": _typed_envelope(_CLOSE, [Role.ARBITER], "ArbiterClosePayload"),
+    envelope_schema_name(_CLOSE): {
+        "oneOf": [_ref("WithdrawEnvelope"), _ref("ArbiterCloseEnvelope")],
+    },
+}
+
+
+def _discriminated(names: dict[MessageType, str], description: str) -> Schema:
+    """One of the envelope schemas ``names`` gives for each type, picked by ``type``."""
+    return {
+        "oneOf": [_ref(name) for name in names.values()],
+        "discriminator": {
+            "propertyName": "type",
+            "mapping": {kind.value: f"#/components/schemas/{n}" for kind, n in names.items()},
+        },
+        "description": description,
+    }
+
+
+ENVELOPE = _discriminated(
+    {kind: envelope_schema_name(kind) for kind in MessageType},
+    "Any entry's envelope, one schema per type (the discriminator is `type`), each with its "
+    "payload and the roles that may send it. At most 64 KiB.",
+)
+PARTY_ENVELOPE = _discriminated(
+    {
+        **{
+            kind: envelope_schema_name(kind)
+            for kind in TYPE_PAYLOADS
+            if Role.ARBITER not in SENDERS[kind]
+        },
+        _CLOSE: "WithdrawEnvelope",
+    },
+    "An envelope a buyer or a merchant submits: the types their roles may send, a withdraw "
+    "for a close. At most 64 KiB.",
 )
 ENTRY = _object(
     {
@@ -163,7 +293,9 @@ SUMMARY = _object(
 )
 SCHEMAS: dict[str, Schema] = {
     **PAYLOADS,
+    **ENVELOPES,
     "Envelope": ENVELOPE,
+    "PartyEnvelope": PARTY_ENVELOPE,
     "Entry": ENTRY,
     "SessionSummary": SUMMARY,
     "SubmitAnswer": _object(
@@ -297,8 +429,7 @@ PROBLEMS: dict[int, str] = {
     "`errors` names each bad field. " + INVALID_CHARACTERS,
     401: "No or bad API key (`unauthorized`).",
     403: "The key's agent is not the sender (`sender_mismatch`) or not a party (`not_a_party`).",
-    404: "Unknown session, or one the caller is not a party to (`unknown_session`); no "
-    "callback registered (`no_callback`).",
+    404: "Unknown session, or one the caller is not a party to (`unknown_session`).",
     409: "Out of turn, terminal session, reused session_id or message_id, timer expired "
     "(`out_of_turn`, `session_terminal`, `session_exists`, `message_id_reused`, "
     "`timer_expired`, `reveal_too_early`, `already_revealed`).",
@@ -338,8 +469,13 @@ def _problem(status: int, description: str) -> Schema:
     }
 
 
-def _problems(*statuses: int) -> Schema:
-    return {str(status): _problem(status, PROBLEMS[status]) for status in statuses}
+def _problems(*statuses: int, **why: str) -> Schema:
+    """The refusals of ``statuses``, each described as :data:`PROBLEMS` says unless ``why``
+    names it (``_404="..."``) for an endpoint whose reason differs."""
+    return {
+        str(status): _problem(status, why.get(f"_{status}", PROBLEMS[status]))
+        for status in statuses
+    }
 
 
 #: The one refusal of the endpoints that read no key and no body.
@@ -403,7 +539,7 @@ PATHS: dict[str, Schema] = {
             },
             requestBody={
                 "required": True,
-                "content": {"application/json": {"schema": _ref("Envelope")}},
+                "content": {"application/json": {"schema": _ref("PartyEnvelope")}},
             },
         )
     },
@@ -495,7 +631,9 @@ PATHS: dict[str, Schema] = {
             "The caller's callback (without its secret)",
             {
                 "200": _json("CallbackInfo", "The callback."),
-                **_problems(400, 401, 404, 429, 503),
+                **_problems(
+                    400, 401, 404, 429, 503, _404="The caller has no callback (`no_callback`)."
+                ),
             },
         ),
         "delete": _operation(

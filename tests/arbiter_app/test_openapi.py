@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
 import jsonschema
 import pytest
+from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
+
+from oanp.envelope import SENDERS, MessageType, Role, check_sender, parse_envelope
+from oanp.errors import ProtocolError
+from tests.support.factories.sessions import (
+    accept,
+    ack,
+    counter,
+    opening,
+    propose,
+    withdraw,
+)
 
 DOCUMENT = "/oanp/v0.1/openapi.json"
 
@@ -29,6 +42,22 @@ ENDPOINTS: dict[tuple[str, str], set[int]] = {
 STREAMS = [("/oanp/v0.1/sessions/{session_id}/events", "get"), ("/oanp/v0.1/inbox", "get")]
 #: What operators' probes and scrapers read, outside the protocol; no API key.
 OPERATIONS = [("/healthz", "get"), ("/readyz", "get"), ("/metrics", "get")]
+
+#: One envelope of every party type and role, as the parser accepts them (a withdraw last).
+PARTY_ENVELOPES = [
+    json.loads(envelope.canonical())
+    for envelope in (
+        opening(),
+        opening(profile="strict/v0.1", response_window_s=60, max_rounds=20),
+        ack(),
+        propose(1, 320),
+        counter(1, 370.5),
+        accept("buyer", 2, 370.5),
+        accept("merchant", 1, 320),
+        withdraw("merchant"),
+        withdraw("buyer"),
+    )
+]
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +192,18 @@ def test_every_endpoint_of_the_api_may_be_unavailable(
     assert response["headers"]["Retry-After"]["required"] is True
 
 
+@pytest.mark.parametrize(
+    ("path", "method"), [endpoint for endpoint, statuses in ENDPOINTS.items() if 404 in statuses]
+)
+def test_a_404_names_only_what_its_endpoint_can_miss(
+    document: dict[str, Any], path: str, method: str
+) -> None:
+    responses = document["paths"][path][method]["responses"]
+    callback = path.endswith("/callback")
+    assert _described(responses, 404, "no_callback") is callback
+    assert _described(responses, 404, "unknown_session") is not callback
+
+
 @pytest.mark.parametrize(("path", "method"), STREAMS)
 def test_a_stream_is_described_event_by_event(
     document: dict[str, Any], path: str, method: str
@@ -175,24 +216,102 @@ def test_a_stream_is_described_event_by_event(
     assert set(event["required"]) == {"id", "event", "data"}
 
 
-def test_the_envelope_schema_is_closed(document: dict[str, Any]) -> None:
-    envelope = document["components"]["schemas"]["Envelope"]
-    assert envelope["additionalProperties"] is False
-    assert set(envelope["required"]) == {
-        "oanp_version",
-        "message_id",
-        "session_id",
-        "timestamp",
-        "sender",
-        "type",
-        "payload",
+def _branches(schemas: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The closed envelope schemas ``name`` stands for, through nested oneOfs."""
+    schema = schemas[name]
+    if "oneOf" not in schema:
+        return [schema]
+    return [b for ref in schema["oneOf"] for b in _branches(schemas, ref["$ref"].rsplit("/")[-1])]
+
+
+@pytest.mark.parametrize(
+    ("name", "roles"),
+    [
+        ("Envelope", {kind.value: SENDERS[kind] for kind in MessageType}),
+        (
+            "PartyEnvelope",
+            {
+                kind.value: SENDERS[kind] - {Role.ARBITER}
+                for kind in MessageType
+                if SENDERS[kind] - {Role.ARBITER}
+            },
+        ),
+    ],
+)
+def test_envelopes_are_closed_schemas_one_per_type_and_its_roles(
+    document: dict[str, Any], name: str, roles: dict[str, frozenset[Role]]
+) -> None:
+    schemas = document["components"]["schemas"]
+    discriminator = schemas[name]["discriminator"]
+    assert discriminator["propertyName"] == "type"
+    assert set(discriminator["mapping"]) == set(roles)
+    senders: dict[str, set[str]] = {}
+    for branch in _branches(schemas, name):
+        assert branch["additionalProperties"] is False
+        assert set(branch["required"]) == {
+            "oanp_version",
+            "message_id",
+            "session_id",
+            "timestamp",
+            "sender",
+            "type",
+            "payload",
+        }
+        (kind,) = branch["properties"]["type"]["enum"]
+        senders.setdefault(kind, set()).update(
+            branch["properties"]["sender"]["properties"]["role"]["enum"]
+        )
+    assert senders == {kind: {role.value for role in allowed} for kind, allowed in roles.items()}
+
+
+def test_submissions_are_documented_as_party_envelopes(document: dict[str, Any]) -> None:
+    body = document["paths"]["/oanp/v0.1/envelopes"]["post"]["requestBody"]
+    assert body["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/PartyEnvelope"
     }
 
 
-def envelope_validator(document: dict[str, Any]) -> jsonschema.Validator:
-    schema = {"$ref": "#/components/schemas/Envelope", "components": document["components"]}
-    # OpenAPI 3.0's schema objects are JSON Schema draft 4's (boolean exclusive bounds).
-    return jsonschema.Draft4Validator(schema)
+def envelope_validator(document: dict[str, Any], name: str = "Envelope") -> jsonschema.Validator:
+    schema = {"$ref": f"#/components/schemas/{name}", "components": document["components"]}
+    # OpenAPI 3.0's own dialect: draft 4 with nullable and boolean exclusive bounds.
+    return OAS30Validator(schema)
+
+
+def test_every_party_envelope_the_parser_accepts_fits_exactly_one_branch(
+    document: dict[str, Any],
+) -> None:
+    """oneOf holds only when no party payload also matches another branch: a catch-all
+    object branch once made every party envelope invalid."""
+    for name in ("Envelope", "PartyEnvelope"):
+        validator = envelope_validator(document, name)
+        for envelope in PARTY_ENVELOPES:
+            parse_envelope(json.dumps(envelope))
+            validator.validate(envelope)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda e: e.update(payload={}), "session.close with an empty payload"),
+        (
+            lambda e: e["payload"].update(reason="stalled"),
+            "a party closing with the arbiter's code",
+        ),
+        (lambda e: e.update(type="offer.counter"), "a withdraw's payload under another type"),
+        (lambda e: e["sender"].update(role="arbiter"), "the arbiter sending a withdraw payload"),
+        (lambda e: e.update(extra=1), "an unknown top-level field"),
+    ],
+)
+def test_what_the_parser_refuses_the_schema_refuses(
+    document: dict[str, Any], change: Any, why: str
+) -> None:
+    withdraw = copy.deepcopy(PARTY_ENVELOPES[-1])
+    assert withdraw["type"] == "session.close"
+    change(withdraw)
+    with pytest.raises(ProtocolError):
+        check_sender(parse_envelope(json.dumps(withdraw)))
+    assert not envelope_validator(document).is_valid(withdraw), why
+    assert not envelope_validator(document, "PartyEnvelope").is_valid(withdraw), why
 
 
 def test_the_golden_trace_fits_the_envelope_schema(document: dict[str, Any]) -> None:
