@@ -182,6 +182,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "EXCEPTION_HANDLER": "arbiter_app.problems.exception_handler",
     "UNAUTHENTICATED_USER": None,
+    # JSON only: the browsable API's HTML page would be sent to a browser labelled with the
+    # problem+json or JSON type its body does not have.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
 }
 
 SPECTACULAR_SETTINGS = {

@@ -206,6 +206,19 @@ def test_the_summary_needs_a_key(client: Any, negotiation: ClientNegotiation) ->
     problem(client.get(f"/oanp/v0.1/sessions/{SESSION}/log"), 401, "unauthorized")
 
 
+@pytest.mark.parametrize("key", [False, True])
+def test_a_browser_gets_the_problem_as_json_not_an_html_page(
+    client: Any, negotiation: ClientNegotiation, third_buyer: Agent, key: bool
+) -> None:
+    """What a browser asks for (HTML first) still gets problem+json, and its body is that."""
+    headers = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    if key:
+        headers |= third_buyer.headers
+    answer = client.get(f"/oanp/v0.1/sessions/{SESSION}", headers=headers)
+    problem(answer, 404 if key else 401, "unknown_session" if key else "unauthorized")
+    assert not answer.content.lstrip().startswith(b"<")
+
+
 # 409 -----------------------------------------------------------------------------------------
 
 
