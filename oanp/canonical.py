@@ -79,7 +79,10 @@ def json_value(
 ) -> JsonValue:
     """Normalize a parsed or hand-built value to what RFC 8785 hashes, or say where it breaks.
 
-    ``Decimal`` becomes ``int`` when whole and within I-JSON, ``float`` otherwise.
+    Every number must lie within I-JSON's ±(2^53-1), however it is spelled (``1e20`` as much
+    as ``100000000000000000000``), and be what a double holds: one with more significant
+    digits than that is refused rather than rounded. ``Decimal`` becomes ``int`` when whole,
+    ``float`` otherwise.
     """
     try:
         plain: JsonValue = _plain_json(value, depth, max_depth)
@@ -138,9 +141,7 @@ def _json_value(value: object, path: str, depth: int, *, max_depth: int) -> Json
         return value
     if isinstance(value, int):
         if abs(value) > MAX_SAFE_INTEGER:
-            raise SchemaInvalid(
-                "integer out of range", errors=[FieldError(path, "integer beyond ±(2^53-1)")]
-            )
+            raise _beyond_i_json(path)
         return value
     if isinstance(value, Decimal | float):
         return _number(value, path)
@@ -172,15 +173,25 @@ def _json_value(value: object, path: str, depth: int, *, max_depth: int) -> Json
     )
 
 
+def _beyond_i_json(path: str) -> SchemaInvalid:
+    return SchemaInvalid("number out of range", errors=[FieldError(path, "beyond ±(2^53-1)")])
+
+
 def _number(value: Decimal | float, path: str) -> int | float:
     as_decimal = Decimal(value) if isinstance(value, float) else value
     if not as_decimal.is_finite():
         raise SchemaInvalid("not a finite number", errors=[FieldError(path, "not finite")])
-    if as_decimal == as_decimal.to_integral_value() and abs(as_decimal) <= MAX_SAFE_INTEGER:
+    if abs(as_decimal) > MAX_SAFE_INTEGER:
+        raise _beyond_i_json(path)
+    if as_decimal == as_decimal.to_integral_value():
         return int(as_decimal)
     as_float = float(as_decimal)
-    if as_float in (float("inf"), float("-inf")):
-        raise SchemaInvalid("number out of range", errors=[FieldError(path, "overflows a double")])
+    if not isinstance(value, float) and Decimal(repr(as_float)) != as_decimal:
+        # Hashed as the double, the number would silently stand for another one.
+        raise SchemaInvalid(
+            "number too precise",
+            errors=[FieldError(path, "has more significant digits than a double holds")],
+        )
     return as_float
 
 
