@@ -14,6 +14,7 @@ urlpatterns = [
     path("inbox", streams.inbox_events, name="inbox"),
     path("callback", views.CallbackView.as_view(), name="callback"),
     path("keys", views.KeysView.as_view(), name="keys"),
+    path("envelope.schema.json", views.EnvelopeSchemaView.as_view(), name="envelope-schema"),
     path(
         "openapi.json",
         SpectacularJSONAPIView.as_view(authentication_classes=[], permission_classes=[]),

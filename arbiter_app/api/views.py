@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from arbiter_app import limits, selectors, services
+from arbiter_app.api.openapi import ENVELOPE_SCHEMA_PATH, json_schema
 from arbiter_app.models import AgentCredential
 from arbiter_app.selectors import key_history, published_jwks
 from oanp.canonical import read_json
@@ -183,4 +184,19 @@ class JwksView(APIView):
     def get(self, request: Request) -> HttpResponse:
         response = _json_response(json.dumps(published_jwks()))
         response["Cache-Control"] = "public, max-age=300"
+        return response
+
+
+class EnvelopeSchemaView(APIView):
+    """The envelope's JSON Schema on its own (draft 2020-12), for validators that do not read
+    OpenAPI; the same schema as the OpenAPI document's ``Envelope``."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    schema = None
+
+    def get(self, request: Request) -> HttpResponse:
+        document = json_schema("Envelope", request.build_absolute_uri(ENVELOPE_SCHEMA_PATH))
+        response = HttpResponse(json.dumps(document), content_type="application/schema+json")
+        response["Cache-Control"] = "public, max-age=3600"
         return response

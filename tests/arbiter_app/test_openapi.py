@@ -11,6 +11,7 @@ import pytest
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
+from arbiter_app.api.openapi import ENVELOPE_SCHEMA_PATH
 from oanp.envelope import SENDERS, MessageType, Role, check_sender, parse_envelope
 from oanp.errors import ProtocolError
 from tests.support.factories.sessions import (
@@ -42,6 +43,8 @@ ENDPOINTS: dict[tuple[str, str], set[int]] = {
 STREAMS = [("/oanp/v0.1/sessions/{session_id}/events", "get"), ("/oanp/v0.1/inbox", "get")]
 #: What operators' probes and scrapers read, outside the protocol; no API key.
 OPERATIONS = [("/healthz", "get"), ("/readyz", "get"), ("/metrics", "get")]
+#: Documents served as they are, touching nothing that could be away.
+DOCUMENTS = [(ENVELOPE_SCHEMA_PATH, "get")]
 
 #: One envelope of every party type and role, as the parser accepts them (a withdraw last).
 PARTY_ENVELOPES = [
@@ -97,7 +100,7 @@ def test_every_endpoint_is_described_with_its_problems(
 
 def test_no_endpoint_is_undocumented(document: dict[str, Any]) -> None:
     described = {(p, m) for p, ops in document["paths"].items() for m in ops}
-    assert described == set(ENDPOINTS) | set(OPERATIONS)
+    assert described == set(ENDPOINTS) | set(OPERATIONS) | set(DOCUMENTS)
 
 
 @pytest.mark.django_db
@@ -175,7 +178,7 @@ def _described(responses: dict[str, Any], status: int, code: str) -> bool:
     return str(status) in responses and f"`{code}`" in responses[str(status)]["description"]
 
 
-@pytest.mark.parametrize(("path", "method"), list(ENDPOINTS) + OPERATIONS)
+@pytest.mark.parametrize(("path", "method"), list(ENDPOINTS) + OPERATIONS + DOCUMENTS)
 def test_every_endpoint_refuses_invalid_characters(
     document: dict[str, Any], path: str, method: str
 ) -> None:
@@ -344,3 +347,55 @@ def test_the_documented_limits_are_the_parser_s(document: dict[str, Any]) -> Non
     assert opening["profile"]["enum"] == list(PROFILES)
     window = opening["response_window_s"]
     assert (window["minimum"], window["maximum"]) == RESPONSE_WINDOW_RANGE
+
+
+# The envelope's JSON Schema on its own ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def standalone(django_db_blocker: Any) -> dict[str, Any]:
+    from django.test import Client
+
+    with django_db_blocker.unblock():
+        response = Client().get(ENVELOPE_SCHEMA_PATH)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "application/schema+json"
+    schema: dict[str, Any] = json.loads(response.content)
+    return schema
+
+
+def test_the_standalone_schema_is_a_valid_draft_2020_12_schema(
+    standalone: dict[str, Any],
+) -> None:
+    assert standalone["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert standalone["$id"] == f"http://testserver{ENVELOPE_SCHEMA_PATH}"
+    jsonschema.Draft202012Validator.check_schema(standalone)
+    # Nothing of OpenAPI's own dialect is left in it.
+    text = json.dumps(standalone)
+    assert '"nullable"' not in text
+    assert '"discriminator"' not in text
+    assert "#/components/" not in text
+
+
+def test_the_standalone_schema_judges_as_the_openapi_one(
+    document: dict[str, Any], standalone: dict[str, Any]
+) -> None:
+    from tests.oanp.test_golden import golden_session
+
+    standard = jsonschema.Draft202012Validator(standalone)
+    openapi = envelope_validator(document)
+    golden = [json.loads(json.dumps(e.envelope, default=str)) for e in golden_session()]
+    for envelope in golden + PARTY_ENVELOPES:
+        standard.validate(envelope)
+    for envelope in [*golden, *PARTY_ENVELOPES]:
+        for field, bad in (("type", "offer.withdraw"), ("oanp_version", "0.2"), ("extra", 1)):
+            changed = {**envelope, field: bad}
+            assert not standard.is_valid(changed)
+            assert not openapi.is_valid(changed)
+    verdict = next(e for e in golden if e["type"] == "round.verdict")
+    nulled = {**verdict, "payload": {**verdict["payload"], "buyer_price": None}}
+    assert standard.is_valid(nulled)
+    assert openapi.is_valid(nulled)
+    negative = {**verdict, "payload": {**verdict["payload"], "round": 0}}
+    assert not standard.is_valid(negative)
+    assert not openapi.is_valid(negative)
