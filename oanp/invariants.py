@@ -1,7 +1,8 @@
 """The offline auditor: I1–I7 over one complete session log and a key set.
 
 It re-derives everything from the entries alone and shares no code path with the machine that
-wrote them, beyond the parser and the hash functions: a bug in the arbiter should show here.
+wrote them, beyond the parser, the hash functions, the profiles' rules and which close reasons
+are the machine's timers: a bug in the arbiter should show here.
 A breach by a *party* that the arbiter caught (evidence, ``violated`` verdict, close) is the
 protocol working, so it passes with a note; a breach the arbiter let through fails.
 """
@@ -32,12 +33,27 @@ from oanp.envelope import (
 )
 from oanp.errors import ProtocolError, VerificationError
 from oanp.log import chain_breaks
-from oanp.profiles import PROFILES, Profile, Reason, VerdictStatus, breach_invariant
+from oanp.machine import TIMER_REASONS
+from oanp.profiles import PROFILES, Judgement, Profile, Reason, VerdictStatus, breach_invariant
 from oanp.signing import AGREEMENT_TYP, verify_detached
 
 T = MessageType
 #: Stands in for a profile the log names but the auditor does not know (an I5 failure).
 _UNKNOWN_PROFILE = Profile("unknown")
+#: A verdict checks what a round can break; I6 and I7 are the agreement's and the log's.
+_ROUND_CHECKS = INVARIANTS[:5]
+#: Closes whose cause is outside the log, so that it can neither support nor refute them.
+_CLOSES_FROM_OUTSIDE = TIMER_REASONS | {Reason.OPERATOR_TERMINATED}
+#: Where a close that nothing in the log owes is reported: under the invariant whose rule would
+#: owe it. Any other reason (a stall, a verdict's rationale as a close) misstates the verdicts.
+_CLOSE_RULES: Mapping[Reason, str] = {
+    Reason.WITHDRAWN_BY_BUYER: "I2",
+    Reason.WITHDRAWN_BY_MERCHANT: "I2",
+    **{
+        breach: breach_invariant(breach)
+        for breach in (Reason.COMMITMENT_MISMATCH, Reason.BUYER_RENEGED, Reason.MERCHANT_RENEGED)
+    },
+}
 
 
 class Status(StrEnum):
@@ -85,6 +101,8 @@ class _Walk:
     opened: Open | None = None
     buyer: str | None = None
     merchant: str | None = None
+    #: The arbiter that wrote the log, as its first entry of its own names it.
+    arbiter: str | None = None
     commits: dict[Role, str] = field(default_factory=dict)
     round: int = 0
     buyer_moved: bool = False
@@ -97,10 +115,12 @@ class _Walk:
     #: Rounds that ended (answered, accepted or breached) and so owe exactly one verdict.
     completed: list[int] = field(default_factory=list)
     verdicts: dict[int, int] = field(default_factory=dict)
-    expected: dict[int, tuple[VerdictStatus, Reason]] = field(default_factory=dict)
+    #: Per completed round, the verdict the log owes it: judgement, prices, spread and checks.
+    expected: dict[int, Verdict] = field(default_factory=dict)
     #: A caught breach: the verdict and close the arbiter owes next.
     pending_breach: Reason | None = None
-    #: The close the arbiter owes after a verdict (max rounds, stall), and for which invariant.
+    #: The close the arbiter owes after a verdict (max rounds, stall) or a party's withdrawal,
+    #: and for which invariant.
     owed_close: tuple[Reason, str] | None = None
     terminal_seq: int | None = None
     accepted_price: Decimal | None = None
@@ -200,11 +220,21 @@ def _visit_party(walk: _Walk, seq: int, env: Envelope) -> None:
         walk.pending_breach = Reason.COMMITMENT_MISMATCH
         walk.note("I3", f"entry {seq}: the {env.role.value}'s commitment changed (evidence)")
     if isinstance(payload, Withdraw):
-        if walk.pending_breach is not None and walk.round > 0:
-            _complete(walk, (VerdictStatus.VIOLATED, walk.pending_breach))
+        _visit_withdraw(walk, env.role)
         return
     assert isinstance(payload, Offer)
     _visit_offer(walk, seq, env, payload)
+
+
+def _visit_withdraw(walk: _Walk, role: Role) -> None:
+    if walk.pending_breach is None:
+        withdrawn = (
+            Reason.WITHDRAWN_BY_BUYER if role is Role.BUYER else Reason.WITHDRAWN_BY_MERCHANT
+        )
+        # A close the last round or a stall already owed is not the party's to change.
+        walk.owed_close = walk.owed_close or (withdrawn, "I2")
+    elif walk.round > 0:
+        _complete(walk, Judgement(VerdictStatus.VIOLATED, walk.pending_breach))
 
 
 def _visit_offer(walk: _Walk, seq: int, env: Envelope, offer: Offer) -> None:
@@ -226,9 +256,9 @@ def _visit_offer(walk: _Walk, seq: int, env: Envelope, offer: Offer) -> None:
         walk.accepted_price = offer.price
         walk.buyer_price = walk.merchant_price = offer.price
         if walk.pending_breach is not None:
-            _complete(walk, (VerdictStatus.VIOLATED, walk.pending_breach))
+            _complete(walk, Judgement(VerdictStatus.VIOLATED, walk.pending_breach))
         else:
-            _complete(walk, (VerdictStatus.FAIR, Reason.AGREEMENT))
+            _complete(walk, Judgement(VerdictStatus.FAIR, Reason.AGREEMENT))
         return
     if env.role is Role.BUYER:
         if walk.previous_buyer_price is not None and offer.price < walk.previous_buyer_price:
@@ -241,7 +271,7 @@ def _visit_offer(walk: _Walk, seq: int, env: Envelope, offer: Offer) -> None:
             walk.note("I4", f"entry {seq}: the merchant raised its price (evidence)")
         walk.merchant_price, walk.merchant_moved = offer.price, True
     if walk.pending_breach is not None:
-        _complete(walk, (VerdictStatus.VIOLATED, walk.pending_breach))
+        _complete(walk, Judgement(VerdictStatus.VIOLATED, walk.pending_breach))
     elif env.role is Role.MERCHANT and walk.buyer_price is not None:
         # Without a buyer price the merchant moved out of turn (failed under I2): no spread to
         # judge. An unknown profile failed under I5; the base rules keep the walk going.
@@ -250,12 +280,24 @@ def _visit_offer(walk: _Walk, seq: int, env: Envelope, offer: Offer) -> None:
         judged = profile.judge_counter(walk.round, spread, walk.last_spread)
         walk.last_spread = spread
         walk.stuck = walk.stuck + 1 if judged.status is VerdictStatus.FAIR_BUT_STUCK else 0
-        _complete(walk, (judged.status, judged.rationale))
+        _complete(walk, judged)
 
 
-def _complete(walk: _Walk, expected: tuple[VerdictStatus, Reason]) -> None:
+def _complete(walk: _Walk, judged: Judgement) -> None:
+    """The round ended: it owes one verdict, which states the prices the round ended on."""
+    buyer, merchant = walk.buyer_price, walk.merchant_price
+    spread = None if buyer is None or merchant is None else merchant - buyer
     walk.completed.append(walk.round)
-    walk.expected[walk.round] = expected
+    walk.expected[walk.round] = Verdict(
+        walk.round, judged.status, judged.rationale, buyer, merchant, spread, _checks(judged)
+    )
+
+
+def _checks(judged: Judgement) -> dict[str, str]:
+    checks = dict.fromkeys(_ROUND_CHECKS, "pass")
+    if judged.status is VerdictStatus.VIOLATED:
+        checks[breach_invariant(judged.rationale)] = "fail"
+    return checks
 
 
 def _visit_arbiter(
@@ -265,6 +307,9 @@ def _visit_arbiter(
     entries: Sequence[Mapping[str, JsonValue]],
     jwks: Mapping[str, object] | None,
 ) -> None:
+    walk.arbiter = walk.arbiter or env.agent_id
+    if env.agent_id != walk.arbiter:
+        walk.fail("I2", f"entry {seq}: {env.agent_id!r} is not the session's arbiter")
     payload = env.payload
     if isinstance(payload, Verdict):
         _visit_verdict(walk, seq, payload)
@@ -282,28 +327,28 @@ def _visit_verdict(walk: _Walk, seq: int, verdict: Verdict) -> None:
     if expected is None:
         walk.fail("I5", f"entry {seq}: verdict for round {verdict.round}, which did not complete")
         return
-    if (verdict.status, verdict.rationale) != expected:
+    if (verdict.status, verdict.rationale) != (expected.status, expected.rationale):
         walk.fail(
             "I5",
             f"entry {seq}: round {verdict.round} judged {verdict.status.value}/"
-            f"{verdict.rationale.value}, the profile says {expected[0].value}/{expected[1].value}",
+            f"{verdict.rationale.value}, the profile says {expected.status.value}/"
+            f"{expected.rationale.value}",
         )
-    if expected[0] is VerdictStatus.VIOLATED and verdict.status is not VerdictStatus.VIOLATED:
+    if expected.status is VerdictStatus.VIOLATED and verdict.status is not VerdictStatus.VIOLATED:
         # The breach was the party's; letting it through is the arbiter's, under its invariant.
         walk.fail(
-            breach_invariant(expected[1]),
-            f"entry {seq}: round {verdict.round}'s breach ({expected[1].value}) was judged "
+            breach_invariant(expected.rationale),
+            f"entry {seq}: round {verdict.round}'s breach ({expected.rationale.value}) was judged "
             f"{verdict.status.value}",
         )
-    if verdict.buyer_price != walk.buyer_price or verdict.merchant_price != walk.merchant_price:
-        walk.fail("I5", f"entry {seq}: the verdict's prices are not the round's prices")
+    _check_figures(walk, seq, verdict, expected)
     if verdict.status is VerdictStatus.VIOLATED:
         walk.note(
             breach_invariant(verdict.rationale),
             f"entry {seq}: the arbiter judged round {verdict.round} violated",
         )
         return
-    if expected[1] is Reason.AGREEMENT:
+    if expected.rationale is Reason.AGREEMENT:
         return
     opened = walk.opened
     assert opened is not None
@@ -315,6 +360,31 @@ def _visit_verdict(walk: _Walk, seq: int, verdict: Verdict) -> None:
         walk.round += 1
         walk.previous_buyer_price, walk.buyer_price = walk.buyer_price, None
         walk.buyer_moved = walk.merchant_moved = False
+
+
+def _check_figures(walk: _Walk, seq: int, verdict: Verdict, expected: Verdict) -> None:
+    """A verdict states what it judged: the round's prices, their spread, and its checks."""
+    stated = _figures(verdict)
+    for name, owed in _figures(expected).items():
+        if stated[name] != owed:
+            walk.fail(
+                "I5",
+                f"entry {seq}: round {verdict.round}'s verdict states {name} "
+                f"{_shown(stated[name])}, the log gives {_shown(owed)}",
+            )
+
+
+def _figures(verdict: Verdict) -> dict[str, Decimal | str | None]:
+    return {
+        "buyer_price": verdict.buyer_price,
+        "merchant_price": verdict.merchant_price,
+        "spread": verdict.spread,
+        **{f"checks.{i}": verdict.checks.get(i) for i in INVARIANTS},
+    }
+
+
+def _shown(figure: Decimal | str | None) -> str:
+    return "none" if figure is None else str(figure)
 
 
 def _visit_close(walk: _Walk, seq: int, close: Close) -> None:
@@ -330,6 +400,36 @@ def _visit_close(walk: _Walk, seq: int, close: Close) -> None:
         walk.fail(invariant, f"entry {seq}: closed as {close.reason.value}, owed {reason.value}")
     if close.reason is Reason.MAX_ROUNDS_REACHED and walk.completed[-1:] != [opened.max_rounds]:
         walk.fail("I1", f"entry {seq}: closed max_rounds_reached before round {opened.max_rounds}")
+    if breach is None:
+        _check_unbreached_close(walk, seq, close.reason)
+
+
+def _check_unbreached_close(walk: _Walk, seq: int, reason: Reason) -> None:
+    """A close that no breach owes: never one after an accept, since the arbiter logs an accept
+    with its verdict and agreement in one step; else the close the log owes (checked above), or,
+    when it owes none, one whose cause is outside the log.
+
+    The auditor accepts those, a timer's (response_timeout, deadline_expired) and an operator's
+    (operator_terminated), without re-deriving them: when a window or deadline fell due is read
+    off the arbiter's own clock, a move that came too late was refused and never logged, and an
+    operator acts from outside the protocol, so the log holds no cause to check them against.
+    max_rounds_reached has its own check above, which names the round it needed.
+    """
+    if walk.accepted_price is not None:
+        walk.fail(
+            "I6",
+            f"entry {seq}: closed as {reason.value} after the accept of {walk.accepted_price}, "
+            "owed session.agree",
+        )
+    elif (
+        walk.owed_close is None
+        and reason not in _CLOSES_FROM_OUTSIDE
+        and reason is not Reason.MAX_ROUNDS_REACHED
+    ):
+        walk.fail(
+            _CLOSE_RULES.get(reason, "I5"),
+            f"entry {seq}: closed as {reason.value}, which nothing in the log owes",
+        )
 
 
 def _visit_agree(
@@ -358,6 +458,7 @@ def _visit_agree(
     expected = {
         "oanp_version": OANP_VERSION,
         "session_id": walk.audit.session_id,
+        "arbiter_id": walk.arbiter,
         "buyer_agent_id": walk.buyer,
         "merchant_agent_id": walk.merchant,
         "item": opened.item,
