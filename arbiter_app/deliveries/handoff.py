@@ -7,11 +7,13 @@ commits always is. The POSTs happen afterwards, in :func:`deliver`, one attempt 
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import json
 import secrets
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -30,6 +32,7 @@ from arbiter_app.models import (
 )
 from arbiter_app.queue import enqueue
 from oanp.canonical import JsonObject, canonical_bytes
+from oanp.envelope import format_timestamp
 from oanp.log import Entry as LogEntry
 from oanp.money import to_minor_units
 
@@ -108,7 +111,40 @@ def checkout_body(session_id: str, agree: JsonObject) -> str:
             "oanp_jwks_uri": payload["jwks_uri"],
         },
     }
-    return json.dumps(body, separators=(",", ":"))
+    # RFC 8785: ACP signs requests "over canonical JSON"; these are the very bytes sent.
+    return canonical_bytes(body).decode()
+
+
+def acp_signature_headers(*, secret: str, body: bytes, now: datetime) -> dict[str, str]:
+    """ACP's own request signature, beside Standard Webhooks': ``Timestamp`` (RFC 3339, UTC)
+    and ``Signature``, the unpadded base64url HMAC-SHA256 of ``{Timestamp}.{body}`` under the
+    same per-merchant secret (the bytes that follow ``whsec_``, base64-decoded)."""
+    timestamp = format_timestamp(now)
+    key = base64.b64decode(secret.removeprefix(outbound.SECRET_PREFIX))
+    digest = hmac.new(key, timestamp.encode() + b"." + body, hashlib.sha256).digest()
+    return {
+        "Timestamp": timestamp,
+        "Signature": base64.urlsafe_b64encode(digest).rstrip(b"=").decode(),
+    }
+
+
+def _post(target: HandoffTarget, *, body: bytes, key: str, **headers: str) -> Answer:
+    """POST ``body`` to the target's ``/checkout_sessions`` as ACP asks: its key, the
+    Idempotency-Key, the API version, and both signatures."""
+    secret = outbound.unseal(target.webhook_secret_encrypted)
+    return outbound.deliver(
+        url=target.endpoint.rstrip("/") + "/checkout_sessions",
+        body=body,
+        secret=secret,
+        message_id=key,
+        headers={
+            "Authorization": f"Bearer {outbound.unseal(target.api_key_encrypted)}",
+            "Idempotency-Key": key,
+            "API-Version": ACP_API_VERSION,
+            **acp_signature_headers(secret=secret, body=body, now=timezone.now()),
+            **headers,
+        },
+    )
 
 
 # Delivery ------------------------------------------------------------------------------------
@@ -144,18 +180,7 @@ def deliver(handoff_id: int) -> bool:
         attempt = DeliveryAttempt.objects.create(
             handoff=handoff, number=handoff.attempts, started_at=now
         )
-    key = f"oanp-{handoff.session.session_id}"
-    answer = outbound.deliver(
-        url=target.endpoint.rstrip("/") + "/checkout_sessions",
-        body=handoff.body.encode(),
-        secret=outbound.unseal(target.webhook_secret_encrypted),
-        message_id=key,
-        headers={
-            "Authorization": f"Bearer {outbound.unseal(target.api_key_encrypted)}",
-            "Idempotency-Key": key,
-            "API-Version": ACP_API_VERSION,
-        },
-    )
+    answer = _post(target, body=handoff.body.encode(), key=f"oanp-{handoff.session.session_id}")
     outbound.record(attempt, answer)
     _settle(handoff.pk, attempt.number, answer)
     return True
@@ -242,7 +267,7 @@ def marked_test_body(key: str) -> bytes:
         "quote_id": key,
         "metadata": {"oanp_test": True},
     }
-    return json.dumps(body, separators=(",", ":")).encode()
+    return canonical_bytes(body)
 
 
 def send_test(target: HandoffTarget) -> Answer:
@@ -250,15 +275,4 @@ def send_test(target: HandoffTarget) -> Answer:
     and signature), under an Idempotency-Key of its own. Records nothing: the caller keeps
     the answer where the merchant will read it."""
     key = TEST_KEY_PREFIX + secrets.token_hex(8)
-    return outbound.deliver(
-        url=target.endpoint.rstrip("/") + "/checkout_sessions",
-        body=marked_test_body(key),
-        secret=outbound.unseal(target.webhook_secret_encrypted),
-        message_id=key,
-        headers={
-            "Authorization": f"Bearer {outbound.unseal(target.api_key_encrypted)}",
-            "Idempotency-Key": key,
-            "API-Version": ACP_API_VERSION,
-            "OANP-Test": "true",
-        },
-    )
+    return _post(target, body=marked_test_body(key), key=key, **{"OANP-Test": "true"})

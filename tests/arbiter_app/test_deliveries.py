@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import rfc8785
 from prometheus_client.parser import text_string_to_metric_families
 
 from arbiter_app import selectors, services
@@ -43,6 +44,20 @@ def signed_by(secret: str, headers: dict[str, str], body: bytes) -> bool:
     given = [s.removeprefix("v1,") for s in headers["webhook-signature"].split()]
     fresh = abs(time.time() - int(headers["webhook-timestamp"])) < 300
     return fresh and any(hmac.compare_digest(expected, g) for g in given)
+
+
+def acp_signed_by(secret: str, headers: dict[str, str], body: bytes) -> bool:
+    """ACP's Signature and Timestamp, verified as a merchant would (docs/protocol.md): the
+    unpadded base64url HMAC-SHA256 of ``{Timestamp}.{body}``, body canonical JSON, the
+    timestamp RFC 3339 and within five minutes."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    stamp = headers["timestamp"]
+    digest = hmac.new(key, stamp.encode() + b"." + body, hashlib.sha256).digest()
+    expected = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    sent = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    fresh = abs(time.time() - sent.timestamp()) < 300
+    canonical = rfc8785.dumps(json.loads(body)) == body
+    return fresh and canonical and hmac.compare_digest(expected, headers["signature"])
 
 
 @dataclass
@@ -190,6 +205,7 @@ class Merchant:
             or headers.get("authorization") != "Bearer acp_live_123"
             or headers.get("api-version") != "2026-04-17"
             or not signed_by(self.secret, headers, request.body)
+            or not acp_signed_by(self.secret, headers, request.body)
         ):
             return 401, {}, b'{"type": "invalid_request", "code": "unauthorized"}'
         body = json.loads(request.body)

@@ -10,9 +10,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from arbiter_app.deliveries import outbound
 from arbiter_app.models import HandoffTarget
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
-from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, signed_by
+from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, acp_signed_by, signed_by
 from tests.support.factories.accounts import hosted_agent, member, merchant, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -134,6 +135,10 @@ def test_send_test_posts_a_signed_test_marked_request_and_shows_the_result(
     assert request.headers["webhook-id"] == request.headers["idempotency-key"]
     assert request.headers["oanp-test"] == "true"
     assert signed_by(secret, request.headers, request.body)
+    assert acp_signed_by(secret, request.headers, request.body)
+    tampered = request.body.replace(b'"oanp_test":true', b'"oanp_test":false')
+    assert not acp_signed_by(secret, request.headers, tampered)
+    assert not acp_signed_by(outbound.new_webhook_secret(), request.headers, request.body)
     body = json.loads(request.body)
     assert body["metadata"] == {"oanp_test": True}
     assert body["line_items"] == []  # nothing a server ignoring the marks could sell
