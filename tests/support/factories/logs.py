@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, cast
 
+from cryptography.hazmat.primitives.asymmetric import ec
+
 from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
 from oanp.audit import build_bundle
 from oanp.canonical import ZERO_HASH, JsonObject, canonical_bytes
@@ -39,6 +41,8 @@ JWKS_URI = "https://arbiter.test/.well-known/jwks.json"
 SEED = bytes(range(32))
 #: Another arbiter's key: signatures by it must never verify against :func:`jwks`.
 OTHER_SEED = bytes(range(100, 132))
+#: The private scalar of :func:`es256_key`, big-endian (well below the P-256 group order).
+ES256_SCALAR_BYTES = bytes(range(32, 64))
 START = datetime(2026, 4, 28, 9, 0, tzinfo=UTC)
 BUNDLED_AT = datetime(2026, 4, 28, 18, 0, tzinfo=UTC)
 
@@ -49,6 +53,13 @@ def arbiter_key(seed: bytes = SEED) -> ArbiterKey:
 
 def other_key() -> ArbiterKey:
     return arbiter_key(OTHER_SEED)
+
+
+def es256_key() -> ArbiterKey:
+    """An ES256 (P-256) arbiter key from a fixed scalar. The key is always the same; its
+    signatures are not (ECDSA draws a fresh nonce each time)."""
+    scalar = int.from_bytes(ES256_SCALAR_BYTES, "big")
+    return ArbiterKey.from_cryptography(ec.derive_private_key(scalar, ec.SECP256R1()))
 
 
 def jwks(*keys: ArbiterKey) -> dict[str, Any]:

@@ -26,6 +26,29 @@ ARBITER = Arbiter("arbiter.test", KEY, "https://arbiter.test/.well-known/jwks.js
 _ids = itertools.count(1)
 
 
+def envelope_json(
+    kind: str,
+    payload: dict[str, Any],
+    *,
+    role: str | None = None,
+    agent: str | None = None,
+    message_id: str | None = None,
+    session_id: str = SESSION,
+) -> dict[str, Any]:
+    """The JSON of an envelope, unparsed (so it may be one the parser refuses)."""
+    role = role or ("merchant" if kind in ("session.ack", "offer.counter") else "buyer")
+    agent = agent or (MERCHANT if role == "merchant" else BUYER)
+    return {
+        "oanp_version": "0.1",
+        "message_id": message_id or f"m{next(_ids)}",
+        "session_id": session_id,
+        "timestamp": "2026-04-28T14:00:00Z",
+        "sender": {"role": role, "agent_id": agent},
+        "type": kind,
+        "payload": payload,
+    }
+
+
 def envelope(
     kind: str,
     payload: dict[str, Any],
@@ -35,18 +58,10 @@ def envelope(
     message_id: str | None = None,
     session_id: str = SESSION,
 ) -> Envelope:
-    role = role or ("merchant" if kind in ("session.ack", "offer.counter") else "buyer")
-    agent = agent or (MERCHANT if role == "merchant" else BUYER)
     return envelope_from_json(
-        {
-            "oanp_version": "0.1",
-            "message_id": message_id or f"m{next(_ids)}",
-            "session_id": session_id,
-            "timestamp": "2026-04-28T14:00:00Z",
-            "sender": {"role": role, "agent_id": agent},
-            "type": kind,
-            "payload": payload,
-        }
+        envelope_json(
+            kind, payload, role=role, agent=agent, message_id=message_id, session_id=session_id
+        )
     )
 
 
