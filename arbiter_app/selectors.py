@@ -357,11 +357,17 @@ def every_public_jwk() -> dict[str, list[dict[str, object]]]:
 
 
 def signed_audit_bundle(
-    *, logs: list[list[JsonObject]], scope: JsonObject, created_at: datetime
+    *,
+    logs: list[list[JsonObject]],
+    scope: JsonObject,
+    created_at: datetime,
+    previous: list[JsonObject] | None = None,
 ) -> JsonObject:
     """An audit bundle of ``logs``, signed by the active key, carrying every public key that
-    ever signed so the auditor needs nothing of the arbiter's but the file."""
+    ever signed so the auditor needs nothing of the arbiter's but the file; with a
+    consistency proof from each of the ``previous`` checkpoints, which its tree extends."""
     return build_bundle(
+        previous=previous or [],
         logs=logs,
         jwks=every_public_jwk(),
         key=keys.active_key(),

@@ -70,6 +70,13 @@ def sign_checkpoint(
     return {"statement": statement, "signature": signature}
 
 
+def is_prefix(statement: Mapping[str, Any], leaves: Sequence[bytes]) -> bool:
+    """Whether the tree a checkpoint's ``statement`` signed is a prefix of ``leaves``: what
+    makes a later export extend an earlier one."""
+    size = int(statement["tree_size"])
+    return size <= len(leaves) and _hex_root(merkle.root(leaves[:size])) == statement["root_hash"]
+
+
 def build_bundle(
     *,
     logs: Sequence[Sequence[Mapping[str, JsonValue]]],
@@ -113,12 +120,9 @@ def build_bundle(
     }
     consistency: list[JsonValue] = []
     for checkpoint in previous:
-        old_size = int(checkpoint["statement"]["tree_size"])
-        if old_size > len(leaves) or (
-            _hex_root(merkle.root(leaves[:old_size])) != checkpoint["statement"]["root_hash"]
-        ):
+        if not is_prefix(checkpoint["statement"], leaves):
             raise ValueError("a previous checkpoint is not a prefix of this export")
-        proof = merkle.consistency_proof(leaves, old_size)
+        proof = merkle.consistency_proof(leaves, int(checkpoint["statement"]["tree_size"]))
         consistency.append(
             {"checkpoint": json_value(checkpoint), "proof": [p.hex() for p in proof]}
         )
@@ -422,6 +426,6 @@ def _verify_since(
     size = old["tree_size"]
     report.add(
         "earlier export is a prefix",
-        size <= len(leaves) and _hex_root(merkle.root(leaves[:size])) == old["root_hash"],
+        is_prefix(old, leaves),
         f"its {size} entries are the first {size} of these {len(leaves)}",
     )

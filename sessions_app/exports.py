@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from arbiter_app import selectors as arbiter
 from arbiter_app.queue import enqueue
+from oanp.audit import is_prefix, leaf_hashes
 from oanp.machine import Phase
 from sessions_app import selectors
 from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant
@@ -206,7 +207,13 @@ def _build(export: Export, written: list[str]) -> None:
             rows.append(summary_row(session, log))
         Export.objects.filter(pk=export.pk).update(progress=start + len(chunk))
     created_at = timezone.now()
-    bundle = arbiter.signed_audit_bundle(logs=logs, scope=export.scope, created_at=created_at)
+    earlier = extended_export(export, leaf_hashes(logs))
+    bundle = arbiter.signed_audit_bundle(
+        logs=logs,
+        scope=export.scope,
+        created_at=created_at,
+        previous=[] if earlier is None else [earlier.checkpoint],
+    )
     stem = f"export-{export.pk}-{created_at:%Y%m%dT%H%M%SZ}"
     storage = export.bundle.storage
     bundle_name = storage.save(
@@ -220,7 +227,34 @@ def _build(export: Export, written: list[str]) -> None:
         bundle=bundle_name,
         summary_csv=csv_name,
         finished_at=timezone.now(),
+        checkpoint=bundle["checkpoint"],
+        extends=earlier,
     )
+
+
+#: How many earlier exports of the same scope are tried, newest first, for one to extend.
+EXTEND_CANDIDATES = 20
+
+
+def extended_export(export: Export, leaves: list[bytes]) -> Export | None:
+    """The newest earlier finished export of the same scope (the same request and tenant)
+    whose signed tree is a prefix of ``leaves``: sessions opened since come after its own,
+    and of its own only the last may have grown. Once another of its sessions has moved on,
+    no later export extends it."""
+    candidates = (
+        Export.objects.filter(
+            state=Export.State.DONE,
+            scope=export.scope,
+            checkpoint__isnull=False,
+            created_at__lt=export.created_at,
+        )
+        .exclude(pk=export.pk)
+        .order_by("-created_at")
+    )
+    for candidate in candidates[:EXTEND_CANDIDATES]:
+        if is_prefix(candidate.checkpoint["statement"], leaves):
+            return candidate
+    return None
 
 
 def summary_row(session: Session, log: Iterable[dict[str, Any]]) -> list[str]:

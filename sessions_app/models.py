@@ -116,6 +116,14 @@ class Export(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    #: The bundle's signed checkpoint, kept so that a later export can prove it extends this
+    #: one without reading the file.
+    checkpoint = models.JSONField(null=True, blank=True)
+    #: The earlier export of the same scope whose tree this one's extends, proven by the
+    #: consistency proof in its bundle.
+    extends = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="extended_by"
+    )
 
     class Meta:
         ordering = ["-created_at"]

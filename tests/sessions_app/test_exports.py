@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -38,8 +39,9 @@ SESSIONS = {"a": ["sess-a-agreed", "sess-a-live"], "b": ["sess-b-agreed"]}
 
 
 @pytest.fixture
-def sessions(client: Client) -> None:
-    """Merchant a: one agreed session and one still negotiating; merchant b: one agreed."""
+def sessions(client: Client) -> dict[str, ClientNegotiation]:
+    """Merchant a: one agreed session and one still negotiating; merchant b: one agreed. The
+    live one's negotiation is returned, its merchant's counter next."""
     buyer = make_agent("buyer-001", "buyer")
     for slug, agent_ids in (("a", ["agent-a", "agent-a2"]), ("b", ["agent-b"])):
         merchant = Merchant.objects.create(name=f"Merchant {slug}", slug=slug)
@@ -53,8 +55,10 @@ def sessions(client: Client) -> None:
         return negotiation
 
     run("sess-a-agreed", "agent-a").finish()
-    run("sess-a-live", "agent-a2").run_until("offer.counter")
+    live = run("sess-a-live", "agent-a2")
+    live.run_until("offer.counter")
     run("sess-b-agreed", "agent-b").finish()
+    return {"sess-a-live": live}
 
 
 @pytest.fixture
@@ -259,3 +263,80 @@ def test_a_failed_export_says_why_and_keeps_no_file(
     assert not list((media / "exports").iterdir())
     assert admin.get(f"/exports/{export.pk}/bundle/").status_code == 404
     assert "the disk is full" in admin.get(f"/exports/{export.pk}/status/").content.decode()
+
+
+def exported(browser: Client, tmp_path: Path, **form: str) -> tuple[Export, Path]:
+    """Request an export on the page, run it here as the worker would, and download its
+    bundle."""
+    export = request(browser, **form)
+    exports.run(export_id=export.pk)
+    export.refresh_from_db()
+    assert export.state == "done", export.error
+    path = tmp_path / f"export-{export.pk}.json"
+    path.write_bytes(download(browser, export, "bundle"))
+    return export, path
+
+
+def verify_since(path: Path, earlier: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oanp.net.cli", "verify", str(path), "--since", str(earlier)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.django_db
+def test_a_later_export_of_the_same_scope_proves_it_extends_the_earlier_one(
+    client: Client, sessions: None, cleanup: None, tmp_path: Path
+) -> None:
+    b = member("user-b", Role.MERCHANT, Merchant.objects.get(slug="b"))
+    first, first_path = exported(b, tmp_path, kind="merchant", merchant="b")
+    assert first.extends is None
+    assert json.loads(first_path.read_text())["consistency"] == []
+
+    buyer, merchant = make_agent("buyer-002", "buyer"), make_agent("agent-b", "merchant")
+    later = ClientNegotiation(client, buyer, merchant, "sess-b-later", "sess-b-later-")
+    later.open()
+    later.finish()
+    second, second_path = exported(b, tmp_path, kind="merchant", merchant="b")
+    assert second.extends == first
+    bundle = json.loads(second_path.read_text())
+    [consistency] = bundle["consistency"]
+    assert consistency["checkpoint"] == first.checkpoint
+    assert bundle["checkpoint"] == second.checkpoint
+
+    checked = verify_since(second_path, first_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "ok   earlier export is a prefix" in checked.stdout
+    assert "ok   consistency #1: tree of 9 is a prefix of this tree of 18" in checked.stdout
+    # The other way round the earlier one extends nothing.
+    backwards = verify_since(first_path, second_path)
+    assert backwards.returncode == 1
+    assert "FAIL earlier export is a prefix" in backwards.stdout
+
+    page = b.get(f"/exports/{second.pk}/status/").content.decode()
+    assert f"extends export #{first.pk}" in page
+    assert "extends export" not in b.get(f"/exports/{first.pk}/status/").content.decode()
+
+
+@pytest.mark.django_db
+def test_an_export_whose_sessions_changed_since_extends_nothing(
+    client: Client, sessions: dict[str, ClientNegotiation], cleanup: None, tmp_path: Path
+) -> None:
+    a = member("user-a", Role.MERCHANT, Merchant.objects.get(slug="a"))
+    buyer, merchant = make_agent("buyer-002", "buyer"), make_agent("agent-a", "merchant")
+    after = ClientNegotiation(client, buyer, merchant, "sess-a-after", "sess-a-after-")
+    after.open()
+    after.finish()
+    _, first_path = exported(a, tmp_path, kind="merchant", merchant="a")
+    # sess-a-live, no longer the last session, moves on: the earlier tree is no longer a
+    # prefix of the new one (while the last session of an export grows, it still is).
+    sessions["sess-a-live"].step()
+    second, second_path = exported(a, tmp_path, kind="merchant", merchant="a")
+    assert second.extends is None
+    assert json.loads(second_path.read_text())["consistency"] == []
+    checked = verify_since(second_path, first_path)
+    assert checked.returncode == 1
+    assert "FAIL earlier export is a prefix" in checked.stdout
