@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from jwcrypto import jwk as jwcrypto_jwk
+from jwcrypto import jws as jwcrypto_jws
 
 from oanp.audit import verify_bundle, verify_log
 from oanp.canonical import canonical_bytes, json_value, read_json
@@ -345,6 +347,23 @@ def test_each_agreement_signature_fails_over_other_bytes(vector):
     assert refused.value.code == "signature_invalid"
     with pytest.raises(InvalidSignature):
         verify_jws_by_hand(vector["signature"], other, vector["jwks"], AGREEMENT_TYP)
+
+
+@pytest.mark.parametrize("vector", AGREEMENTS, ids=[a["alg"] for a in AGREEMENTS])
+def test_each_agreement_verifies_with_an_independent_jose_library(vector):
+    """jwcrypto, a JOSE library of its own, with the detached payload re-attached as the
+    agent documentation says: the signature holds, and not over other bytes."""
+    keys = jwcrypto_jwk.JWKSet.from_json(json.dumps(vector["jwks"]))
+    (jwk,) = vector["jwks"]["keys"]
+    token = jwcrypto_jws.JWS()
+    token.deserialize(vector["signature"])
+    signed = vector["canonical"].encode("utf-8")
+    token.verify(keys.get_key(jwk["kid"]), detached_payload=signed, alg=vector["alg"])
+    assert token.jose_header["typ"] == AGREEMENT_TYP
+    other = jwcrypto_jws.JWS()
+    other.deserialize(vector["signature"])
+    with pytest.raises(jwcrypto_jws.InvalidJWSSignature):
+        other.verify(keys.get_key(jwk["kid"]), detached_payload=signed + b" ", alg=vector["alg"])
 
 
 # (b) bundle.json, bundle-extended.json -------------------------------------------------------

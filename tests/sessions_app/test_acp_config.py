@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from arbiter_app.deliveries import outbound
 from arbiter_app.models import HandoffTarget
@@ -135,6 +136,10 @@ def test_send_test_posts_a_signed_test_marked_request_and_shows_the_result(
     assert request.headers["webhook-id"] == request.headers["idempotency-key"]
     assert request.headers["oanp-test"] == "true"
     assert signed_by(secret, request.headers, request.body)
+    # The Standard Webhooks reference package agrees, as a merchant's receiver would use it.
+    assert Webhook(secret).verify(request.body, request.headers) == json.loads(request.body)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(outbound.new_webhook_secret()).verify(request.body, request.headers)
     assert acp_signed_by(secret, request.headers, request.body)
     tampered = request.body.replace(b'"oanp_test":true', b'"oanp_test":false')
     assert not acp_signed_by(secret, request.headers, tampered)
