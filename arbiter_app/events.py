@@ -1,6 +1,6 @@
 """The live-update contract: what the arbiter announces after each commit, and where.
 
-Nothing here runs inside a transaction: :func:`announce` is called from
+Nothing here runs inside a transaction: :func:`announce_all` is called from
 ``transaction.on_commit``, so a listener never hears of an entry that may still roll back.
 
 - ``entries_committed`` (a Django signal) is sent with ``session_id``, ``buyer_agent_id``,
@@ -21,6 +21,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -83,37 +84,58 @@ def _wake_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-async def _wake(layer: Any, groups: set[str], message: dict[str, Any]) -> None:
-    # One hop to the event loop for all groups, their sends in parallel.
-    await asyncio.gather(*(layer.group_send(group, message) for group in groups))
+Wake = tuple[set[str], dict[str, Any]]
 
 
-def announce(
-    *,
-    session_id: str,
-    buyer_agent_id: str,
-    merchant_agent_id: str,
-    entries: Sequence[JsonObject],
-) -> None:
-    """Tell every listener that ``entries`` of ``session_id`` are committed."""
-    entries_committed.send(
-        sender=__name__,
-        session_id=session_id,
-        buyer_agent_id=buyer_agent_id,
-        merchant_agent_id=merchant_agent_id,
-        entries=entries,
+async def _wake(layer: Any, wakes: Sequence[Wake]) -> None:
+    # One hop to the event loop for every message, their sends in parallel.
+    await asyncio.gather(
+        *(layer.group_send(group, message) for groups, message in wakes for group in groups)
     )
-    if not entries:
-        return
-    message = {"type": MESSAGE_TYPE, "session_id": session_id, "head_seq": entries[-1]["seq"]}
-    groups = {
-        ALL_SESSIONS_GROUP,
-        session_group(session_id),
-        agent_group(buyer_agent_id),
-        agent_group(merchant_agent_id),
-    }
+
+
+@dataclass(frozen=True, slots=True)
+class Announcement:
+    """Entries of one session, committed."""
+
+    session_id: str
+    buyer_agent_id: str
+    merchant_agent_id: str
+    entries: Sequence[JsonObject]
+
+
+def announce_all(announcements: Sequence[Announcement]) -> None:
+    """Tell every listener of each session what committed: the signal once per session, the
+    channel layer once for them all (a batch of timers closes with one wake-up)."""
+    wakes: list[Wake] = []
+    for a in announcements:
+        entries_committed.send(
+            sender=__name__,
+            session_id=a.session_id,
+            buyer_agent_id=a.buyer_agent_id,
+            merchant_agent_id=a.merchant_agent_id,
+            entries=a.entries,
+        )
+        if a.entries:
+            groups = {
+                ALL_SESSIONS_GROUP,
+                session_group(a.session_id),
+                agent_group(a.buyer_agent_id),
+                agent_group(a.merchant_agent_id),
+            }
+            message = {
+                "type": MESSAGE_TYPE,
+                "session_id": a.session_id,
+                "head_seq": a.entries[-1]["seq"],
+            }
+            wakes.append((groups, message))
     # The commit stands either way; streams fall back to polling the database.
-    send_to_groups(groups, message, about=f"the streams of session {session_id}")
+    about = (
+        f"the streams of {len(wakes)} session(s)"
+        if len(wakes) != 1
+        else (f"the streams of session {announcements[0].session_id}")
+    )
+    _send(wakes, about=about)
 
 
 def announce_revocation(*, prefixes: Sequence[str]) -> None:
@@ -132,15 +154,19 @@ def send_to_groups(groups: set[str], message: dict[str, Any], *, about: str) -> 
     costs a delay, never a change: it is logged and skipped. While the layer keeps failing,
     :data:`layer_breaker` skips it outright rather than pay a timeout on every commit.
     """
+    _send([(groups, message)], about=about)
+
+
+def _send(wakes: Sequence[Wake], *, about: str) -> None:
     layer = get_channel_layer()
-    if layer is None or not groups or not layer_breaker.allows():
+    if layer is None or not any(groups for groups, _ in wakes) or not layer_breaker.allows():
         return
     try:
         if isinstance(layer, InMemoryChannelLayer):
             # Its queues belong to the server's event loop: hop onto that loop.
-            async_to_sync(_wake)(layer, groups, message)
+            async_to_sync(_wake)(layer, wakes)
         else:
-            asyncio.run_coroutine_threadsafe(_wake(layer, groups, message), _wake_loop()).result(
+            asyncio.run_coroutine_threadsafe(_wake(layer, wakes), _wake_loop()).result(
                 WAKE_TIMEOUT_SECONDS
             )
     except Exception as error:

@@ -130,12 +130,6 @@ def inbox_page(
     return InboxPage([(e.id, e.session.session_id, e) for e in mine], scanned_to, gap_at)
 
 
-def due_sessions(now: datetime | None = None, limit: int = 1000) -> list[str]:
-    """Live sessions whose next timer has fallen due, the most overdue first."""
-    due = Session.objects.filter(next_deadline__lte=now or timezone.now()).order_by("next_deadline")
-    return list(due.values_list("session_id", flat=True)[:limit])
-
-
 # Outbound deliveries ----------------------------------------------------------------------
 
 

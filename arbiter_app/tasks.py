@@ -16,8 +16,14 @@ def expire_session(session_id: str) -> bool:
 
 @shared_task
 def sweep_timers() -> int:
-    """Close every session whose timer fell due, however its own task fared."""
-    return sum(services.expire_session(session_id=s) for s in selectors.due_sessions())
+    """Close every session whose timer fell due, however its own task fared: batch after
+    batch, until one comes back short (the rest are due later, or another sweeper's)."""
+    closed = 0
+    while True:
+        batch = services.expire_due_sessions()
+        closed += batch
+        if batch < services.EXPIRY_BATCH:
+            return closed
 
 
 @shared_task

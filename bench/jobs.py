@@ -116,23 +116,23 @@ def timers_sweep(open_count: int, due_count: int, lead_s: float) -> dict[str, An
     # commit sends the channel layer is timed on the side: it runs as is, through a wrapper.
     sweeps: list[int] = []
     announcing = [0.0]
-    announce = events.announce
+    announce = events.announce_all
 
-    def timed_announce(**kwargs: Any) -> None:
+    def timed_announce(*args: Any) -> None:
         began = time.perf_counter()
         try:
-            announce(**kwargs)
+            announce(*args)
         finally:
             announcing[0] += time.perf_counter() - began
 
-    events.announce = timed_announce
+    events.announce_all = timed_announce
     start = time.perf_counter()
     try:
         while closed := tasks.sweep_timers():
             sweeps.append(closed)
     finally:
         sweep_s = time.perf_counter() - start
-        events.announce = announce
+        events.announce_all = announce
     closed_sessions = Session.objects.filter(
         session_id__in=due_ids, close_reason="deadline_expired"
     ).count()

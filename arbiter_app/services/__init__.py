@@ -29,16 +29,19 @@ from arbiter_app.services.deliveries import (
 from arbiter_app.services.keys import maintain_signing_keys, rotate_signing_key
 from arbiter_app.services.reveals import reveal_constraints
 from arbiter_app.services.sessions import (
+    EXPIRY_BATCH,
     Outcome,
     SenderMismatch,
     UnknownMerchant,
     arbiter,
+    expire_due_sessions,
     expire_session,
     receive_envelope,
     terminate_session,
 )
 
 __all__ = [
+    "EXPIRY_BATCH",
     "KEY_PREFIX",
     "Configured",
     "IssuedKey",
@@ -47,6 +50,7 @@ __all__ = [
     "UnknownMerchant",
     "arbiter",
     "configure_handoff",
+    "expire_due_sessions",
     "expire_session",
     "issue_credential",
     "key_digest",

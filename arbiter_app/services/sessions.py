@@ -27,7 +27,7 @@ from arbiter_app.models import (
     Session,
 )
 from arbiter_app.summary import session_summary
-from oanp.canonical import canonical_bytes, tagged_sha256
+from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
 from oanp.envelope import Envelope, MessageType
 from oanp.errors import (
     MessageIdReused,
@@ -163,6 +163,55 @@ def expire_session(*, session_id: str, now: datetime | None = None) -> bool:
     return True
 
 
+#: Sessions a sweep closes in one transaction.
+EXPIRY_BATCH = 500
+#: What a session row's step changes, for the one UPDATE that writes a whole batch.
+_STEP_FIELDS = [
+    "phase",
+    "round",
+    "next_deadline",
+    "head_seq",
+    "head_hash",
+    "state",
+    "ended_at",
+    "final_price",
+    "close_reason",
+    *VERDICT_COUNTS.values(),
+]
+
+
+def expire_due_sessions(*, now: datetime | None = None, limit: int = EXPIRY_BATCH) -> int:
+    """Close up to ``limit`` sessions whose timer fell due by ``now``, set by set: their rows
+    locked SKIP LOCKED (so sweepers running at once share the due sessions and none is closed
+    twice, nor one an envelope holds), one UPDATE for the rows, one multi-row INSERT for the
+    closes, each chain continued from its own head, and one wake-up for the batch. Returns
+    how many closed; fewer than ``limit`` means none was left for this sweeper."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        due = list(
+            Session.objects.select_for_update(skip_locked=True)
+            .filter(next_deadline__lte=now)
+            .order_by("next_deadline")[:limit]
+        )
+        steps: list[_Staged] = []
+        late: list[float] = []
+        for session in due:
+            assert session.next_deadline is not None
+            negotiation = _negotiation(session)
+            entries = negotiation.expire(now)
+            if entries:
+                late.append((now - session.next_deadline).total_seconds())
+                steps.append(_stage(session, negotiation, entries, now=now))
+        if not steps:
+            return 0
+        Session.objects.bulk_update([s.session for s in steps], _STEP_FIELDS)
+        Entry.objects.bulk_create([row for step in steps for row in step.rows])
+        _after_commit(steps)
+    for seconds in late:
+        metrics.TIMER_LATENESS.observe(seconds)
+    return len(steps)
+
+
 def terminate_session(*, session_id: str, detail: str, now: datetime | None = None) -> bool:
     """Close a live session as ``operator_terminated``; ``False`` when it had already ended.
 
@@ -243,11 +292,39 @@ def _append(
     envelope: Envelope | None = None,
 ) -> Outcome:
     """Store ``entries`` and the state they lead to; the party's entry keeps its answer."""
+    staged = _stage(session, negotiation, entries, now=now, envelope=envelope)
+    session.save()
+    Entry.objects.bulk_create(staged.rows)
+    _after_commit([staged])
+    return Outcome(201, staged.answer)
+
+
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """One session's step, ready to store: its row changed in memory, its entries' rows, and
+    what is announced once they commit."""
+
+    session: Session
+    rows: list[Entry]
+    entries: list[LogEntry]
+    entries_json: list[JsonObject]
+    answer: str
+    now: datetime
+
+
+def _stage(
+    session: Session,
+    negotiation: Negotiation,
+    entries: list[LogEntry],
+    *,
+    now: datetime,
+    envelope: Envelope | None = None,
+) -> _Staged:
     state = negotiation.state
-    reveals = json.loads(session.reveals) if session.pk else {}
     as_json = [e.as_json() for e in entries]
     answer = ""
     if envelope is not None:
+        reveals = json.loads(session.reveals) if session.pk else {}
         answer = json.dumps(
             {
                 "entry": as_json[0],
@@ -266,29 +343,40 @@ def _append(
         session.ended_at = now
         session.final_price = state.final_price
         session.close_reason = "" if state.close_reason is None else state.close_reason.value
-    session.save()
     rows = [_row(session, entry) for entry in entries]
     if envelope is not None:
         rows[0].body_digest, rows[0].answer = _digest(envelope), answer
-    Entry.objects.bulk_create(rows)
-    open_handoff(session, entries)
+    return _Staged(session, rows, entries, as_json, answer, now)
+
+
+def _after_commit(steps: list[_Staged]) -> None:
+    """Hand off agreements now, in the transaction; announce and arm timers once it commits,
+    the whole batch in one wake-up."""
+    for step in steps:
+        open_handoff(step.session, step.entries)
     # robust: the commit stands whatever a listener or the broker does afterwards.
     transaction.on_commit(
         partial(
-            events.announce,
-            session_id=session.session_id,
-            buyer_agent_id=session.buyer_agent_id,
-            merchant_agent_id=session.merchant_agent_id,
-            entries=as_json,
+            events.announce_all,
+            [
+                events.Announcement(
+                    session_id=step.session.session_id,
+                    buyer_agent_id=step.session.buyer_agent_id,
+                    merchant_agent_id=step.session.merchant_agent_id,
+                    entries=step.entries_json,
+                )
+                for step in steps
+            ],
         ),
         robust=True,
     )
-    if session.next_deadline is not None:
-        transaction.on_commit(
-            partial(timers.arm, session_id=session.session_id, due=session.next_deadline, now=now),
-            robust=True,
-        )
-    return Outcome(201, answer)
+    for step in steps:
+        due = step.session.next_deadline
+        if due is not None:
+            transaction.on_commit(
+                partial(timers.arm, session_id=step.session.session_id, due=due, now=step.now),
+                robust=True,
+            )
 
 
 def _count_verdicts(session: Session, entries: list[LogEntry]) -> None:
