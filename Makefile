@@ -26,7 +26,7 @@ ensure_service = if ! { $(2); }; then \
 	{ $(2); } || { echo "$(1) did not answer on 127.0.0.1 within $(SERVICE_WAIT)s" >&2; exit 1; }; \
 	fi
 
-.PHONY: venv demo services browser lint test test-fast bench clean
+.PHONY: venv demo serve services browser lint test test-fast bench clean
 
 venv: $(STAMP)
 
@@ -42,6 +42,12 @@ ARGS ?=
 # The demo is a development machine: DEBUG on lets it run on the development secrets.
 demo: venv
 	DJANGO_DEBUG=1 $(BIN)/python manage.py demo $(ARGS)
+
+# The Procfile's web, worker and beat in the foreground, on the DATABASE_URL, REDIS_URL and
+# secrets of the environment (see README, Production), migrated first; Ctrl-C stops all three.
+serve: venv
+	$(BIN)/python manage.py migrate --no-input
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start
 
 services:
 	@$(call ensure_service,PostgreSQL,$(PG_UP),$(PG_START))

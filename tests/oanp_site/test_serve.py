@@ -1,0 +1,94 @@
+"""The Procfile's web process: several Daphne processes share one port; one that dies is
+started again while the others go on answering; SIGTERM stops them all, gracefully."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from oanp_site.serve import concurrency
+from tests.conftest import ROOT, _database_url
+from tests.support.processes import free_port, spawn, tail
+from tests.support.waiting import wait_for
+
+
+def children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found |= {int(child) for child in text}
+    return found
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.mark.django_db
+def test_web_processes_share_a_port_are_restarted_and_stop_together(
+    tmp_path: Path, django_db_blocker: Any
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "WEB_CONCURRENCY": "2",
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = tmp_path / "web.log"
+    web = spawn([sys.executable, "-m", "oanp_site.serve"], env, log)
+    try:
+        wait_for(lambda: answers(url), 30, message=lambda: tail(log))
+        wait_for(lambda: len(children(web.pid)) == 2, 10, message=lambda: tail(log))
+        first = children(web.pid)
+
+        os.kill(min(first), signal.SIGKILL)
+        wait_for(lambda: answers(url), 10)  # the other one still answers meanwhile
+        wait_for(
+            lambda: len(children(web.pid)) == 2 and children(web.pid) != first,
+            15,
+            message=lambda: tail(log),
+        )
+        assert f"process {min(first)} exited with -9" in log.read_text()
+        assert all(answers(url) for _ in range(10))
+
+        running = children(web.pid)
+        web.send_signal(signal.SIGTERM)
+        assert web.wait(30) == 0
+        assert not any(Path(f"/proc/{pid}").exists() for pid in running)
+        assert not answers(url)
+    finally:
+        if web.poll() is None:
+            web.kill()
+
+
+def test_the_web_concurrency_defaults_to_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WEB_CONCURRENCY", raising=False)
+    assert concurrency() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("WEB_CONCURRENCY", "3")
+    assert concurrency() == 3
+    monkeypatch.setenv("WEB_CONCURRENCY", "0")
+    with pytest.raises(ValueError, match="at least 1"):
+        concurrency()
+
+
+def test_the_procfile_names_web_worker_and_beat() -> None:
+    lines = dict(
+        line.split(": ", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line
+    )
+    assert set(lines) == {"web", "worker", "beat"}
+    assert lines["web"] == "python -m oanp_site.serve"
+    assert lines["worker"].startswith("celery -A oanp_site worker")
+    assert lines["beat"].startswith("celery -A oanp_site beat")
