@@ -132,6 +132,13 @@ class RevealTooEarly(Conflict):
     title = "Constraints can only be revealed after the session ended"
 
 
+class NothingCommitted(Conflict):
+    """The party left before it committed (a merchant withdrawing instead of acking)."""
+
+    code = "nothing_committed"
+    title = "This party made no commitment in the session, so it has nothing to reveal"
+
+
 class AlreadyRevealed(Conflict):
     code = "already_revealed"
     title = "This party already revealed its constraints"

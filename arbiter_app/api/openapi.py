@@ -435,7 +435,7 @@ PROBLEMS: dict[int, str] = {
     404: "Unknown session, or one the caller is not a party to (`unknown_session`).",
     409: "Out of turn, terminal session, reused session_id or message_id, timer expired "
     "(`out_of_turn`, `session_terminal`, `session_exists`, `message_id_reused`, "
-    "`timer_expired`, `reveal_too_early`, `already_revealed`).",
+    "`timer_expired`, `reveal_too_early`, `already_revealed`, `nothing_committed`).",
     413: "Larger than 64 KiB (`envelope_too_large`).",
     422: "Wrong round, price precision, accept of a price that is not standing, a type the "
     "role may not send, unknown merchant, reveal mismatch (`wrong_round`, `price_precision`, "

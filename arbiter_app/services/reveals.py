@@ -21,10 +21,7 @@ from oanp.commitments import Role as CommitRole
 from oanp.commitments import is_weak, parse_reveal, verify_reveal
 from oanp.envelope import MessageType
 from oanp.envelope import Role as OanpRole
-from oanp.errors import (
-    AlreadyRevealed,
-    RevealTooEarly,
-)
+from oanp.errors import AlreadyRevealed, NothingCommitted, RevealTooEarly
 from oanp.snapshot import load_state
 
 _PRICED = (
@@ -59,7 +56,8 @@ def reveal_constraints(
         if role in reveals:
             raise AlreadyRevealed(f"the {role} has already revealed")
         commitment = state.commitment_of(OanpRole(role))
-        assert commitment is not None  # a terminal session has both, or only a buyer
+        if commitment is None:
+            raise NothingCommitted(f"the {role} left before it committed anything")
         priced = Entry.objects.filter(session=locked, sender_role=role, type__in=_PRICED)
         prices = [
             (int(body["payload"]["round"]), Decimal(str(body["payload"]["price"])))

@@ -265,20 +265,6 @@ def _replay(session: Session, envelope: Envelope) -> Outcome:
     return Outcome(200, first.answer)
 
 
-def _replay(session: Session, envelope: Envelope) -> Outcome | None:
-    """The first answer again for a retried envelope; 409 for a reused ``message_id``."""
-    first = (
-        Entry.objects.filter(session=session, message_id=envelope.message_id)
-        .only("body_digest", "answer", "sender_agent_id")
-        .first()
-    )
-    if first is None:
-        return None
-    if first.body_digest != _digest(envelope) or first.sender_agent_id != envelope.agent_id:
-        raise MessageIdReused(f"message_id {envelope.message_id!r} was used with another body")
-    return Outcome(200, first.answer)
-
-
 def _digest(envelope: Envelope) -> str:
     return tagged_sha256(envelope.canonical())
 

@@ -93,6 +93,28 @@ def test_revealing_before_the_end_is_too_early(
     refused(client, buyer, BUYER_REVEAL, 409, "reveal_too_early")
 
 
+def test_a_merchant_that_left_before_it_committed_has_nothing_to_reveal(
+    client: Any, buyer: Agent, merchant: Agent
+) -> None:
+    run = ClientNegotiation(client, buyer, merchant)
+    run.open()
+    withdraw = {
+        "oanp_version": "0.1",
+        "message_id": "merchant-leaves",
+        "session_id": SESSION,
+        "timestamp": "2026-04-28T14:00:00Z",
+        "sender": {"role": "merchant", "agent_id": merchant.agent_id},
+        "type": "session.close",
+        "payload": {"reason": "withdrawn", "constraints_commit": "sha256:" + "c" * 64},
+    }
+    assert post(client, merchant, withdraw).status_code == 201
+    assert Session.objects.get(session_id=SESSION).close_reason == "withdrawn_by_merchant"
+    merchant_reveal = {"constraints": {"floor_price": 280}, "salt": encode_salt(b"\x02" * 32)}
+    refused(client, merchant, merchant_reveal, 409, "nothing_committed")
+    # The buyer, who committed at open, still may.
+    assert post(client, buyer, BUYER_REVEAL, path=REVEAL).status_code == 200
+
+
 def test_revealing_twice_is_refused(client: Any, ended: ClientNegotiation, buyer: Agent) -> None:
     assert post(client, buyer, BUYER_REVEAL, path=REVEAL).status_code == 200
     refused(client, buyer, BUYER_REVEAL, 409, "already_revealed")

@@ -39,6 +39,7 @@ STABLE: dict[str, tuple[str, int]] = {
     "TimerExpired": ("timer_expired", 409),
     "RevealTooEarly": ("reveal_too_early", 409),
     "AlreadyRevealed": ("already_revealed", 409),
+    "NothingCommitted": ("nothing_committed", 409),
     "Unprocessable": ("unprocessable", 422),
     "RoleMayNotSend": ("role_may_not_send", 422),
     "WrongRound": ("wrong_round", 422),
