@@ -1,4 +1,4 @@
-"""Rate limits, in PROTOCOL section 7's order of refusals.
+"""Rate limits, in docs/protocol.md §14's order of refusals.
 
 Two budgets, each counted per clock minute:
 

@@ -173,7 +173,7 @@ class SigningKey(models.Model):
 
 
 class HandoffTarget(models.Model):
-    """Where a merchant's agreements are handed off (PROTOCOL section 8): its ACP endpoint,
+    """Where a merchant's agreements are handed off (docs/protocol.md §15): its ACP endpoint,
     the ACP key the arbiter presents there and the secret its deliveries are signed with,
     both Fernet-encrypted like the signing keys."""
 

@@ -152,7 +152,7 @@ class Agreed:
 
 @dataclass(frozen=True, slots=True)
 class Closed:
-    """The arbiter closed the session; ``reason`` is its code (PROTOCOL section 5)."""
+    """The arbiter closed the session; ``reason`` is its code (docs/protocol.md §7)."""
 
     reason: str
 
@@ -275,7 +275,7 @@ class PartyAgent(ABC, Generic[V]):
         return self._envelope(session, MessageType.SESSION_CLOSE, payload, now)
 
     def reveal(self) -> JsonObject:
-        """The body of a reveal (PROTOCOL section 6): constraints and salt opening the commitment.
+        """The body of a reveal (docs/protocol.md §10): constraints and salt opening the commitment.
 
         Only after the session ended: before, it would hand the other side this agent's limits.
         """

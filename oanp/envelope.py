@@ -1,4 +1,4 @@
-"""Envelopes and payloads of PROTOCOL sections 2–3: types and the one strict parser.
+"""Envelopes and payloads of docs/protocol.md §§2–4: types and the one strict parser.
 
 :func:`parse_envelope` is the only door for bytes from outside. For every input it returns an
 :class:`Envelope` or raises a :class:`~oanp.errors.ProtocolError`; nothing else escapes. Schemas
@@ -58,7 +58,7 @@ class MessageType(StrEnum):
     SESSION_CLOSE = "session.close"
 
 
-#: Which role may send which type (PROTOCOL section 1).
+#: Which role may send which type (docs/protocol.md §1).
 SENDERS: Mapping[MessageType, frozenset[Role]] = {
     MessageType.SESSION_OPEN: frozenset({Role.BUYER}),
     MessageType.SESSION_ACK: frozenset({Role.MERCHANT}),

@@ -1,4 +1,4 @@
-"""The session log of PROTOCOL section 6: entries, their hash chain, and the session digest.
+"""The session log of docs/protocol.md §12: entries, their hash chain, and the session digest.
 
 An entry is ``{"seq", "received_at", "envelope", "prev_hash", "entry_hash"}``; ``entry_hash`` is
 ``sha256:`` + hex SHA-256 of the JCS bytes of the entry without ``entry_hash``. The chain starts

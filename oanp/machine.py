@@ -1,4 +1,4 @@
-"""The arbiter's session state machine (PROTOCOL section 4), sans-IO.
+"""The arbiter's session state machine (docs/protocol.md §5), sans-IO.
 
 A :class:`Negotiation` is fed parsed envelopes with the arbiter's clock reading and answers
 with the log entries they cause: the party's own entry, then the arbiter's (``round.verdict``,
@@ -219,7 +219,7 @@ class Negotiation:
     ) -> tuple[Negotiation, list[Entry]]:
         """Start a session from a buyer's ``session.open``; returns it and its first entry.
 
-        For a session that does not exist yet, PROTOCOL section 7's order is: 404 for any type
+        For a session that does not exist yet, docs/protocol.md §14's order is: 404 for any type
         but an open (only an open may name a new session), then 422 for a sender role that may
         not open, then what the open itself must satisfy.
         """
@@ -271,7 +271,7 @@ class Negotiation:
         """Apply one party envelope; return the entries it caused (its own first).
 
         Raises a :class:`~oanp.errors.ProtocolError` and changes nothing when it is refused.
-        This is the one place that orders the checks of PROTOCOL section 7 for an existing
+        This is the one place that orders the checks of docs/protocol.md §14 for an existing
         session (401, 413, 400 and the key's own agent are the transport's, before it): 403 not
         a party, 422 a type the sender's role may not send, the idempotency check
         (:class:`~oanp.errors.MessageIdSeen`, which the log's store resolves), 409 a reused

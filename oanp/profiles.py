@@ -20,7 +20,7 @@ class VerdictStatus(StrEnum):
 
 
 class Reason(StrEnum):
-    """Rationale and close codes of PROTOCOL section 5, one vocabulary for both."""
+    """Rationale and close codes of docs/protocol.md §7, one vocabulary for both."""
 
     OPENING_MOVES = "opening_moves"
     SPREAD_NARROWED = "spread_narrowed"

@@ -80,7 +80,7 @@ def sfo_jfk_agents(
     buyer_salt: bytes = b"\x01" * 32,
     merchant_salt: bytes = b"\x02" * 32,
 ) -> tuple[BuyerAgent, MerchantAgent]:
-    """The agents of the published SFO→JFK session (PROTOCOL section 4): a reference buyer
+    """The agents of the published SFO→JFK session (docs/protocol.md §5): a reference buyer
     with ceiling 420 and a reference merchant with floor 280, each kept in its vault.
 
     The salts default to fixed bytes so that tests and benchmarks are repeatable; anything

@@ -312,7 +312,7 @@ OANP_ALLOW_PRIVATE_TARGETS = os.environ.get("OANP_ALLOW_PRIVATE_TARGETS", "").lo
     "on",
 }
 # A failed delivery waits BASE, then twice as long each time, at most CAP per wait. With the
-# defaults, 31 attempts span about a day (30 s … 1 h, then hourly), as PROTOCOL section 8 asks.
+# defaults, 31 attempts span about a day (30 s … 1 h, then hourly), as docs/protocol.md §15 asks.
 OANP_DELIVERY_RETRY_BASE_SECONDS = float(os.environ.get("OANP_DELIVERY_RETRY_BASE_SECONDS", "30"))
 OANP_DELIVERY_RETRY_CAP_SECONDS = float(os.environ.get("OANP_DELIVERY_RETRY_CAP_SECONDS", "3600"))
 OANP_DELIVERY_MAX_ATTEMPTS = int(os.environ.get("OANP_DELIVERY_MAX_ATTEMPTS", "31"))

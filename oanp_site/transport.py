@@ -6,7 +6,7 @@ body was read (17 s, +200 MB of memory) only to be answered 401. It also parses
 the application never sees. :class:`ArbiterRequest` refuses a body over its limit as soon as
 the headers say so, or as soon as the bytes read pass it, and leaves bodies to the application.
 
-The limit is the API's envelope limit under ``/oanp/`` (PROTOCOL section 7: 413, after 401:
+The limit is the API's envelope limit under ``/oanp/`` (docs/protocol.md §14: 413, after 401:
 a request without a key gets 401 whatever it carries; the key itself is checked by the
 application, which a body this size never reaches, so a bad key with an oversize body gets
 413) and ``DATA_UPLOAD_MAX_MEMORY_SIZE`` elsewhere.

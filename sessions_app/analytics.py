@@ -1,5 +1,5 @@
 """What the parties' reveals say about a session: the zone of agreement, the Nash point and
-how the agreed price split the surplus (PROTOCOL section 6).
+how the agreed price split the surplus (docs/protocol.md §10).
 
 Only revealed values are used, and only once revealed: until then the arbiter knows
 commitments, not limits. The buyer's reservation price is its ``true_ceiling``, the

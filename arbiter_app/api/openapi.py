@@ -1,7 +1,7 @@
-"""The OpenAPI 3 document of PROTOCOL section 7, served by drf-spectacular.
+"""The OpenAPI 3 document of docs/protocol.md §14, served by drf-spectacular.
 
 The endpoints read raw envelopes with the protocol's own strict parser rather than DRF
-serializers, so the schemas are written here, once, from PROTOCOL.md; :func:`add_streams`
+serializers, so the schemas are written here, once, from docs/protocol.md; :func:`add_streams`
 (a spectacular post-processing hook) puts them into the generated document.
 """
 
@@ -83,7 +83,7 @@ def _object(properties: Schema, required: list[str] | None = None, **extra: Any)
 
 
 OFFER = _object({"round": ROUND, "price": PRICE, "constraints_commit": COMMITMENT})
-#: The payload of each type, by schema name (PROTOCOL section 3).
+#: The payload of each type, by schema name (docs/protocol.md §4).
 PAYLOADS: dict[str, Schema] = {
     "OpenPayload": _object(
         {
@@ -426,7 +426,7 @@ INVALID_CHARACTERS = (
     "A control character or a lone surrogate in the path, a control character other than tab "
     "in a header, NUL in the query string or a cookie (`invalid_characters`)."
 )
-#: Why each status happens, with the codes it carries (PROTOCOL section 7).
+#: Why each status happens, with the codes it carries (docs/protocol.md §14).
 PROBLEMS: dict[int, str] = {
     400: "Malformed or schema-invalid (`malformed_json`, `schema_invalid`, `bad_cursor`); "
     "`errors` names each bad field. " + INVALID_CHARACTERS,

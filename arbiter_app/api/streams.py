@@ -1,4 +1,4 @@
-"""The Server-Sent Event streams of PROTOCOL section 7: one session's log, and an agent's inbox.
+"""The Server-Sent Event streams of docs/protocol.md §14: one session's log, and an agent's inbox.
 
 Each stream reads entries from the database and waits on a channel-layer wake-up
 (:mod:`arbiter_app.events`) or a short poll, whichever comes first, so a lost wake-up only

@@ -1,4 +1,4 @@
-"""The protocol endpoints of PROTOCOL section 7 (the event streams are in :mod:`streams`).
+"""The protocol endpoints of docs/protocol.md §14 (the event streams are in :mod:`streams`).
 
 Thin on purpose: read the request, call one service or selector, answer. Every refusal is a
 :class:`~oanp.errors.ProtocolError` or a DRF exception, turned into problem+json by
@@ -57,7 +57,7 @@ def _body(request: Request) -> bytes:
 
 
 class AgentView(APIView):
-    schema = None  # described in arbiter_app.api.openapi, from PROTOCOL section 7
+    schema = None  # described in arbiter_app.api.openapi, from docs/protocol.md §14
     charge = limits.Charge()
 
     def initial(self, request: Request, *args: object, **kwargs: object) -> None:

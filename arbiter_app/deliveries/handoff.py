@@ -1,4 +1,4 @@
-"""The ACP handoff of PROTOCOL section 8: an agreed session becomes a checkout at the merchant.
+"""The ACP handoff of docs/protocol.md §15: an agreed session becomes a checkout at the merchant.
 
 The handoff row is an outbox: :func:`open_handoff` writes it in the very transaction that
 appends ``session.agree``, so an agreement that rolls back is never handed off and one that

@@ -79,7 +79,7 @@ def receive_envelope(
     now: datetime | None = None,
     admit: Callable[[], None] = lambda: None,
 ) -> Outcome:
-    """Apply one party envelope, in PROTOCOL section 7's order of checks.
+    """Apply one party envelope, in docs/protocol.md §14's order of checks.
 
     Raises a :class:`~oanp.errors.ProtocolError` and changes nothing when it is refused, except
     that an envelope arriving after its session's timer fell due first lets the timer close

@@ -43,7 +43,7 @@ _DOCUMENT_DEPTH = 200
 
 
 def demo(*, as_json: bool, bundle_path: Path | None, out: TextIO, err: TextIO) -> int:
-    """The SFO→JFK session of PROTOCOL section 4, run in-process, then verified."""
+    """The SFO→JFK session of docs/protocol.md §5, run in-process, then verified."""
     key = ArbiterKey.from_cryptography(Ed25519PrivateKey.generate())
     arbiter = Arbiter(DEMO_ARBITER_ID, key, DEMO_JWKS_URI)
     jwks = jwks_document([key.public_jwk()])

@@ -1,4 +1,4 @@
-"""A typed HTTP client of the arbiter API (PROTOCOL section 7), for agents and scripts.
+"""A typed HTTP client of the arbiter API (docs/protocol.md §14), for agents and scripts.
 
 This module and :mod:`oanp.net.mcp` are the only parts of ``oanp`` that touch the network; nothing
 else in the package imports them. Envelopes are carried unchanged: the client never rewrites
@@ -353,7 +353,7 @@ class ArbiterClient:
         )
 
     def reveal(self, session_id: str, constraints: Mapping[str, Any], salt: str) -> dict[str, Any]:
-        """Reveal this agent's constraints and salt once the session ended (PROTOCOL 6)."""
+        """Reveal this agent's constraints and salt after the end (docs/protocol.md §10)."""
         body = json.dumps({"constraints": dict(constraints), "salt": salt}).encode()
         path = _session_path(session_id, "/reveal")
         return cast("dict[str, Any]", self._request("POST", path, content=body).json())

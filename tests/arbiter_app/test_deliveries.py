@@ -1,6 +1,6 @@
 """Deliveries on a real Celery worker to real HTTP servers on this machine: the ACP handoff of
 an agreement, and an agent's callback receiving every entry of its session, each retried,
-recorded and signed as PROTOCOL section 8 says."""
+recorded and signed as docs/protocol.md §15 says."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The OpenAPI 3 document describes every endpoint of PROTOCOL section 7 and its refusals."""
+"""The OpenAPI 3 document describes every endpoint of docs/protocol.md §14 and its refusals."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from tests.support.factories.sessions import (
 
 DOCUMENT = "/oanp/v0.1/openapi.json"
 
-#: (path, method) → the problem statuses PROTOCOL section 7 documents for it. Every one
+#: (path, method) → the problem statuses docs/protocol.md §14 documents for it. Every one
 #: refuses invalid characters (400) and answers 503 while the database is away.
 ENDPOINTS: dict[tuple[str, str], set[int]] = {
     ("/oanp/v0.1/envelopes", "post"): {400, 401, 403, 404, 409, 413, 422, 429, 503},

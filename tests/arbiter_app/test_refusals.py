@@ -1,4 +1,4 @@
-"""Every refusal of PROTOCOL section 7: its status, its stable code, problem+json, and a log
+"""Every refusal of docs/protocol.md §14: its status, its stable code, problem+json, and a log
 left exactly as it was. Then the order of the checks, where two faults meet in one request."""
 
 from __future__ import annotations

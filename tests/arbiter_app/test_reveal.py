@@ -1,4 +1,4 @@
-"""Revealing constraints after the end (PROTOCOL section 6): the reveal must open the party's
+"""Revealing constraints after the end (docs/protocol.md §10): the reveal must open the party's
 commitment, comes once, only after the end, only from a party."""
 
 from __future__ import annotations

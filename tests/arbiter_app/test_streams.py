@@ -1,4 +1,4 @@
-"""The Server-Sent Event streams of PROTOCOL section 7, read over real HTTP from the live server.
+"""The Server-Sent Event streams of docs/protocol.md §14, read over real HTTP from the live server.
 
 Frames are parsed as a browser's EventSource would (WHATWG HTML, "event stream
 interpretation"), so a framing mistake on the server shows up here and not only in a browser.

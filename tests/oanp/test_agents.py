@@ -129,7 +129,7 @@ def arbiter(kind: str, payload: dict[str, Any], message_id: str) -> Envelope:
 
 @dataclass
 class Referee:
-    """Just enough of the arbiter (PROTOCOL section 4) to drive two agents: it checks turns,
+    """Just enough of the arbiter (docs/protocol.md §5) to drive two agents: it checks turns,
     rounds and accepts, and fabricates minimal verdicts, agreements and closes."""
 
     max_rounds: int = 0

@@ -114,7 +114,7 @@ def test_real_ulids_are_distinct():
 
 
 def test_a_ulid_is_a_valid_session_and_message_id():
-    # PROTOCOL section 2 recommends ULIDs for message_id and session_id.
+    # docs/protocol.md §2 recommends ULIDs for message_id and session_id.
     message_id, session_id = ids.new_ulid(), ids.new_ulid()
     parsed = envelope(
         "session.ack",

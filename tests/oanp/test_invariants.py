@@ -665,7 +665,7 @@ def test_a_rechained_log_whose_agreement_was_not_re_signed_fails_i7():
 
 def _final_answer(max_rounds: int) -> Log:
     """SFO→JFK where the merchant counters 360 in round 2 and the buyer accepts that counter
-    in the same round: PROTOCOL section 4's final answer when round 2 is the last."""
+    in the same round: docs/protocol.md §5's final answer when round 2 is the last."""
     log = edited(session_log(), 0, "envelope", "payload", "max_rounds", value=max_rounds)
     last_counter = copy_of(log[3], message_id="m-counter-2", round=2, price=360)
     final_answer = copy.deepcopy(log[5])
@@ -686,7 +686,7 @@ def test_a_final_answer_before_the_last_round_is_out_of_turn():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="PROTOCOL section 4 (final answer): in round max_rounds the buyer may accept the "
+    reason="docs/protocol.md §5 (final answer): in round max_rounds the buyer may accept the "
     "merchant's counter of that round; the auditor (like the machine) has no such turn and "
     "fails I2 with 'the buyer moved out of turn'",
 )

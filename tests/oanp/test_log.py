@@ -1,4 +1,4 @@
-"""The session log of PROTOCOL section 6: entries and their hash chain, recomputed here by a
+"""The session log of docs/protocol.md §12: entries and their hash chain, recomputed here by a
 second route (sorted compact JSON through hashlib), every kind of break, and the digest an
 agreement signs."""
 

@@ -335,7 +335,7 @@ def test_parties_are_who_opened_and_who_was_named():
     assert (state.buyer_agent_id, state.merchant_agent_id) == (BUYER, MERCHANT)
 
 
-# PROTOCOL section 7's order of checks ------------------------------------------------------
+# docs/protocol.md §14's order of checks ------------------------------------------------------
 #
 # Each row's envelope fails its own check and later ones too, so the row passes only when the
 # machine runs its check first. The rows are in section 7's order, which the walk below holds.

@@ -1,4 +1,4 @@
-"""Prices under the ISO 4217 minor-unit rule (PROTOCOL section 2): minor units per currency,
+"""Prices under the ISO 4217 minor-unit rule (docs/protocol.md §2): minor units per currency,
 decimals counted on the exact decimal, the wire form of a price, minor-unit amounts, and the
 bounds and notation the parser and the machine enforce with them."""
 
@@ -34,7 +34,7 @@ D = Decimal
 @pytest.mark.parametrize(
     ("currency", "units"),
     [
-        # The three PROTOCOL section 2 names.
+        # The three docs/protocol.md §2 names.
         ("USD", 2),
         ("JPY", 0),
         ("KWD", 3),

@@ -1,4 +1,4 @@
-"""Verdict profiles (PROTOCOL section 5): the spread rule of ``default/v0.1``, the stall rule
+"""Verdict profiles (docs/protocol.md §6): the spread rule of ``default/v0.1``, the stall rule
 ``strict/v0.1`` adds, the reason vocabulary, and the registry the machine looks profiles up in.
 """
 
@@ -27,7 +27,7 @@ from tests.support.factories.sessions import ARBITER, counter, negotiating, prop
 D = Decimal
 FAIR, STUCK = VerdictStatus.FAIR, VerdictStatus.FAIR_BUT_STUCK
 
-#: PROTOCOL section 5's rationale and close codes of v0.1 (sections 9-11 add their own).
+#: The rationale and close codes of v0.1 (docs/protocol.md §7).
 V01_REASONS = [
     "opening_moves",
     "spread_narrowed",

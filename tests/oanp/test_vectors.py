@@ -40,7 +40,7 @@ from tests.support.factories.sessions import ARBITER, T0
 from tests.support.vectors import FILES, VECTORS_DIR, agreements_json
 
 ZERO_HASH = "sha256:" + "0" * 64
-#: The published SFO→JFK session (PROTOCOL section 4), entry by entry: type and price.
+#: The published SFO→JFK session (docs/protocol.md §5), entry by entry: type and price.
 SFO_JFK_TRACE = [
     ("session.open", None),
     ("session.ack", None),
@@ -222,7 +222,7 @@ SESSION = stored("session.json")
 
 
 def chain_recomputes(entries: list[dict[str, Any]]) -> bool:
-    """The hash chain of PROTOCOL section 6, with rfc8785 and hashlib alone."""
+    """The hash chain of docs/protocol.md §12, with rfc8785 and hashlib alone."""
     prev = ZERO_HASH
     for seq, entry in enumerate(entries, start=1):
         hashed = {k: v for k, v in entry.items() if k != "entry_hash"}

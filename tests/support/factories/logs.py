@@ -99,7 +99,7 @@ class Scenario:
     start: datetime = START
 
 
-#: The published SFO→JFK session (PROTOCOL section 4): 320/370, then 340 accepted.
+#: The published SFO→JFK session (docs/protocol.md §5): 320/370, then 340 accepted.
 SFO_JFK = Scenario(
     session_id="sess-sfo-jfk",
     buyer_vault=BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium"),
