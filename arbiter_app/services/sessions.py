@@ -279,7 +279,8 @@ def _append(
 ) -> Outcome:
     """Store ``entries`` and the state they lead to; the party's entry keeps its answer."""
     staged = _stage(session, negotiation, entries, now=now, envelope=envelope)
-    session.save()
+    # A new row is inserted whole; an existing one writes only what a step changes.
+    session.save(update_fields=None if session._state.adding else _STEP_FIELDS)
     Entry.objects.bulk_create(staged.rows)
     _after_commit([staged])
     return Outcome(201, staged.answer)
