@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from tests.support.processes import (
     ROOT,
     free_port,
     spawn,
-    tail,
+    start_web,
     terminate,
     wait_ready,
     worker_argv,
@@ -48,27 +47,8 @@ def web_group(env: dict[str, str], name: str) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = ROOT / "var" / f"scale-{name}-{port}.log"
-    web = spawn(
-        [sys.executable, "-m", "oanp_site.serve"],
-        {
-            **env,
-            **UNLIMITED_ADDRESS,
-            "HOST": "127.0.0.1",
-            "PORT": str(port),
-            "WEB_CONCURRENCY": "2",
-            "OANP_PUBLIC_URL": url,
-        },
-        log,
-    )
-
-    def up() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
+    web = start_web(port, {**env, **UNLIMITED_ADDRESS, "OANP_PUBLIC_URL": url}, log, 2)
     try:
-        wait_for(up, 60, message=lambda: tail(log))
         yield url
     finally:
         terminate(web, 30)

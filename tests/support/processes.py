@@ -150,10 +150,43 @@ def start_daphne(
     ``/healthz`` answers; :func:`fail` (or ``error``) with its log's tail if it exits first or
     has not answered within 30 s, and it is killed then."""
     process = spawn(daphne_argv(port), env, log_path, new_session=False)
+    wait_answering(process, port, log_path, error=error)
+    return process
+
+
+def start_web(
+    port: int,
+    env: dict[str, str],
+    log_path: Path,
+    processes: int,
+    *,
+    error: type[Exception] | None = None,
+) -> subprocess.Popen[bytes]:
+    """The Procfile's web (:mod:`oanp_site.serve`): ``processes`` Daphne processes sharing
+    ``port`` on 127.0.0.1, once ``/healthz`` answers, as :func:`start_daphne`."""
+    process = spawn(
+        [sys.executable, "-m", "oanp_site.serve"],
+        {**env, "HOST": "127.0.0.1", "PORT": str(port), "WEB_CONCURRENCY": str(processes)},
+        log_path,
+        new_session=False,
+    )
+    wait_answering(process, port, log_path, error=error)
+    return process
+
+
+def wait_answering(
+    process: subprocess.Popen[bytes],
+    port: int,
+    log_path: Path,
+    *,
+    error: type[Exception] | None = None,
+) -> None:
+    """Until ``/healthz`` answers on ``port``; the server is killed and the wait fails if it
+    exits first or has not answered within 30 s."""
 
     def did_not_start() -> str:
         process.kill()
-        return f"daphne did not start:\n{tail(log_path)}"
+        return f"the server did not start:\n{tail(log_path)}"
 
     def answers() -> bool:
         try:
@@ -165,7 +198,6 @@ def start_daphne(
         return True
 
     wait_for(answers, 30, interval=0.1, message=did_not_start, error=error)
-    return process
 
 
 def kill_group(process: subprocess.Popen[bytes], timeout: float | None = None) -> None:
