@@ -2,6 +2,11 @@
 ``$WEB_CONCURRENCY`` processes (default: one per core) that share one listening socket on
 ``$HOST:$PORT`` (default ``0.0.0.0:8000``), the kernel handing each connection to one of them.
 
+Behind a load balancer or proxy that sets ``X-Forwarded-For`` (replacing a client's own),
+``OANP_PROXY_HEADERS=1`` makes Daphne take the client's address from it, so per-address limits
+and the metrics allow-list see clients, not the proxy. Off by default: without such a proxy
+the header is the client's to forge.
+
 A process that dies is started again, after a pause that doubles while they keep dying, so
 one bad request or a lost database does not take the whole port down. SIGTERM or SIGINT
 (Ctrl-C) stops them all, each given Daphne's own graceful shutdown first.
@@ -49,13 +54,15 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def daphne_argv(fd: int) -> list[str]:
+def daphne_argv(fd: int, *, proxy_headers: bool = False) -> list[str]:
+    proxied = ["--proxy-headers"] if proxy_headers else []
     return [
         sys.executable,
         "-m",
         "daphne",
         "--fd",
         str(fd),
+        *proxied,
         "oanp_site.asgi:application",
     ]
 
@@ -63,8 +70,8 @@ def daphne_argv(fd: int) -> list[str]:
 class Web:
     """``count`` Daphne processes on one socket, kept running until :meth:`stop`."""
 
-    def __init__(self, sock: socket.socket, count: int) -> None:
-        self.sock, self.count = sock, count
+    def __init__(self, sock: socket.socket, count: int, *, proxy_headers: bool = False) -> None:
+        self.sock, self.count, self.proxy_headers = sock, count, proxy_headers
         self.children: dict[int, subprocess.Popen[bytes]] = {}
         self.started: dict[int, float] = {}
         self.failures: dict[int, int] = {}
@@ -72,7 +79,8 @@ class Web:
 
     def start(self, slot: int) -> None:
         self.children[slot] = subprocess.Popen(  # noqa: S603 - the project's own server
-            daphne_argv(self.sock.fileno()), pass_fds=(self.sock.fileno(),)
+            daphne_argv(self.sock.fileno(), proxy_headers=self.proxy_headers),
+            pass_fds=(self.sock.fileno(),),
         )
         self.started[slot] = time.monotonic()
 
@@ -123,7 +131,8 @@ class Web:
 def main() -> int:
     host = os.environ.get("HOST", "0.0.0.0")  # noqa: S104 - a server behind its proxy
     port = int(os.environ.get("PORT", "8000"))
-    web = Web(listen(host, port), concurrency())
+    proxied = os.environ.get("OANP_PROXY_HEADERS", "").lower() in ("1", "true", "yes", "on")
+    web = Web(listen(host, port), concurrency(), proxy_headers=proxied)
     signal.signal(signal.SIGTERM, web.stop)
     signal.signal(signal.SIGINT, web.stop)
     return web.run()

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from oanp_site.serve import concurrency
+from oanp_site.serve import concurrency, daphne_argv
 from tests.conftest import ROOT, _database_url
 from tests.support.processes import free_port, spawn, tail
 from tests.support.waiting import wait_for
@@ -82,6 +82,11 @@ def test_the_web_concurrency_defaults_to_the_cores(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("WEB_CONCURRENCY", "0")
     with pytest.raises(ValueError, match="at least 1"):
         concurrency()
+
+
+def test_forwarded_addresses_are_believed_only_when_asked() -> None:
+    assert "--proxy-headers" not in daphne_argv(3)
+    assert "--proxy-headers" in daphne_argv(3, proxy_headers=True)
 
 
 def test_the_procfile_names_web_worker_and_beat() -> None:
