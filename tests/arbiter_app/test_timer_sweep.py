@@ -17,8 +17,10 @@ from arbiter_app.models import Entry, Session
 from oanp.audit import verify_log
 from tests.support.factories.sessions import BUYER, BUYER_COMMIT, ITEM, MERCHANT, envelope
 
-#: The sessions' clock: each opens at T0 with the protocol's shortest window.
-T0 = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
+#: The sessions' clock: each opens at T0 with the protocol's shortest window. A day ahead of
+#: the real clock, so a live worker's own sweep, sharing the database with a committed test,
+#: never finds them due before the test's sweepers do.
+T0 = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)
 WINDOW = 10
 DUE = T0 + timedelta(seconds=WINDOW + 1)
 
