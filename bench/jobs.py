@@ -12,6 +12,9 @@ database; each job prints its report as JSON, one line, on stdout.
   ``LEAD_S`` from now and over ``SPREAD_S`` after, each armed as in production (a Celery task
   at the due time); wait until a worker closed them all; report each one's lateness.
 - ``operator``: an operator member signed in; prints its session cookie.
+- ``envelope-queries``: one whole SFO→JFK session posted through Django's test client; the SQL
+  statements each envelope's POST ran after the open (authentication and transaction control
+  included), and their mean.
 """
 
 from __future__ import annotations
@@ -207,6 +210,35 @@ def operator() -> dict[str, Any]:
     }
 
 
+def envelope_queries() -> dict[str, Any]:
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.support.factories.agents import ClientNegotiation, make_agent, post
+
+    stamp = f"q{int(time.time() * 1000) % 10**9}"
+    buyer, merchant = make_agent(f"{stamp}-b", "buyer"), make_agent(f"{stamp}-m", "merchant")
+    client = Client(HTTP_HOST="127.0.0.1")
+    run = ClientNegotiation(client, buyer, merchant, session_id=f"{stamp}-s", tag=f"{stamp}-")
+    run.open()  # the first POST warms what a process does once; counted from the ack on
+    counts: list[int] = []
+    kinds: set[str] = set()
+    while run.outbox:
+        key, envelope = run.outbox.popleft()
+        with CaptureQueriesContext(connection) as captured:
+            assert post(run.client, key, envelope).status_code == 201
+        counts.append(len(captured.captured_queries))
+        kinds |= {q["sql"].split()[0].upper() for q in captured.captured_queries}
+        run.catch_up()  # the agents read the log: not the POST's work
+    return {
+        "envelopes": len(counts),
+        "statements_per_envelope": counts,
+        "mean": sum(counts) / len(counts),
+        "kinds": sorted(kinds),
+    }
+
+
 def main(argv: list[str]) -> int:
     django.setup()
     job, args = argv[0], argv[1:]
@@ -216,6 +248,8 @@ def main(argv: list[str]) -> int:
         report = timers_lateness(int(args[0]), float(args[1]), float(args[2]))
     elif job == "operator":
         report = operator()
+    elif job == "envelope-queries":
+        report = envelope_queries()
     else:
         raise SystemExit(f"unknown job {job!r}")
     print(json.dumps(report), flush=True)

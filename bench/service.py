@@ -482,6 +482,7 @@ def run(options: Options) -> SectionResult:
     levels = []
     with fresh_database(database) as version:
         issued = prepare(env, 2 + sum(pairs for _, pairs in runs))
+        statements = run_json(env, "bench.jobs", "envelope-queries")
         rest = issued
         for processes in sorted({p for p, _ in runs}, reverse=True):
             with daphne(env, port, processes) as server:
@@ -522,8 +523,17 @@ def run(options: Options) -> SectionResult:
         "client": {"processes": 1, "library": f"asyncio + httpx {httpx.__version__}"},
         "levels": levels,
         "aims": aims_of(levels, judged_at),
+        "statements_per_envelope": statements,
     }
     rows = [row for level in levels for row in rows_for(level, judged_at)]
+    rows.append(
+        Row(
+            "SQL statements per envelope, mean",
+            f"{statements['mean']:.1f}",
+            "each POST of a session after its open, authentication and BEGIN/COMMIT "
+            f"included: {', '.join(map(str, statements['statements_per_envelope']))}",
+        )
+    )
     notes = [
         "Each pair is a buyer and a merchant agent with their own API keys, negotiating whole "
         "SFO→JFK sessions with the reference strategies (ceiling 420, floor 280), one envelope "

@@ -106,3 +106,12 @@ def test_the_bench_database_is_its_own_on_the_configured_server() -> None:
     assert database.url == "postgres://alice:s%40cret@db.example:6543/oanp_bench"
     default = bench_database("oanp_bench", {})
     assert default.url == "postgres://postgres@127.0.0.1:5432/oanp_bench"
+
+
+def test_the_statements_of_each_envelope_are_counted(service: dict[str, Any]) -> None:
+    statements = service["figures"]["statements_per_envelope"]
+    # After the open: the ack, two proposes, a counter and the accept.
+    assert statements["envelopes"] == 5
+    assert all(count >= 4 for count in statements["statements_per_envelope"])
+    assert statements["mean"] == sum(statements["statements_per_envelope"]) / 5
+    assert {"INSERT", "UPDATE"} <= set(statements["kinds"])

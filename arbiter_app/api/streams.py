@@ -219,21 +219,29 @@ async def _authorized(request: HttpRequest) -> AgentCredential | HttpResponse:
 OPENING = b": stream open\n\n"
 
 
-async def _opened(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    yield OPENING
+class _Slot:
+    """A stream's place among its key's open streams (:data:`_open_streams`)."""
+
+
+async def _opened(
+    chunks: AsyncIterator[bytes], slot: _Slot, slots: weakref.WeakSet[_Slot]
+) -> AsyncIterator[bytes]:
     try:
+        yield OPENING
         async for chunk in chunks:
             yield chunk
     except DatabaseError as error:
         log.warning("stream ended, the database failed: %r", error)
         yield UNAVAILABLE
+    finally:
+        # Freed as the stream ends, not whenever the collector gets to its generator.
+        slots.discard(slot)
 
 
-#: The streams each key has open in this process. A stream's generator leaves the set when it
-#: is collected, so a stream whose client left before it started is not counted for ever.
-_open_streams: defaultdict[int, weakref.WeakSet[AsyncIterator[bytes]]] = defaultdict(
-    weakref.WeakSet
-)
+#: The streams each key has open in this process. A stream leaves the set as it ends; one
+#: whose client left before it started leaves when its generator, which alone holds its slot,
+#: is collected, so it is not counted for ever.
+_open_streams: defaultdict[int, weakref.WeakSet[_Slot]] = defaultdict(weakref.WeakSet)
 
 
 def _refusal(request: HttpRequest, error: ProtocolError) -> HttpResponse:
@@ -250,8 +258,9 @@ def _stream(agent: AgentCredential, chunks: AsyncIterator[bytes]) -> StreamingHt
             f"this API key has {len(open_now)} streams open here, the most allowed; "
             "close one or share one inbox stream between tasks"
         )
-    content = _opened(chunks)
-    open_now.add(content)
+    slot = _Slot()
+    open_now.add(slot)
+    content = _opened(chunks, slot, open_now)
     response = StreamingHttpResponse(content, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
