@@ -24,8 +24,8 @@ class ArbiterAppConfig(AppConfig):
 
     def ready(self) -> None:
         from arbiter_app import heartbeats
-        from arbiter_app.deliveries.callbacks import on_entries_committed
-        from arbiter_app.events import entries_committed
+        from arbiter_app.deliveries.callbacks import on_batch_committed
+        from arbiter_app.events import batch_committed, entries_committed
         from arbiter_app.metrics import count_verdicts
         from oanp_site.checks import production_secrets
 
@@ -34,6 +34,6 @@ class ArbiterAppConfig(AppConfig):
         # Grants first: the signing key is written over the application's own connection.
         post_migrate.connect(_grant_app_role, sender=self)
         post_migrate.connect(_first_signing_key, sender=self)
-        entries_committed.connect(on_entries_committed, dispatch_uid="oanp-callbacks")
+        batch_committed.connect(on_batch_committed, dispatch_uid="oanp-callbacks")
         entries_committed.connect(count_verdicts, dispatch_uid="oanp-verdict-metrics")
         heartbeats.connect()

@@ -6,6 +6,9 @@ Nothing here runs inside a transaction: :func:`announce_all` is called from
 - ``entries_committed`` (a Django signal) is sent with ``session_id``, ``buyer_agent_id``,
   ``merchant_agent_id`` and ``entries`` (their JSON, in seq order). In-process listeners such
   as hosted agents connect to it.
+- ``batch_committed`` is sent once per commit with ``announcements``, every session's
+  :class:`Announcement` of it (one for an envelope, hundreds for a sweep of timers), for
+  listeners that answer a whole batch with one query.
 - Channel-layer groups :func:`session_group` and :func:`agent_group` receive
   ``{"type": "oanp.entries", "session_id", "head_seq"}``: a wake-up, not the data. Streams
   read the entries from the database, so a lost wake-up delays a push but never loses one.
@@ -34,6 +37,7 @@ from oanp.canonical import JsonObject
 log = logging.getLogger(__name__)
 
 entries_committed = Signal()
+batch_committed = Signal()
 
 MESSAGE_TYPE = "oanp.entries"
 
@@ -129,11 +133,12 @@ def announce_all(announcements: Sequence[Announcement]) -> None:
                 "head_seq": a.entries[-1]["seq"],
             }
             wakes.append((groups, message))
+    batch_committed.send(sender=__name__, announcements=announcements)
     # The commit stands either way; streams fall back to polling the database.
     about = (
-        f"the streams of {len(wakes)} session(s)"
-        if len(wakes) != 1
-        else (f"the streams of session {announcements[0].session_id}")
+        f"the streams of session {announcements[0].session_id}"
+        if len(wakes) == 1
+        else f"the streams of {len(wakes)} sessions"
     )
     _send(wakes, about=about)
 

@@ -9,6 +9,7 @@ registers it again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -19,6 +20,7 @@ from django.utils import timezone
 
 from arbiter_app.deliveries import outbound
 from arbiter_app.deliveries.outbound import Answer, Outcome
+from arbiter_app.events import Announcement
 from arbiter_app.models import AgentCallback, CallbackCursor, DeliveryAttempt, Entry, Role, Session
 from arbiter_app.queue import enqueue
 from arbiter_app.selectors import entry_text
@@ -26,33 +28,47 @@ from arbiter_app.selectors import entry_text
 log = logging.getLogger(__name__)
 
 
-def on_entries_committed(
-    sender: Any, *, session_id: str, buyer_agent_id: str, merchant_agent_id: str, **kwargs: Any
-) -> None:
-    """Receiver of :data:`arbiter_app.events.entries_committed`: wake the deliveries of the
-    parties' callbacks. Costs one query when neither party has one."""
+def on_batch_committed(sender: Any, *, announcements: Sequence[Announcement], **_: Any) -> None:
+    """Receiver of :data:`arbiter_app.events.batch_committed`: wake the deliveries of the
+    parties' callbacks. One query for a whole batch when no party has one."""
     try:
-        callbacks = list(
-            AgentCallback.objects.filter(
-                Q(agent_id=buyer_agent_id, role=Role.BUYER)
-                | Q(agent_id=merchant_agent_id, role=Role.MERCHANT),
-                disabled_at__isnull=True,
-            ).values_list("pk", flat=True)
-        )
+        parties = [a for a in announcements if a.entries]
+        if not parties:
+            return
+        wanted = Q()
+        for a in parties:
+            wanted |= Q(agent_id=a.buyer_agent_id, role=Role.BUYER)
+            wanted |= Q(agent_id=a.merchant_agent_id, role=Role.MERCHANT)
+        live = AgentCallback.objects.filter(wanted, disabled_at__isnull=True)
+        callbacks = {(c.agent_id, c.role): c.pk for c in live.only("pk", "agent_id", "role")}
         if not callbacks:
             return
-        session = Session.objects.only("pk").get(session_id=session_id)
-        # The cursor is written before any task is sent: if the broker is away, the sweep
-        # still finds the session behind and delivers it.
+        by_session: dict[str, list[int]] = {}
+        for a in parties:
+            owners = [(a.buyer_agent_id, Role.BUYER), (a.merchant_agent_id, Role.MERCHANT)]
+            found = [callbacks[o] for o in owners if o in callbacks]
+            if found:
+                by_session.setdefault(a.session_id, []).extend(found)
+        sessions = dict(
+            Session.objects.filter(session_id__in=by_session).values_list("session_id", "pk")
+        )
+        # The cursors are written before any task is sent: if the broker is away, the sweep
+        # still finds the sessions behind and delivers them.
         CallbackCursor.objects.bulk_create(
-            [CallbackCursor(callback_id=pk, session=session) for pk in callbacks],
+            [
+                CallbackCursor(callback_id=pk, session_id=sessions[session_id])
+                for session_id, pks in by_session.items()
+                for pk in pks
+            ],
             ignore_conflicts=True,
         )
-        cursors = CallbackCursor.objects.filter(callback_id__in=callbacks, session=session)
+        cursors = CallbackCursor.objects.filter(
+            callback_id__in=set(callbacks.values()), session_id__in=sessions.values()
+        )
         for cursor_id in cursors.values_list("pk", flat=True):
             send(cursor_id)
     except Exception:  # other listeners of the signal, and the streams, must still hear it
-        log.exception("could not wake the callbacks of session %s", session_id)
+        log.exception("could not wake the callbacks of %d session(s)", len(announcements))
 
 
 def send(cursor_id: int, countdown: float | None = None) -> None:

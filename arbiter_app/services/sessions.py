@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import partial
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from arbiter_app import events, metrics, timers
@@ -204,12 +204,39 @@ def expire_due_sessions(*, now: datetime | None = None, limit: int = EXPIRY_BATC
                 steps.append(_stage(session, negotiation, entries, now=now))
         if not steps:
             return 0
-        Session.objects.bulk_update([s.session for s in steps], _STEP_FIELDS)
+        _update_rows([s.session for s in steps])
         Entry.objects.bulk_create([row for step in steps for row in step.rows])
         _after_commit(steps)
     for seconds in late:
         metrics.TIMER_LATENESS.observe(seconds)
     return len(steps)
+
+
+def _update_rows(sessions: list[Session]) -> None:
+    """Write a batch's changed rows in one UPDATE. On PostgreSQL, joined to a VALUES list:
+    the ORM's bulk_update builds a CASE per column over every row, which cost two thirds of a
+    sweep of 1,000 sessions; elsewhere (SQLite, the development default) it is good enough."""
+    if connection.vendor != "postgresql":
+        Session.objects.bulk_update(sessions, _STEP_FIELDS)
+        return
+    fields = [Session._meta.get_field(name) for name in ["id", *_STEP_FIELDS]]
+    casts = [f"%s::{field.db_type(connection)}" for field in fields]
+    row = "(" + ", ".join(casts) + ")"
+    columns = [connection.ops.quote_name(field.column) for field in fields]
+    assignments = ", ".join(f"{column} = v.{column}" for column in columns[1:])
+    table = connection.ops.quote_name(Session._meta.db_table)
+    params = [
+        field.get_db_prep_save(getattr(session, field.attname), connection)
+        for session in sessions
+        for field in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS s SET {assignments} "  # noqa: S608 - names from the model
+            f"FROM (VALUES {', '.join([row] * len(sessions))}) AS v({', '.join(columns)}) "
+            f"WHERE s.{columns[0]} = v.{columns[0]}",
+            params,
+        )
 
 
 def terminate_session(*, session_id: str, detail: str, now: datetime | None = None) -> bool:

@@ -13,7 +13,7 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from arbiter_app import selectors, services
-from arbiter_app.models import Entry, Session
+from arbiter_app.models import AgentCallback, CallbackCursor, Entry, Session
 from oanp.audit import verify_log
 from tests.support.factories.sessions import BUYER, BUYER_COMMIT, ITEM, MERCHANT, envelope
 
@@ -113,3 +113,19 @@ def test_sweepers_racing_share_the_due_sessions_and_close_each_once() -> None:
     assert sum(closed) == len(ids)
     assert all(len(closes(session_id)) == 1 for session_id in ids)
     assert not Session.objects.filter(next_deadline__isnull=False).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_wakes_the_parties_callbacks_with_one_lookup() -> None:
+    """The closes of a whole batch reach a party's callback: a cursor per session, found by one
+    query for the batch (the callbacks listener hears the batch, not each session)."""
+    ids = open_sessions(12, prefix="called")
+    callback = AgentCallback.objects.create(
+        agent_id=BUYER, role="buyer", url="https://agent.example/cb", secret_encrypted=b"x"
+    )
+    with CaptureQueriesContext(connection) as captured:
+        assert services.expire_due_sessions(now=DUE) == len(ids)
+    lookups = [q for q in captured.captured_queries if '"arbiter_app_agentcallback"' in q["sql"]]
+    assert len(lookups) == 1
+    cursors = CallbackCursor.objects.filter(callback=callback)
+    assert sorted(cursors.values_list("session__session_id", flat=True)) == sorted(ids)
