@@ -148,6 +148,7 @@ def timers_sweep(open_count: int, due_count: int, lead_s: float) -> dict[str, An
         "opened_per_s": open_count / opened_s,
         "sweep_s": sweep_s,
         "sweep_calls": len(sweeps) + 1,
+        "sweep_batch": services.EXPIRY_BATCH,
         "sweep_closed": sum(sweeps),
         "sweep_announce_s": announcing[0],
         "closed_deadline_expired": closed_sessions,

@@ -8,8 +8,9 @@ for the broker, the cache and the channel layer, as deployed:
   one with a deadline a moment ahead (these fall due) and the rest with an hour's response
   window (armed, not due). Their per-session tasks are not sent (the timer horizon is 0 for
   this step), so the sweep finds every due session itself: ``sweep_timers``, run until it finds
-  nothing (each run takes at most 1,000, the most overdue first). Each close is the whole
-  service: lock, the machine's ``expire``, the new entry, the announcement after commit. The
+  nothing, batch after batch of the most overdue (``expire_due_sessions``: rows locked SKIP
+  LOCKED, the machine's ``expire`` for each, one UPDATE, one INSERT, one announcement of the
+  batch after its commit). The
   peer, in the same database and process: one UPDATE of one row per due session, each in its
   own transaction;
 - lateness: a Celery worker with beat (``celery -A oanp_site worker -B``, the sweep every
@@ -201,9 +202,9 @@ def run(options: Options) -> SectionResult:
             f"{times(figures['sweep_over_bare'])}",
         ),
         Row(
-            "sweep: of which the wake-up sent to the channel layer after each commit",
+            "sweep: of which the announcements after each batch's commit",
             f"{sweep_fig['announce_ms_per_session']:.2f} ms",
-            "events.announce, timed through a wrapper in the same run",
+            "events.announce_all (listeners and wake-ups), timed through a wrapper in the same run",
         ),
         Row(
             f"timer lateness on a Celery worker, p50 / p99 ({late['sessions']} sessions)",
@@ -218,13 +219,14 @@ def run(options: Options) -> SectionResult:
         f"(receive_envelope, in-process, {sweep_fig['opened_per_s']:,.0f} opens/s), every one "
         f"with a timer: {due:,} a deadline {size.lead_s:g} s after opening, the others a "
         "response window of an hour. The sweep is the sweep_timers task's body, called until "
-        f"it finds nothing due ({sweep['sweep_calls']} calls: each takes at most 1,000); it "
-        "found every due session, since their own tasks were not sent for this step.",
-        "Each expiry is the whole service: SELECT … FOR UPDATE of the session, the machine's "
-        "close entry chained with JCS + SHA-256, the session row and the entry written, the "
-        "wake-up sent to the channel layer (Redis) after commit. The peer is one UPDATE of one "
-        "indexed row per due session, each its own transaction, in the same database from the "
-        "same process.",
+        f"it finds nothing due ({sweep['sweep_calls']} calls, each closing batches of at most "
+        f"{sweep['sweep_batch']} until one comes back short); it found every due session, "
+        "since their own tasks were not sent for this step.",
+        "Each batch is the whole service: SELECT … FOR UPDATE SKIP LOCKED of the due rows, the "
+        "machine's close entry for each, chained with JCS + SHA-256, one UPDATE of the rows, "
+        "one INSERT of the entries, the batch announced (listeners, then the channel layer on "
+        "Redis) after commit. The peer is one UPDATE of one indexed row per due session, each "
+        "its own transaction, in the same database from the same process.",
         f"Lateness: {late['sessions']} sessions with deadlines spread over "
         f"{size.eta_spread_s:g} s, each armed as in production with a Celery task at its due "
         "time (Redis broker); a worker with beat (threads pool, 4 threads) closes them. "
