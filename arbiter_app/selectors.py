@@ -130,6 +130,15 @@ def inbox_page(
     return InboxPage([(e.id, e.session.session_id, e) for e in mine], scanned_to, gap_at)
 
 
+def next_deadline_of(session_id: str) -> datetime | None:
+    """When the session's timer next falls due; ``None`` when it has none or has ended."""
+    return (
+        Session.objects.filter(session_id=session_id)
+        .values_list("next_deadline", flat=True)
+        .first()
+    )
+
+
 # Outbound deliveries ----------------------------------------------------------------------
 
 

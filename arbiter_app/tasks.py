@@ -5,13 +5,20 @@ from __future__ import annotations
 from celery import Task, shared_task
 from django.utils import timezone
 
-from arbiter_app import heartbeats, integrity, selectors, services
+from arbiter_app import heartbeats, integrity, selectors, services, timers
 from arbiter_app.deliveries import callbacks, handoff, outbound
 
 
 @shared_task
 def expire_session(session_id: str) -> bool:
-    return services.expire_session(session_id=session_id)
+    """Close the session if its timer fell due; if the timer moved since this task was armed
+    (a move started a new response window), arm the task for the new due time instead."""
+    if services.expire_session(session_id=session_id):
+        return True
+    due = selectors.next_deadline_of(session_id)
+    if due is not None:
+        timers.arm(session_id=session_id, due=due, now=timezone.now())
+    return False
 
 
 @shared_task

@@ -324,6 +324,8 @@ class _Staged:
     entries_json: list[JsonObject]
     answer: str
     now: datetime
+    #: Whether a timer task is to be armed once the step commits.
+    arm: bool
 
 
 def _stage(
@@ -347,6 +349,10 @@ def _stage(
             },
             separators=(",", ":"),
         )
+    # A session's next deadline only ever moves later, so the task armed when its first one
+    # was set still fires first, and re-arms itself for the new one (arbiter_app.tasks):
+    # only a session that had no deadline needs a task now, not every envelope a publish.
+    first_deadline = session.next_deadline is None
     session.phase = state.phase.value
     session.round = state.round
     session.next_deadline = negotiation.next_deadline()
@@ -360,7 +366,8 @@ def _stage(
     rows = [_row(session, entry) for entry in entries]
     if envelope is not None:
         rows[0].body_digest, rows[0].answer = _digest(envelope), answer
-    return _Staged(session, rows, entries, as_json, answer, now)
+    arm = first_deadline and session.next_deadline is not None
+    return _Staged(session, rows, entries, as_json, answer, now, arm)
 
 
 def _after_commit(steps: list[_Staged]) -> None:
@@ -386,7 +393,7 @@ def _after_commit(steps: list[_Staged]) -> None:
     )
     for step in steps:
         due = step.session.next_deadline
-        if due is not None:
+        if step.arm and due is not None:
             transaction.on_commit(
                 partial(timers.arm, session_id=step.session.session_id, due=due, now=step.now),
                 robust=True,

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from arbiter_app.models import Entry, Session
+from oanp.agents import BuyerAgent
 from oanp.audit import verify_log
 from tests.conftest import UNLIMITED_ADDRESS, Worker
 from tests.support.factories.agents import Agent, make_agent
@@ -81,6 +82,18 @@ def through_both(
         )
 
 
+def opening(buyer: BuyerAgent, session_id: str, merchant_key: Agent, **timers: Any) -> Any:
+    return buyer.open(
+        session_id=session_id,
+        merchant_agent_id=merchant_key.agent_id,
+        item={"route": "SFO-JFK"},
+        currency="USD",
+        max_rounds=5,
+        now=datetime.now(UTC),
+        **timers,
+    )
+
+
 def run_session(
     clients: list[httpx.Client], buyer_key: Agent, merchant_key: Agent, session_id: str
 ) -> None:
@@ -88,19 +101,7 @@ def run_session(
     buyer, merchant = sfo_jfk_agents(
         f"{session_id}-", buyer_id=buyer_key.agent_id, merchant_id=merchant_key.agent_id
     )
-    outbox = [
-        (
-            buyer_key,
-            buyer.open(
-                session_id=session_id,
-                merchant_agent_id=merchant_key.agent_id,
-                item={"route": "SFO-JFK"},
-                currency="USD",
-                max_rounds=5,
-                now=datetime.now(UTC),
-            ),
-        )
-    ]
+    outbox = [(buyer_key, opening(buyer, session_id, merchant_key))]
     seen = 0
     while outbox:
         key, envelope = outbox.pop(0)
@@ -138,16 +139,8 @@ def test_two_server_groups_share_sessions_without_a_duplicated_or_skipped_seq(
         waiting = [f"scale-deadline-{n}" for n in range(DEADLINE_SESSIONS)]
         for n, session_id in enumerate(waiting):
             opener, _ = sfo_jfk_agents(f"{session_id}-", buyer_id=buyer.agent_id)
-            opening = opener.open(
-                session_id=session_id,
-                merchant_agent_id=merchant.agent_id,
-                item={"route": "SFO-JFK"},
-                currency="USD",
-                max_rounds=5,
-                now=datetime.now(UTC),
-                deadline=deadline,
-            )
-            answer = clients[n % 2].post(ENVELOPES, json=opening, headers=buyer.headers)
+            first = opening(opener, session_id, merchant, deadline=deadline)
+            answer = clients[n % 2].post(ENVELOPES, json=first, headers=buyer.headers)
             assert answer.status_code == 201, answer.text
 
         raced = [f"scale-{n}" for n in range(SESSIONS)]

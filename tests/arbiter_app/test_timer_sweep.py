@@ -13,6 +13,7 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from arbiter_app import selectors, services
+from arbiter_app.deliveries import callbacks
 from arbiter_app.models import AgentCallback, CallbackCursor, Entry, Session
 from oanp.audit import verify_log
 from tests.support.factories.sessions import BUYER, BUYER_COMMIT, ITEM, MERCHANT, envelope
@@ -116,9 +117,14 @@ def test_sweepers_racing_share_the_due_sessions_and_close_each_once() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_batch_wakes_the_parties_callbacks_with_one_lookup() -> None:
+def test_a_batch_wakes_the_parties_callbacks_with_one_lookup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The closes of a whole batch reach a party's callback: a cursor per session, found by one
     query for the batch (the callbacks listener hears the batch, not each session)."""
+    sent: list[int] = []
+    # Recorded, not queued: a live worker of the suite would deliver them as the test ends.
+    monkeypatch.setattr(callbacks, "send", lambda cursor_id, countdown=None: sent.append(cursor_id))
     ids = open_sessions(12, prefix="called")
     callback = AgentCallback.objects.create(
         agent_id=BUYER, role="buyer", url="https://agent.example/cb", secret_encrypted=b"x"
@@ -129,3 +135,4 @@ def test_a_batch_wakes_the_parties_callbacks_with_one_lookup() -> None:
     assert len(lookups) == 1
     cursors = CallbackCursor.objects.filter(callback=callback)
     assert sorted(cursors.values_list("session__session_id", flat=True)) == sorted(ids)
+    assert sorted(sent) == sorted(cursors.values_list("pk", flat=True))

@@ -189,40 +189,34 @@ def test_items_are_bounded(item, message):
     assert any(message in e.message for e in err.errors), err.errors
 
 
+def opening_with_number(literal: str) -> bytes:
+    """A session.open whose item holds one number, written exactly as ``literal``."""
+    opening = wire(
+        body(
+            type="session.open",
+            payload={
+                "merchant_agent_id": "m",
+                "item": {"n": 0},
+                "currency": "USD",
+                "constraints_commit": COMMIT,
+            },
+        )
+    )
+    return opening.replace(b'"n": 0', b'"n": ' + literal.encode())
+
+
 @pytest.mark.parametrize(
     "spelling",
     ["100000000000000000000", "1e20", "1E20", "100000000000000000000.0", "9007199254740992"],
 )
 def test_a_number_beyond_i_json_is_refused_however_it_is_spelled(spelling):
-    opening = wire(
-        body(
-            type="session.open",
-            payload={
-                "merchant_agent_id": "m",
-                "item": {"n": 0},
-                "currency": "USD",
-                "constraints_commit": COMMIT,
-            },
-        )
-    )
-    err = refusal(opening.replace(b'"n": 0', b'"n": ' + spelling.encode()))
+    err = refusal(opening_with_number(spelling))
     assert [(e.field, e.message) for e in err.errors] == [("$.payload.item.n", "beyond ±(2^53-1)")]
 
 
 @pytest.mark.parametrize("spelling", ["0.10000000000000000001", "1.00000000000000000000001"])
 def test_a_number_a_double_cannot_hold_is_refused_not_rounded(spelling):
-    opening = wire(
-        body(
-            type="session.open",
-            payload={
-                "merchant_agent_id": "m",
-                "item": {"n": 0},
-                "currency": "USD",
-                "constraints_commit": COMMIT,
-            },
-        )
-    )
-    err = refusal(opening.replace(b'"n": 0', b'"n": ' + spelling.encode()))
+    err = refusal(opening_with_number(spelling))
     assert [e.field for e in err.errors] == ["$.payload.item.n"]
     assert "more significant digits" in err.errors[0].message
 
