@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
-from arbiter_app import selectors, services
+from arbiter_app import selectors, services, timers
 from arbiter_app.deliveries import callbacks
 from arbiter_app.models import AgentCallback, CallbackCursor, Entry, Session
 from oanp.audit import verify_log
+from oanp.envelope import envelope_from_json
+from tests.support.factories.logs import session_log
 from tests.support.factories.sessions import BUYER, BUYER_COMMIT, ITEM, MERCHANT, envelope
 
 #: The sessions' clock: each opens at T0 with the protocol's shortest window. A day ahead of
@@ -136,3 +139,23 @@ def test_a_batch_wakes_the_parties_callbacks_with_one_lookup(
     cursors = CallbackCursor.objects.filter(callback=callback)
     assert sorted(cursors.values_list("session__session_id", flat=True)) == sorted(ids)
     assert sorted(sent) == sorted(cursors.values_list("pk", flat=True))
+
+
+@pytest.mark.django_db
+def test_a_timer_task_is_armed_once_per_session_not_per_envelope(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    armed: list[str] = []
+    monkeypatch.setattr(timers, "arm", lambda *, session_id, due, now: armed.append(session_id))
+    buyer = services.issue_credential(agent_id=BUYER, role="buyer").credential
+    merchant = services.issue_credential(agent_id=MERCHANT, role="merchant").credential
+    agents = {"buyer": buyer, "merchant": merchant}
+    log = session_log()  # the published example: open, ack, two proposes, a counter, accept
+    party = [e["envelope"] for e in log if e["envelope"]["sender"]["role"] != "arbiter"]
+    with django_capture_on_commit_callbacks(execute=True):
+        for body in party:
+            services.receive_envelope(
+                agent=agents[body["sender"]["role"]], envelope=envelope_from_json(body)
+            )
+    assert Session.objects.get(session_id=party[0]["session_id"]).phase == "AGREED"
+    assert armed == [party[0]["session_id"]]
