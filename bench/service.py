@@ -5,7 +5,7 @@ Everything runs as deployed, on this machine, in one run:
 - a fresh PostgreSQL database of the bench's own on the server ``DATABASE_URL`` names (or
   127.0.0.1 as ``postgres``), migrated, with API keys issued by the arbiter's own service
   (:mod:`bench.prepare`); Redis database 13 for the cache, the throttle and the channel layer;
-- the Procfile's web (:mod:`oanp_site.serve`): one Daphne process per core sharing one port,
+- the Procfile's web (:mod:`oanp_site.serve`): its default of Daphne processes sharing one port,
   serving ``oanp_site.asgi:application`` with the bench's settings (:mod:`bench.site`: the
   product's, plus the peer's URL of :mod:`bench.urls`); at the judged level, one Daphne
   process alone as well, side by side;
@@ -40,6 +40,7 @@ from psycopg import sql
 
 from bench.peer import BARE_PATH
 from bench.report import Options, Row, Section, SectionResult, judged, rate, times
+from oanp_site.serve import concurrency
 from tests.support.processes import (
     ROOT,
     free_port,
@@ -56,8 +57,8 @@ AIM_ENVELOPES_PER_S = 300
 AIM_P99_MS = 50.0
 AIM_PAIRS = 10
 AIM_BARE_OVER_ARBITER = 1.5
-#: Web processes, as the Procfile's web starts them by default: one per core.
-WEB_PROCESSES = len(os.sched_getaffinity(0))
+#: Web processes, as the Procfile's web starts them by default.
+WEB_PROCESSES = concurrency()
 
 REDIS_URL = "redis://127.0.0.1:6379/13"
 #: The product's throttle still runs; it is only raised so a busy pair is not refused.
@@ -542,7 +543,7 @@ def run(options: Options) -> SectionResult:
         "The bare endpoint is a plain Django view in the same web processes, behind the same "
         "middleware: parse the JSON body, one INSERT, a small JSON answer. It is loaded with "
         "the same bodies the pairs sent, by as many workers as there were pairs.",
-        f"The web is the Procfile's: {WEB_PROCESSES} Daphne processes (one per core) accepting "
+        f"The web is the Procfile's: {WEB_PROCESSES} Daphne processes (its default) accepting "
         "on one port; the judged level is also run on one Daphne process alone, side by side. "
         "The web processes, one client process (asyncio + httpx) and PostgreSQL share the "
         f"machine's {os.cpu_count()} cores. CPU is in cores used over the run, all web "

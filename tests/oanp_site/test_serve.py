@@ -74,9 +74,9 @@ def test_web_processes_share_a_port_are_restarted_and_stop_together(
             web.kill()
 
 
-def test_the_web_concurrency_defaults_to_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_web_concurrency_defaults_to_two_per_core(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WEB_CONCURRENCY", raising=False)
-    assert concurrency() == len(os.sched_getaffinity(0))
+    assert concurrency() == 2 * len(os.sched_getaffinity(0))
     monkeypatch.setenv("WEB_CONCURRENCY", "3")
     assert concurrency() == 3
     monkeypatch.setenv("WEB_CONCURRENCY", "0")
