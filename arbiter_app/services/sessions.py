@@ -352,7 +352,10 @@ def _stage(
     # A session's next deadline only ever moves later, so the task armed when its first one
     # was set still fires first, and re-arms itself for the new one (arbiter_app.tasks):
     # only a session that had no deadline needs a task now, not every envelope a publish.
+    # With a response window past the timer horizon no task may be pending (timers.arm leaves
+    # far timers to the sweep) while the session's deadline draws near: those arm every time.
     first_deadline = session.next_deadline is None
+    long_window = state.response_window_s > settings.OANP_TIMER_HORIZON_SECONDS
     session.phase = state.phase.value
     session.round = state.round
     session.next_deadline = negotiation.next_deadline()
@@ -366,7 +369,7 @@ def _stage(
     rows = [_row(session, entry) for entry in entries]
     if envelope is not None:
         rows[0].body_digest, rows[0].answer = _digest(envelope), answer
-    arm = first_deadline and session.next_deadline is not None
+    arm = (first_deadline or long_window) and session.next_deadline is not None
     return _Staged(session, rows, entries, as_json, answer, now, arm)
 
 

@@ -19,7 +19,14 @@ from arbiter_app.models import AgentCallback, CallbackCursor, Entry, Session
 from oanp.audit import verify_log
 from oanp.envelope import envelope_from_json
 from tests.support.factories.logs import session_log
-from tests.support.factories.sessions import BUYER, BUYER_COMMIT, ITEM, MERCHANT, envelope
+from tests.support.factories.sessions import (
+    BUYER,
+    BUYER_COMMIT,
+    ITEM,
+    MERCHANT,
+    MERCHANT_COMMIT,
+    envelope,
+)
 
 #: The sessions' clock: each opens at T0 with the protocol's shortest window. A day ahead of
 #: the real clock, so a live worker's own sweep, sharing the database with a committed test,
@@ -159,3 +166,23 @@ def test_a_timer_task_is_armed_once_per_session_not_per_envelope(
             )
     assert Session.objects.get(session_id=party[0]["session_id"]).phase == "AGREED"
     assert armed == [party[0]["session_id"]]
+
+
+@pytest.mark.django_db
+def test_a_window_past_the_timer_horizon_arms_at_every_envelope(
+    monkeypatch: pytest.MonkeyPatch, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """No task may be pending for a far turn deadline, so each move arms again (timers.arm
+    itself leaves what is still too far to the sweep)."""
+    settings.OANP_TIMER_HORIZON_SECONDS = 60
+    armed: list[str] = []
+    monkeypatch.setattr(timers, "arm", lambda *, session_id, due, now: armed.append(session_id))
+    with django_capture_on_commit_callbacks(execute=True):
+        [session_id] = open_sessions(1, prefix="long", at=datetime.now(UTC))
+    assert armed == [session_id]  # the open's window (10 s) is within the horizon
+    settings.OANP_TIMER_HORIZON_SECONDS = 5
+    merchant = selectors.credentials_of(agent_id=MERCHANT, role="merchant").get()
+    ack = envelope("session.ack", {"constraints_commit": MERCHANT_COMMIT}, session_id=session_id)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.receive_envelope(agent=merchant, envelope=ack)
+    assert armed == [session_id, session_id]
