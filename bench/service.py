@@ -43,6 +43,7 @@ from bench.report import Options, Row, Section, SectionResult, judged, rate, tim
 from oanp_site.serve import concurrency
 from tests.support.processes import (
     ROOT,
+    children,
     free_port,
     product_free_environment,
     run_json,
@@ -173,15 +174,7 @@ class Server:
 
     def cpu_s(self) -> float:
         """CPU seconds of the server so far: the process, and every Daphne process it runs."""
-        return sum(process_cpu_s(pid) for pid in (self.process.pid, *_children(self.process.pid)))
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return []
-    return [int(c) for task in tasks for c in (task / "children").read_text().split()]
+        return sum(process_cpu_s(pid) for pid in (self.process.pid, *children(self.process.pid)))
 
 
 @contextmanager

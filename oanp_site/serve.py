@@ -51,6 +51,11 @@ def concurrency() -> int:
     return PROCESSES_PER_CORE * len(os.sched_getaffinity(0))
 
 
+def proxy_headers() -> bool:
+    """Whether ``$OANP_PROXY_HEADERS`` asks to believe ``X-Forwarded-For``."""
+    return os.environ.get("OANP_PROXY_HEADERS", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def listen(host: str, port: int) -> socket.socket:
     """The one socket every web process accepts on; inherited by each as a file descriptor."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -139,8 +144,7 @@ class Web:
 def main() -> int:
     host = os.environ.get("HOST", "0.0.0.0")  # noqa: S104 - a server behind its proxy
     port = int(os.environ.get("PORT", "8000"))
-    proxied = os.environ.get("OANP_PROXY_HEADERS", "").lower() in ("1", "true", "yes", "on")
-    web = Web(listen(host, port), concurrency(), proxy_headers=proxied)
+    web = Web(listen(host, port), concurrency(), proxy_headers=proxy_headers())
     signal.signal(signal.SIGTERM, web.stop)
     signal.signal(signal.SIGINT, web.stop)
     return web.run()

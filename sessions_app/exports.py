@@ -207,7 +207,7 @@ def _build(export: Export, written: list[str]) -> None:
             rows.append(summary_row(session, log))
         Export.objects.filter(pk=export.pk).update(progress=start + len(chunk))
     created_at = timezone.now()
-    earlier = extended_export(export, leaf_hashes(logs))
+    earlier = extended_export(export, logs)
     bundle = arbiter.signed_audit_bundle(
         logs=logs,
         scope=export.scope,
@@ -236,12 +236,12 @@ def _build(export: Export, written: list[str]) -> None:
 EXTEND_CANDIDATES = 20
 
 
-def extended_export(export: Export, leaves: list[bytes]) -> Export | None:
+def extended_export(export: Export, logs: list[list[dict[str, Any]]]) -> Export | None:
     """The newest earlier finished export of the same scope (the same request and tenant)
-    whose signed tree is a prefix of ``leaves``: sessions opened since come after its own,
-    and of its own only the last may have grown. Once another of its sessions has moved on,
-    no later export extends it."""
-    candidates = (
+    whose signed tree is a prefix of the tree of ``logs``: sessions opened since come after
+    its own, and of its own only the last may have grown. Once another of its sessions has
+    moved on, no later export extends it."""
+    candidates = list(
         Export.objects.filter(
             state=Export.State.DONE,
             scope=export.scope,
@@ -249,12 +249,12 @@ def extended_export(export: Export, leaves: list[bytes]) -> Export | None:
             created_at__lt=export.created_at,
         )
         .exclude(pk=export.pk)
-        .order_by("-created_at")
+        .order_by("-created_at")[:EXTEND_CANDIDATES]
     )
-    for candidate in candidates[:EXTEND_CANDIDATES]:
-        if is_prefix(candidate.checkpoint["statement"], leaves):
-            return candidate
-    return None
+    if not candidates:
+        return None  # the common case: no entry is hashed here besides the bundle's own
+    leaves = leaf_hashes(logs)
+    return next((c for c in candidates if is_prefix(c.checkpoint["statement"], leaves)), None)
 
 
 def summary_row(session: Session, log: Iterable[dict[str, Any]]) -> list[str]:

@@ -12,18 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from oanp_site.serve import concurrency, daphne_argv
+from oanp_site.serve import concurrency, daphne_argv, proxy_headers
 from tests.conftest import ROOT, _database_url
-from tests.support.processes import free_port, spawn, tail
+from tests.support.processes import children, free_port, spawn, tail
 from tests.support.waiting import wait_for
-
-
-def children(pid: int) -> set[int]:
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text().split()
-        found |= {int(child) for child in text}
-    return found
 
 
 def answers(url: str) -> bool:
@@ -84,9 +76,19 @@ def test_the_web_concurrency_defaults_to_two_per_core(monkeypatch: pytest.Monkey
         concurrency()
 
 
-def test_forwarded_addresses_are_believed_only_when_asked() -> None:
-    assert "--proxy-headers" not in daphne_argv(3)
-    assert "--proxy-headers" in daphne_argv(3, proxy_headers=True)
+@pytest.mark.parametrize(
+    ("setting", "believed"),
+    [(None, False), ("", False), ("0", False), ("no", False), ("1", True), (" TRUE ", True)],
+)
+def test_forwarded_addresses_are_believed_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch, setting: str | None, believed: bool
+) -> None:
+    if setting is None:
+        monkeypatch.delenv("OANP_PROXY_HEADERS", raising=False)
+    else:
+        monkeypatch.setenv("OANP_PROXY_HEADERS", setting)
+    assert proxy_headers() is believed
+    assert ("--proxy-headers" in daphne_argv(3, proxy_headers=proxy_headers())) is believed
 
 
 def test_the_procfile_names_web_worker_and_beat() -> None:

@@ -200,6 +200,15 @@ def wait_answering(
     wait_for(answers, 30, interval=0.1, message=did_not_start, error=error)
 
 
+def children(pid: int) -> set[int]:
+    """The processes ``pid`` started that still run (none when it is gone)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return set()
+    return {int(c) for task in tasks for c in (task / "children").read_text().split()}
+
+
 def kill_group(process: subprocess.Popen[bytes], timeout: float | None = None) -> None:
     """SIGKILL to the process's group, as a crash would: no chance to finish or hand anything
     back."""
