@@ -6,13 +6,17 @@ unchanged, which yields exactly the RFC's left-heavy tree in O(n) hashes, withou
 
 Provers (:func:`root`, :func:`inclusion_proof`, :func:`consistency_proof`) take the leaf hashes
 the caller holds and raise ``ValueError`` on misuse; verifiers answer ``False`` for anything
-malformed, because their inputs come from whoever hands over a proof.
+malformed, because their inputs come from whoever hands over a proof. :class:`TreeBuilder` takes
+leaves one at a time and holds only the roots of its complete subtrees, so a million-leaf root
+costs a few hundred bytes; :class:`PackedHashes` keeps leaves at 32 bytes each for a
+consistency proof over a tree too large to hold as Python objects.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import overload
 
 HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
@@ -28,10 +32,81 @@ def node_hash(left: bytes, right: bytes) -> bytes:
     return hashlib.sha256(b"\x01" + left + right).digest()
 
 
+def _check_leaves(leaf_hashes: Sequence[bytes]) -> None:
+    if not isinstance(leaf_hashes, PackedHashes) and any(
+        not isinstance(h, bytes) or len(h) != HASH_SIZE for h in leaf_hashes
+    ):
+        raise ValueError(f"leaf hashes must be {HASH_SIZE}-byte values (see leaf_hash)")
+
+
+class PackedHashes(Sequence[bytes]):
+    """Hashes appended one at a time, stored back to back: 32 bytes each, not a Python object
+    of some 70 bytes plus its list slot."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+
+    def append(self, digest: bytes) -> None:
+        if len(digest) != HASH_SIZE:
+            raise ValueError(f"a hash is {HASH_SIZE} bytes, not {len(digest)}")
+        self._data += digest
+
+    def __len__(self) -> int:
+        return len(self._data) // HASH_SIZE
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[bytes]: ...
+    def __getitem__(self, index: int | slice) -> bytes | Sequence[bytes]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return bytes(self._data[index * HASH_SIZE : (index + 1) * HASH_SIZE])
+
+
+class TreeBuilder:
+    """The root of a tree whose leaves arrive one at a time, in O(log n) memory.
+
+    After ``n`` leaves the builder holds one complete subtree per 1 bit of ``n``, largest
+    first: exactly the subtrees RFC 6962's recursive split leaves on the tree's left edge, so
+    folding them from the right gives the RFC's root.
+    """
+
+    def __init__(self) -> None:
+        self._subtrees: list[tuple[int, bytes]] = []  # (leaf count, root), largest first
+        self.size = 0
+
+    def append(self, leaf_hash: bytes) -> None:
+        count, node = 1, leaf_hash
+        while self._subtrees and self._subtrees[-1][0] == count:
+            left_count, left = self._subtrees.pop()
+            count, node = left_count + count, node_hash(left, node)
+        self._subtrees.append((count, node))
+        self.size += 1
+
+    def root(self) -> bytes:
+        if not self._subtrees:
+            return EMPTY_ROOT
+        node = self._subtrees[-1][1]
+        for _, left in reversed(self._subtrees[:-1]):
+            node = node_hash(left, node)
+        return node
+
+
+def _subtree_root(leaf_hashes: Sequence[bytes], start: int, end: int) -> bytes:
+    tree = TreeBuilder()
+    for index in range(start, end):
+        tree.append(leaf_hashes[index])
+    return tree.root()
+
+
 def _levels(leaf_hashes: Sequence[bytes]) -> list[list[bytes]]:
     """Every level of the tree, leaves first, root level (one node) last."""
-    if any(not isinstance(h, bytes) or len(h) != HASH_SIZE for h in leaf_hashes):
-        raise ValueError(f"leaf hashes must be {HASH_SIZE}-byte values (see leaf_hash)")
+    _check_leaves(leaf_hashes)
     levels = [list(leaf_hashes)]
     while len(levels[-1]) > 1:
         below = levels[-1]
@@ -44,9 +119,8 @@ def _levels(leaf_hashes: Sequence[bytes]) -> list[list[bytes]]:
 
 def root(leaf_hashes: Sequence[bytes]) -> bytes:
     """The Merkle tree hash of the leaves; the empty tree's is ``SHA-256("")``."""
-    if not leaf_hashes:
-        return EMPTY_ROOT
-    return _levels(leaf_hashes)[-1][0]
+    _check_leaves(leaf_hashes)
+    return _subtree_root(leaf_hashes, 0, len(leaf_hashes))
 
 
 def inclusion_proof(leaf_hashes: Sequence[bytes], index: int) -> list[bytes]:
@@ -66,29 +140,35 @@ def inclusion_proof(leaf_hashes: Sequence[bytes], index: int) -> list[bytes]:
 def consistency_proof(leaf_hashes: Sequence[bytes], old_size: int) -> list[bytes]:
     """The proof (RFC 9162 2.1.4.1) that the first ``old_size`` leaves are a prefix of the tree.
 
-    Empty when ``old_size`` is 0 or the whole tree: there is nothing to prove.
+    Empty when ``old_size`` is 0 or the whole tree: there is nothing to prove. The RFC's
+    SUBPROOF recursion, each node it names hashed from its leaves: those subtrees are
+    disjoint, so the whole proof costs one pass over the leaves and O(log n) memory, which
+    :class:`PackedHashes` of a million leaves allows.
     """
     if not 0 <= old_size <= len(leaf_hashes):
         raise ValueError(f"old size {old_size} is outside 0..{len(leaf_hashes)}")
+    _check_leaves(leaf_hashes)
     if old_size in (0, len(leaf_hashes)):
         return []
-    levels = _levels(leaf_hashes)
-    # Walk up from the last old leaf. Each level names the node covering the old tree's
-    # right edge; its sibling either completes the old root (left) or extends past it (right).
-    node = old_size - 1
-    height = 0
-    # Skip the levels where the right edge is a left-aligned complete subtree of the old tree:
-    # its hash is a node of the old tree that the verifier rebuilds from the proof itself.
-    while node % 2 == 1:
-        node //= 2
-        height += 1
-    proof = [] if node == 0 else [levels[height][node]]
-    for level in levels[height:-1]:
-        sibling = node ^ 1
-        if sibling < len(level):
-            proof.append(level[sibling])
-        node //= 2
-    return proof
+    return list(_subproof(leaf_hashes, old_size, 0, len(leaf_hashes), complete=True))
+
+
+def _subproof(
+    leaves: Sequence[bytes], old_size: int, start: int, end: int, *, complete: bool
+) -> Iterator[bytes]:
+    """SUBPROOF(m, D[start:end], b) of RFC 6962 2.1.2, nodes in the order the RFC lists them."""
+    size = end - start
+    if old_size == size:
+        if not complete:
+            yield _subtree_root(leaves, start, end)
+        return
+    split = 1 << ((size - 1).bit_length() - 1)  # the largest power of two below size
+    if old_size <= split:
+        yield from _subproof(leaves, old_size, start, start + split, complete=complete)
+        yield _subtree_root(leaves, start + split, end)
+    else:
+        yield from _subproof(leaves, old_size - split, start + split, end, complete=False)
+        yield _subtree_root(leaves, start, start + split)
 
 
 def _is_hash(value: object) -> bool:

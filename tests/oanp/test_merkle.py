@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from oanp.merkle import (
     EMPTY_ROOT,
+    PackedHashes,
+    TreeBuilder,
     consistency_proof,
     inclusion_proof,
     leaf_hash,
@@ -125,6 +127,31 @@ def test_root_matches_the_recursive_definition(hashes: list[bytes]) -> None:
 def test_root_of_a_large_tree_matches_the_recursive_definition() -> None:
     hashes = _leaves(100_000)
     assert root(hashes) == naive_root(hashes)
+
+
+def test_a_tree_built_leaf_by_leaf_has_the_root_of_every_prefix() -> None:
+    hashes = _leaves(300)
+    tree = TreeBuilder()
+    assert tree.root() == EMPTY_ROOT
+    for n, h in enumerate(hashes, start=1):
+        tree.append(h)
+        assert (tree.size, tree.root()) == (n, naive_root(hashes[:n])), n
+
+
+def test_packed_hashes_prove_what_a_list_proves() -> None:
+    hashes = _leaves(1000)
+    packed = PackedHashes()
+    for h in hashes:
+        packed.append(h)
+    assert len(packed) == 1000
+    assert (packed[0], packed[-1], list(packed[3:6])) == (hashes[0], hashes[-1], hashes[3:6])
+    assert root(packed) == root(hashes)
+    for m in (1, 2, 3, 512, 513, 999):
+        assert consistency_proof(packed, m) == consistency_proof(hashes, m) != []
+    with pytest.raises(IndexError):
+        packed[1000]
+    with pytest.raises(ValueError, match="32 bytes"):
+        packed.append(b"short")
 
 
 def test_provers_refuse_what_is_not_a_leaf_hash() -> None:
