@@ -7,8 +7,10 @@ agent cannot probe for other agents' sessions.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import IO
 
 from django.conf import settings
 from django.db.models import Count, F, Q, QuerySet
@@ -35,7 +37,7 @@ from arbiter_app.models import (
     TaskFailure,
 )
 from arbiter_app.summary import session_summary
-from oanp.audit import build_bundle
+from oanp.audit import BundleWriter
 from oanp.canonical import JsonObject
 from oanp.errors import UnknownSession
 from oanp.signing import jwks_document
@@ -359,25 +361,40 @@ def every_public_jwk() -> dict[str, list[dict[str, object]]]:
     return jwks_document(row.public_jwk for row in SigningKey.objects.order_by("activated_at"))
 
 
-def signed_audit_bundle(
-    *,
-    logs: list[list[JsonObject]],
-    scope: JsonObject,
-    created_at: datetime,
-    previous: list[JsonObject] | None = None,
-) -> JsonObject:
-    """An audit bundle of ``logs``, signed by the active key, carrying every public key that
-    ever signed so the auditor needs nothing of the arbiter's but the file; with a
-    consistency proof from each of the ``previous`` checkpoints, which its tree extends."""
-    return build_bundle(
-        previous=previous or [],
-        logs=logs,
+def audit_bundle_writer(out: IO[bytes], *, prefixes: Sequence[JsonObject] = ()) -> BundleWriter:
+    """A writer of an audit bundle into ``out``, signed by the active key, carrying every
+    public key that ever signed so the auditor needs nothing of the arbiter's but the file.
+    ``prefixes`` are checkpoint statements of earlier exports it may extend."""
+    return BundleWriter(
+        out,
         jwks=every_public_jwk(),
         key=keys.active_key(),
         arbiter_id=settings.OANP_ARBITER_ID,
-        created_at=created_at,
-        scope=scope,
+        prefixes=prefixes,
     )
+
+
+#: Entries read per round trip of an export's server-side cursor.
+LOG_CURSOR_ROWS = 2000
+
+
+def logs_of(sessions: QuerySet[Session]) -> Iterator[tuple[Session, list[JsonObject]]]:
+    """Each of ``sessions`` (ordered) with its whole log, read through two server-side
+    cursors walking in step: one session's log in memory at a time, however many there are."""
+    order = [f"session__{field}" for field in sessions.query.order_by] + ["seq"]
+    rows = (
+        Entry.objects.filter(session__in=sessions.values("pk"))
+        .order_by(*order)
+        .only("session_id", *_ENTRY_FIELDS)
+        .iterator(chunk_size=LOG_CURSOR_ROWS)
+    )
+    pending = next(rows, None)
+    for session in sessions.iterator(chunk_size=LOG_CURSOR_ROWS // 10):
+        log: list[JsonObject] = []
+        while pending is not None and pending.session_id == session.pk:
+            log.append(pending.as_json())  # type: ignore[arg-type]
+            pending = next(rows, None)
+        yield session, log
 
 
 # The integrity check (arbiter_app.integrity) -----------------------------------------------

@@ -4,148 +4,83 @@ A bundle holds session logs, the public keys that signed them, a manifest, and a
 checkpoint: the RFC 6962 Merkle root over every entry of every log, in manifest order. ::
 
     {"format": "oanp-audit-bundle/0.1",
-     "manifest": {"arbiter_id", "created_at", "scope", "tree_size",
-                  "sessions": [{"session_id", "first_leaf", "entries", "head_hash", "outcome"}]},
      "jwks": {"keys": [...]},
+     "proofs": {...} | null,
      "sessions": [{"session_id", "log": [entry, ...]}],
+     "manifest": {"arbiter_id", "created_at", "scope",
+                  "sessions": [{"entries", "first_leaf", "head_hash", "outcome", "session_id"}],
+                  "tree_size"},
      "checkpoint": {"statement": {"format", "arbiter_id", "tree_size", "root_hash",
                                   "manifest_digest", "issued_at"},
                     "signature": "<detached JWS over JCS(statement)>"},
-     "proofs": {...} | null,
      "consistency": [{"checkpoint": {...}, "proof": ["<hex>", ...]}]}
 
 Leaf ``i`` is the JCS bytes of one whole entry. A *subset* (:func:`extract`) keeps the original
 manifest and checkpoint but only some logs, with an inclusion proof per entry, so it is checked
 against the same signed root. A *later* export whose leaves extend an earlier one's carries a
 consistency proof from the earlier checkpoint, so the earlier export is provably a prefix.
+
+Members may come in any order, but :class:`BundleWriter` writes them in the order above, one
+session per line and the manifest in JCS form: what comes first is what a reader needs before
+the logs, and what comes after can only be known once they are all read. So a bundle of a
+million entries is written and verified (:func:`verify_bundle_stream`) one session at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import hashlib
+import json
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from io import BytesIO
+from typing import IO, Any, TextIO
 
 from oanp import merkle
-from oanp.canonical import JsonObject, JsonValue, canonical_bytes, hash_canonical, json_value
+from oanp.canonical import (
+    JsonObject,
+    JsonValue,
+    canonical_bytes,
+    hash_canonical,
+    json_value,
+    read_json,
+)
 from oanp.envelope import format_timestamp
 from oanp.errors import VerificationError
 from oanp.invariants import LogAudit, Status, audit_log
-from oanp.log import chain_breaks
+from oanp.jsonstream import PullReader
+from oanp.log import ChainWalk, walk_chain
 from oanp.profiles import PROFILES, Profile
 from oanp.signing import CHECKPOINT_TYP, ArbiterKey, verify_detached
 
 BUNDLE_FORMAT = "oanp-audit-bundle/0.1"
 CHECKPOINT_FORMAT = "oanp-checkpoint/0.1"
+#: How deeply a bundle's values may nest: logs hold envelopes, which hold items and terms.
+BUNDLE_DEPTH = 200
 
 
 def _hex_root(digest: bytes) -> str:
     return "sha256:" + digest.hex()
 
 
+def _root_bytes(statement: Mapping[str, Any]) -> bytes:
+    return bytes.fromhex(str(statement["root_hash"]).removeprefix("sha256:"))
+
+
+def _leaves_of(walk: ChainWalk, position: str) -> list[bytes]:
+    """The Merkle leaves of one walked log; ``ValueError`` for an entry with no JCS form."""
+    leaves = []
+    for n, data in enumerate(walk.entry_bytes):
+        if data is None:
+            raise ValueError(f"{position} entry #{n + 1} has no canonical form")
+        leaves.append(merkle.leaf_hash(data))
+    return leaves
+
+
 def leaf_hashes(logs: Iterable[Sequence[Mapping[str, JsonValue]]]) -> list[bytes]:
     """The Merkle leaves of a bundle: every entry of every log, in order."""
-    return [merkle.leaf_hash(canonical_bytes(dict(e))) for log in logs for e in log]
-
-
-def sign_checkpoint(
-    *,
-    key: ArbiterKey,
-    arbiter_id: str,
-    leaves: Sequence[bytes],
-    manifest: JsonObject,
-    issued_at: datetime,
-) -> JsonObject:
-    """A signed statement that the tree of ``leaves`` has this root, for this manifest."""
-    statement: JsonObject = {
-        "format": CHECKPOINT_FORMAT,
-        "arbiter_id": arbiter_id,
-        "tree_size": len(leaves),
-        "root_hash": _hex_root(merkle.root(leaves)),
-        "manifest_digest": hash_canonical(manifest),
-        "issued_at": format_timestamp(issued_at),
-    }
-    signature = key.sign_detached(canonical_bytes(statement), typ=CHECKPOINT_TYP)
-    return {"statement": statement, "signature": signature}
-
-
-def is_prefix(statement: Mapping[str, Any], leaves: Sequence[bytes]) -> bool:
-    """Whether the tree a checkpoint's ``statement`` signed is a prefix of ``leaves``: what
-    makes a later export extend an earlier one."""
-    size = int(statement["tree_size"])
-    return size <= len(leaves) and _hex_root(merkle.root(leaves[:size])) == statement["root_hash"]
-
-
-def build_bundle(
-    *,
-    logs: Sequence[Sequence[Mapping[str, JsonValue]]],
-    jwks: Mapping[str, Any],
-    key: ArbiterKey,
-    arbiter_id: str,
-    created_at: datetime,
-    scope: JsonObject | None = None,
-    previous: Sequence[Mapping[str, Any]] = (),
-) -> JsonObject:
-    """Bundle whole session logs, signing a checkpoint with ``key``.
-
-    ``previous`` are checkpoints of earlier exports whose leaves this one extends; a
-    consistency proof from each is included. Raises ``ValueError`` if one is not a prefix.
-    """
-    normalized = [[_entry_json(e) for e in log] for log in logs]
-    leaves = leaf_hashes(normalized)
-    sessions: list[JsonObject] = []
-    first = 0
-    for log in normalized:
-        envelope = log[0]["envelope"] if log else None
-        assert isinstance(envelope, dict), "a bundled log is never empty"
-        last = log[-1]["envelope"]
-        assert isinstance(last, dict)
-        sessions.append(
-            {
-                "session_id": envelope["session_id"],
-                "first_leaf": first,
-                "entries": len(log),
-                "head_hash": log[-1]["entry_hash"],
-                "outcome": _outcome(last),
-            }
-        )
-        first += len(log)
-    manifest: JsonObject = {
-        "arbiter_id": arbiter_id,
-        "created_at": format_timestamp(created_at),
-        "scope": scope or {},
-        "tree_size": len(leaves),
-        "sessions": list[JsonValue](sessions),
-    }
-    consistency: list[JsonValue] = []
-    for checkpoint in previous:
-        if not is_prefix(checkpoint["statement"], leaves):
-            raise ValueError("a previous checkpoint is not a prefix of this export")
-        proof = merkle.consistency_proof(leaves, int(checkpoint["statement"]["tree_size"]))
-        consistency.append(
-            {"checkpoint": json_value(checkpoint), "proof": [p.hex() for p in proof]}
-        )
-    return {
-        "format": BUNDLE_FORMAT,
-        "manifest": manifest,
-        "jwks": json_value(jwks),
-        "sessions": [
-            {"session_id": s["session_id"], "log": list[JsonValue](log)}
-            for s, log in zip(sessions, normalized, strict=True)
-        ],
-        "checkpoint": sign_checkpoint(
-            key=key, arbiter_id=arbiter_id, leaves=leaves, manifest=manifest, issued_at=created_at
-        ),
-        "proofs": None,
-        "consistency": consistency,
-    }
-
-
-def _entry_json(entry: Mapping[str, JsonValue]) -> JsonObject:
-    value = json_value(entry)
-    assert isinstance(value, dict)
-    return value
+    return [leaf for log in logs for leaf in _leaves_of(walk_chain(log), "a log's")]
 
 
 def _outcome(last_envelope: Mapping[str, JsonValue]) -> str | None:
@@ -158,13 +93,243 @@ def _outcome(last_envelope: Mapping[str, JsonValue]) -> str | None:
     return None
 
 
+def _statement(
+    *, arbiter_id: str, tree_size: int, root: bytes, manifest_digest: str, issued_at: datetime
+) -> JsonObject:
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "arbiter_id": arbiter_id,
+        "tree_size": tree_size,
+        "root_hash": _hex_root(root),
+        "manifest_digest": manifest_digest,
+        "issued_at": format_timestamp(issued_at),
+    }
+
+
+def sign_checkpoint(
+    *,
+    key: ArbiterKey,
+    arbiter_id: str,
+    leaves: Sequence[bytes],
+    manifest: JsonObject,
+    issued_at: datetime,
+) -> JsonObject:
+    """A signed statement that the tree of ``leaves`` has this root, for this manifest."""
+    statement = _statement(
+        arbiter_id=arbiter_id,
+        tree_size=len(leaves),
+        root=merkle.root(leaves),
+        manifest_digest=hash_canonical(manifest),
+        issued_at=issued_at,
+    )
+    return {"statement": statement, "signature": _sign(key, statement)}
+
+
+def _sign(key: ArbiterKey, statement: JsonObject) -> str:
+    return key.sign_detached(canonical_bytes(statement), typ=CHECKPOINT_TYP)
+
+
+def _json_bytes(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# Writing -------------------------------------------------------------------------------------
+
+
+class BundleWriter:
+    """Writes a bundle to ``out`` as its logs arrive, holding none of them.
+
+    Each :meth:`add` writes one session's line (its entries in JCS, the bytes its leaves hash)
+    and keeps only the tree's O(log n) subtree roots and the session's manifest row, spooled to
+    a temporary file. :meth:`finish` writes the manifest, the signed checkpoint and the
+    consistency proofs. ``prefixes`` are checkpoint statements of earlier exports this one may
+    extend: the writer notes its root at each one's size, and keeps its leaves (32 bytes each)
+    to prove the extension.
+    """
+
+    def __init__(
+        self,
+        out: IO[bytes],
+        *,
+        jwks: Mapping[str, Any],
+        key: ArbiterKey,
+        arbiter_id: str,
+        prefixes: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        self._out, self._key, self._arbiter_id = out, key, arbiter_id
+        self._tree = merkle.TreeBuilder()
+        self._leaves = merkle.PackedHashes() if prefixes else None
+        self._roots_at: dict[int, bytes | None] = {
+            int(p["tree_size"]): None for p in prefixes if isinstance(p.get("tree_size"), int)
+        }
+        self._note_root()
+        # Closed by finish(); an abandoned writer's file goes with it when it is collected.
+        self._rows: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
+        self._sessions = 0
+        out.write(
+            b'{"format":%s,"jwks":%s,"proofs":null,"sessions":['
+            % (_json_bytes(BUNDLE_FORMAT), _json_bytes(json_value(dict(jwks))))
+        )
+
+    def _note_root(self) -> None:
+        if self._tree.size in self._roots_at:
+            self._roots_at[self._tree.size] = self._tree.root()
+
+    def add(self, log: Sequence[Mapping[str, JsonValue]]) -> None:
+        """Write one session's whole log."""
+        entries = [_entry_json(e) for e in log]
+        if not entries:
+            raise ValueError("a bundled log is never empty")
+        first, last = entries[0]["envelope"], entries[-1]["envelope"]
+        if not (isinstance(first, dict) and isinstance(last, dict)):
+            raise ValueError("a bundled entry holds an envelope object")
+        walk = walk_chain(entries)
+        leaves = _leaves_of(walk, f"session {first.get('session_id')!r}")
+        row: JsonObject = {
+            "session_id": first.get("session_id"),
+            "first_leaf": self._tree.size,
+            "entries": len(entries),
+            "head_hash": entries[-1]["entry_hash"],
+            "outcome": _outcome(last),
+        }
+        for leaf in leaves:
+            self._tree.append(leaf)
+            if self._leaves is not None:
+                self._leaves.append(leaf)
+            self._note_root()
+        separator = b"," if self._sessions else b""
+        self._out.write(
+            b'%s\n{"session_id":%s,"log":[%s]}'
+            % (separator, _json_bytes(row["session_id"]), b",".join(walk.entry_bytes))  # type: ignore[arg-type]
+        )
+        self._rows.write(separator + canonical_bytes(row))
+        self._sessions += 1
+
+    def extends(self, statement: Mapping[str, Any]) -> bool:
+        """Whether the tree an earlier checkpoint's ``statement`` signed is a prefix of the
+        leaves written so far (only for the ``prefixes`` given at the start)."""
+        noted = self._roots_at.get(statement.get("tree_size"))  # type: ignore[arg-type]
+        return noted is not None and _hex_root(noted) == statement.get("root_hash")
+
+    def finish(
+        self,
+        *,
+        created_at: datetime,
+        scope: JsonObject | None = None,
+        previous: Sequence[Mapping[str, Any]] = (),
+    ) -> JsonObject:
+        """Write the manifest, the checkpoint and a consistency proof from each ``previous``
+        checkpoint (one of ``prefixes``); the signed checkpoint. ``ValueError`` if one of
+        them is not a prefix."""
+        consistency: list[JsonValue] = []
+        for earlier in previous:
+            size = earlier["statement"]["tree_size"]
+            if self._leaves is None or not self.extends(earlier["statement"]):
+                raise ValueError("a previous checkpoint is not a prefix of this export")
+            proof = merkle.consistency_proof(self._leaves, int(size))
+            consistency.append(
+                {"checkpoint": json_value(dict(earlier)), "proof": [p.hex() for p in proof]}
+            )
+        digest = self._write_manifest(created_at, scope or {})
+        statement = _statement(
+            arbiter_id=self._arbiter_id,
+            tree_size=self._tree.size,
+            root=self._tree.root(),
+            manifest_digest=digest,
+            issued_at=created_at,
+        )
+        checkpoint: JsonObject = {"statement": statement, "signature": _sign(self._key, statement)}
+        self._out.write(
+            b',"checkpoint":%s,"consistency":%s}\n'
+            % (_json_bytes(checkpoint), _json_bytes(consistency))
+        )
+        return checkpoint
+
+    def _write_manifest(self, created_at: datetime, scope: JsonObject) -> str:
+        """The manifest in JCS form (its members' names are in JCS order as written), hashed
+        as it is written: its rows are never all in memory."""
+        digest = _Digest()
+
+        def write(data: bytes) -> None:
+            digest.update(data)
+            self._out.write(data)
+
+        self._out.write(b'\n],"manifest":')
+        write(
+            b'{"arbiter_id":%s,"created_at":%s,"scope":%s,"sessions":['
+            % (
+                canonical_bytes(self._arbiter_id),
+                canonical_bytes(format_timestamp(created_at)),
+                canonical_bytes(json_value(scope)),
+            )
+        )
+        self._rows.seek(0)
+        while chunk := self._rows.read(1 << 20):
+            write(chunk)
+        self._rows.close()
+        write(b'],"tree_size":%d}' % self._tree.size)
+        return digest.tagged()
+
+
+class _Digest:
+    """SHA-256 fed piece by piece, as :func:`oanp.canonical.tagged_sha256` spells it."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+
+    def update(self, data: bytes) -> None:
+        self._hash.update(data)
+
+    def tagged(self) -> str:
+        return "sha256:" + self._hash.hexdigest()
+
+
+def build_bundle(
+    *,
+    logs: Sequence[Sequence[Mapping[str, JsonValue]]],
+    jwks: Mapping[str, Any],
+    key: ArbiterKey,
+    arbiter_id: str,
+    created_at: datetime,
+    scope: JsonObject | None = None,
+    previous: Sequence[Mapping[str, Any]] = (),
+) -> JsonObject:
+    """Bundle whole session logs in memory, signing a checkpoint with ``key``: the document
+    :class:`BundleWriter` writes, read back.
+
+    ``previous`` are checkpoints of earlier exports whose leaves this one extends; a
+    consistency proof from each is included. Raises ``ValueError`` if one is not a prefix.
+    """
+    out = BytesIO()
+    writer = BundleWriter(
+        out,
+        jwks=jwks,
+        key=key,
+        arbiter_id=arbiter_id,
+        prefixes=[p["statement"] for p in previous],
+    )
+    for log in logs:
+        writer.add(log)
+    writer.finish(created_at=created_at, scope=scope, previous=previous)
+    bundle = json_value(read_json(out.getvalue()), max_depth=BUNDLE_DEPTH)
+    assert isinstance(bundle, dict)
+    return bundle
+
+
+def _entry_json(entry: Mapping[str, JsonValue]) -> JsonObject:
+    value = json_value(dict(entry) if not isinstance(entry, dict) else entry)
+    assert isinstance(value, dict)
+    return value
+
+
 def extract(bundle: Mapping[str, Any], session_ids: Iterable[str]) -> JsonObject:
     """A subset of ``bundle``: only the named sessions, each entry with an inclusion proof
     against the original signed checkpoint."""
     wanted = set(session_ids)
     logs = [s["log"] for s in bundle["sessions"]]
     leaves = leaf_hashes(logs)
-    kept, proofs = [], {}
+    kept: list[JsonValue] = []
+    proofs: dict[str, JsonValue] = {}
     for listed, session in zip(bundle["manifest"]["sessions"], bundle["sessions"], strict=True):
         if session["session_id"] not in wanted:
             continue
@@ -174,12 +339,17 @@ def extract(bundle: Mapping[str, Any], session_ids: Iterable[str]) -> JsonObject
             [p.hex() for p in merkle.inclusion_proof(leaves, first + i)]
             for i in range(len(session["log"]))
         ]
-    missing = wanted - {s["session_id"] for s in kept}
+    missing = wanted - set(proofs)
     if missing:
         raise KeyError(f"not in the bundle: {', '.join(sorted(missing))}")
-    subset = dict(bundle)
-    subset["sessions"] = kept
-    subset["proofs"] = {"tree_size": len(leaves), "inclusion": proofs}
+    # The proofs before the sessions, as a streaming reader needs them.
+    subset: JsonObject = {
+        "format": bundle["format"],
+        "jwks": bundle["jwks"],
+        "proofs": {"tree_size": len(leaves), "inclusion": proofs},
+        "sessions": kept,
+    }
+    subset.update({k: v for k, v in bundle.items() if k not in {*subset, "consistency"}})
     subset["consistency"] = []
     return subset
 
@@ -202,32 +372,85 @@ class Check:
 
 @dataclass(slots=True)
 class Report:
+    """What a verification found. ``on_check`` sees every check as it is made; with
+    ``keep_passing`` off only failing checks are kept, so a million-entry bundle's report
+    holds its counts and its failures, not a line per check."""
+
     checks: list[Check] = field(default_factory=list)
     audits: list[LogAudit] = field(default_factory=list)
     entries_total: int = 0
     entries_valid: int = 0
+    sessions_total: int = 0
+    sessions_passing: int = 0
+    agreements_valid: int = 0
+    agreements_signed: int = 0
+    failures: int = 0
+    keep_passing: bool = True
+    on_check: Callable[[Check], None] | None = None
 
     def add(self, name: str, ok: bool, detail: str = "") -> bool:
-        self.checks.append(Check(name, ok, detail))
+        check = Check(name, ok, detail)
+        if not ok:
+            self.failures += 1
+        if ok is False or self.keep_passing:
+            self.checks.append(check)
+        if self.on_check is not None:
+            self.on_check(check)
         return ok
+
+    def count(self, audit: LogAudit) -> None:
+        self.sessions_total += 1
+        self.sessions_passing += audit.ok
+        if audit.agreement_valid is not None:
+            self.agreements_signed += 1
+            self.agreements_valid += audit.agreement_valid
+        if self.keep_passing:
+            self.audits.append(audit)
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
+        return self.failures == 0
 
     @property
     def agreements(self) -> tuple[int, int]:
-        signed = [a for a in self.audits if a.agreement_valid is not None]
-        return sum(1 for a in signed if a.agreement_valid), len(signed)
+        return self.agreements_valid, self.agreements_signed
 
     def summary(self) -> str:
-        valid, total = self.agreements
-        passing = sum(1 for a in self.audits if a.ok)
         return (
             f"{self.entries_valid}/{self.entries_total} entries valid, "
-            f"{valid}/{total} agreements valid, "
-            f"{passing}/{len(self.audits)} sessions pass I1-I7"
+            f"{self.agreements_valid}/{self.agreements_signed} agreements valid, "
+            f"{self.sessions_passing}/{self.sessions_total} sessions pass I1-I7"
         )
+
+
+def _verify_log(
+    entries: Sequence[Mapping[str, JsonValue]],
+    jwks: Mapping[str, Any] | None,
+    report: Report,
+    profiles: Mapping[str, Profile],
+) -> ChainWalk:
+    walk = walk_chain(entries)
+    audit = audit_log(entries, jwks, profiles=profiles, breaks=walk.breaks)
+    label = f"session {audit.session_id}" if audit.session_id else "session"
+    bad_positions = {b.position for b in walk.breaks}
+    report.entries_total += len(entries)
+    report.entries_valid += len(entries) - len(bad_positions)
+    report.add(
+        f"{label}: hash chain",
+        not walk.breaks,
+        f"{len(entries)} entries"
+        if not walk.breaks
+        else "; ".join(b.describe() for b in walk.breaks),
+    )
+    for result in audit.results.values():
+        detail = "; ".join(result.problems or result.notes)
+        report.add(
+            f"{label}: {result.invariant}",
+            result.status is not Status.FAIL,
+            f"{result.status.value}" + (f" ({detail})" if detail else ""),
+        )
+    report.count(audit)
+    return walk
 
 
 def verify_log(
@@ -240,25 +463,386 @@ def verify_log(
     """Verify one session log: every entry's hash and link, then I1–I7."""
     report = report or Report()
     normalized = [_entry_json(e) if isinstance(e, Mapping) else e for e in entries]
-    broken = chain_breaks(normalized)
-    audit = audit_log(normalized, jwks, profiles=profiles)
-    label = f"session {audit.session_id}" if audit.session_id else "session"
-    bad_positions = {b.position for b in broken}
-    report.entries_total += len(normalized)
-    report.entries_valid += len(normalized) - len(bad_positions)
-    report.add(
-        f"{label}: hash chain",
-        not broken,
-        f"{len(normalized)} entries" if not broken else "; ".join(b.describe() for b in broken),
-    )
-    for result in audit.results.values():
-        detail = "; ".join(result.problems or result.notes)
-        report.add(
-            f"{label}: {result.invariant}",
-            result.status is not Status.FAIL,
-            f"{result.status.value}" + (f" ({detail})" if detail else ""),
+    _verify_log(normalized, jwks, report, profiles)
+    return report
+
+
+class NotStreamable(Exception):
+    """A valid bundle whose members come in an order a one-pass reader cannot check (its keys
+    or its proofs after its logs): read it whole instead."""
+
+
+class _Stop(Exception):
+    """A failure after which nothing else of the bundle can be checked."""
+
+
+@dataclass(slots=True)
+class _Bundled:
+    """What is kept of a bundled session until the manifest is read: no entry."""
+
+    session_id: str
+    entries: int
+    head_hash: object
+    leaves: list[bytes | None] | None  # a subset's, for its inclusion proofs
+    matched: bool = False
+
+
+class _BundleCheck:
+    """Verifies a bundle from its members in the order they come (see the module's layout).
+
+    Per session it keeps a :class:`_Bundled` record; per entry nothing but the tree's O(log n)
+    roots, except in a subset, whose leaves its inclusion proofs need at the end.
+    """
+
+    def __init__(
+        self,
+        report: Report,
+        *,
+        jwks: Mapping[str, Any] | None,
+        since: Mapping[str, Any] | None,
+        profiles: Mapping[str, Profile],
+    ) -> None:
+        self.report, self.profiles, self.since = report, profiles, since
+        self.keys: Mapping[str, Any] | None = jwks
+        self.keys_overridden = jwks is not None
+        self.proofs: Mapping[str, Any] | None = None
+        self.subset: bool | None = None  # decided when the first log comes
+        self.tree = merkle.TreeBuilder()
+        self.since_size = _tree_size_of(since)
+        self.since_root: bytes | None = self.tree.root() if self.since_size == 0 else None
+        self.bundled: list[_Bundled] = []
+        self.unhashable = 0  # entries with no JCS form, so no leaf
+        self.manifest = _ManifestDigest()
+        self.rows_seen = 0
+        self.manifest_tree_size: object = None
+        self.next_row = 0  # the next bundled session the manifest's rows should name
+        self.ordered = True
+        self.stray_rows: dict[str, Mapping[str, Any]] = {}
+        self.first_leaf: dict[str, int] = {}
+        self.statement: Mapping[str, Any] | None = None
+        self.consistency: list[Mapping[str, Any]] = []
+        self.seen: set[str] = set()
+
+    # Members ---------------------------------------------------------------------------------
+
+    def format(self, value: object) -> None:
+        self.seen.add("format")
+        if not self.report.add("format", value == BUNDLE_FORMAT, str(value)):
+            raise _Stop
+
+    def jwks(self, value: Mapping[str, Any]) -> None:
+        self.seen.add("jwks")
+        if not self.keys_overridden:
+            self.keys = value
+
+    def set_proofs(self, value: Mapping[str, Any] | None) -> None:
+        self.seen.add("proofs")
+        if value and self.subset is False:
+            raise NotStreamable("its proofs come after its logs")
+        self.proofs = value or None
+
+    def sessions_begin(self) -> None:
+        self.seen.add("sessions")
+
+    def session(self, value: Mapping[str, Any]) -> None:
+        if self.subset is None:
+            if self.keys is None:
+                raise NotStreamable("its keys come after its logs")
+            self.subset = self.proofs is not None
+        session_id, log = value["session_id"], value["log"]
+        walk = _verify_log(log, self.keys, self.report, self.profiles)
+        # An entry with no JCS form is no leaf of any tree: its session's proofs fail.
+        leaves = [None if data is None else merkle.leaf_hash(data) for data in walk.entry_bytes]
+        if not self.subset:
+            for leaf in leaves:
+                if leaf is None:
+                    self.unhashable += 1
+                    continue
+                self.tree.append(leaf)
+                if self.tree.size == self.since_size:
+                    self.since_root = self.tree.root()
+        head = log[-1].get("entry_hash") if log and isinstance(log[-1], Mapping) else None
+        self.bundled.append(
+            _Bundled(str(session_id), len(log), head, leaves if self.subset else None)
         )
-    report.audits.append(audit)
+
+    def manifest_member(self, key: str, value: JsonValue) -> None:
+        self.manifest.member(key, value)
+        if key == "tree_size":
+            self.manifest_tree_size = value
+
+    def manifest_rows_begin(self) -> None:
+        self.manifest.rows_begin()
+
+    def manifest_row(self, row: Mapping[str, Any]) -> None:
+        """One row of the manifest's sessions, in order: matched against the bundled logs."""
+        self.manifest.row(json_value(dict(row)))
+        self.rows_seen += 1
+        session_id = row["session_id"]
+        if not isinstance(session_id, str):
+            raise TypeError("a manifest row's session_id is not a string")
+        expected = self.bundled[self.next_row] if self.next_row < len(self.bundled) else None
+        if expected is not None and expected.session_id == session_id:
+            self.next_row += 1
+            self._match(expected, row)
+        elif self.subset:
+            if session_id in {b.session_id for b in self.bundled[self.next_row :]}:
+                self.stray_rows[session_id] = row
+        else:
+            self.ordered = False
+            self.stray_rows[session_id] = row
+
+    def manifest_rows_end(self) -> None:
+        self.manifest.rows_end()
+
+    def _match(self, bundled: _Bundled, row: Mapping[str, Any]) -> None:
+        bundled.matched = True
+        self.first_leaf[bundled.session_id] = row["first_leaf"]
+        self.report.add(
+            f"session {bundled.session_id}: complete",
+            bundled.entries == row["entries"]
+            and bundled.entries > 0
+            and bundled.head_hash == row["head_hash"],
+            f"{bundled.entries} of {row['entries']} entries, head as listed",
+        )
+
+    def checkpoint(self, value: Mapping[str, Any]) -> None:
+        self.seen.add("checkpoint")
+        self.statement = _verify_checkpoint(self.report, value, self.keys or {}, "checkpoint")
+        if self.statement is None:
+            raise _Stop
+
+    def set_consistency(self, value: Sequence[Mapping[str, Any]] | None) -> None:
+        self.consistency = list(value or [])
+
+    # The end ---------------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        missing = [m for m in ("format", "jwks", "sessions", "checkpoint") if m not in self.seen]
+        if missing or not self.manifest.complete:
+            names = missing + ([] if self.manifest.complete else ["manifest"])
+            raise KeyError(", ".join(names))
+        statement = self.statement
+        assert statement is not None
+        self.report.add(
+            "manifest digest",
+            statement["manifest_digest"] == self.manifest.tagged(),
+            "the manifest is the one the checkpoint signed",
+        )
+        for bundled in self.bundled:
+            if bundled.matched:
+                continue
+            row = self.stray_rows.get(bundled.session_id)
+            if row is None:
+                self.report.add(
+                    f"session {bundled.session_id}: listed", False, "not in the manifest"
+                )
+            else:
+                self._match(bundled, row)
+        if self.subset:
+            self._check_inclusion(statement)
+        else:
+            self.report.add(
+                "merkle root",
+                self.ordered
+                and not self.unhashable
+                and self.rows_seen == len(self.bundled)
+                and self.tree.size == statement["tree_size"] == self.manifest_tree_size
+                and _hex_root(self.tree.root()) == statement["root_hash"],
+                f"{self.tree.size} leaves against the signed root",
+            )
+        for n, item in enumerate(self.consistency):
+            _verify_consistency(
+                self.report, item, statement, self.keys or {}, f"consistency #{n + 1}"
+            )
+        if self.since is not None:
+            self._check_since()
+
+    def _check_inclusion(self, statement: Mapping[str, Any]) -> None:
+        assert self.proofs is not None
+        size = statement["tree_size"]
+        root = _root_bytes(statement)
+        failures = total = 0
+        for bundled in self.bundled:
+            first = self.first_leaf.get(bundled.session_id, -1)
+            paths = self.proofs["inclusion"].get(bundled.session_id, [])
+            for i, leaf in enumerate(bundled.leaves or []):
+                total += 1
+                path = [bytes.fromhex(p) for p in paths[i]] if i < len(paths) else []
+                if (
+                    leaf is None
+                    or first < 0
+                    or not merkle.verify_inclusion(leaf, first + i, size, path, root)
+                ):
+                    failures += 1
+        self.report.add(
+            "inclusion proofs",
+            failures == 0 and self.proofs.get("tree_size") == size,
+            f"{total - failures}/{total} entries proven in the signed tree of {size}",
+        )
+
+    def _check_since(self) -> None:
+        """The earlier export's signed tree must be a prefix of this one's leaves."""
+        assert self.since is not None
+        old = _verify_checkpoint(
+            self.report, self.since["checkpoint"], self.keys or {}, "earlier export checkpoint"
+        )
+        if old is None:
+            return
+        if self.subset:
+            self.report.add(
+                "earlier export is a prefix",
+                False,
+                "a subset cannot be compared; use the whole export",
+            )
+            return
+        size = old["tree_size"]
+        self.report.add(
+            "earlier export is a prefix",
+            self.since_root is not None
+            and size == self.since_size
+            and _hex_root(self.since_root) == old["root_hash"],
+            f"its {size} entries are the first {size} of these {self.tree.size}",
+        )
+
+
+def _tree_size_of(bundle: Mapping[str, Any] | None) -> int | None:
+    try:
+        size = bundle["checkpoint"]["statement"]["tree_size"]  # type: ignore[index]
+    except (KeyError, TypeError):
+        return None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+class _ManifestDigest:
+    """The manifest's JCS digest, computed as its members arrive: they must come in JCS
+    order, as a bundle writes them; a reader that meets them otherwise reads the file whole."""
+
+    def __init__(self) -> None:
+        self._digest = _Digest()
+        self._last: bytes | None = None
+        self._rows = 0
+        self.complete = False
+
+    def _name(self, key: str) -> None:
+        order = key.encode("utf-16-be")  # JCS sorts names by their UTF-16 code units
+        if self._last is not None and order <= self._last:
+            raise NotStreamable("its manifest is not in JCS order")
+        self._digest.update((b"{" if self._last is None else b",") + canonical_bytes(key) + b":")
+        self._last = order
+
+    def member(self, key: str, value: JsonValue) -> None:
+        self._name(key)
+        self._digest.update(canonical_bytes(value))
+
+    def rows_begin(self) -> None:
+        self._name("sessions")
+        self._digest.update(b"[")
+
+    def row(self, row: JsonValue) -> None:
+        self._digest.update((b"," if self._rows else b"") + canonical_bytes(row))
+        self._rows += 1
+
+    def rows_end(self) -> None:
+        self._digest.update(b"]")
+
+    def end(self) -> None:
+        self._digest.update(b"{}" if self._last is None else b"}")
+        self.complete = True
+
+    def tagged(self) -> str:
+        return self._digest.tagged()
+
+
+def _jcs_sorted(keys: Iterable[str]) -> list[str]:
+    return sorted(keys, key=lambda k: k.encode("utf-16-be"))
+
+
+def _feed_document(check: _BundleCheck, bundle: Mapping[str, Any]) -> None:
+    """Hand an in-memory bundle to the check in the order it reads best."""
+    check.format(bundle.get("format"))
+    check.jwks(bundle["jwks"])
+    check.set_proofs(bundle.get("proofs"))
+    check.sessions_begin()
+    for session in bundle["sessions"]:
+        check.session(session)
+    manifest = bundle["manifest"]
+    for key in _jcs_sorted(manifest):
+        if key == "sessions":
+            check.manifest_rows_begin()
+            for row in manifest["sessions"]:
+                check.manifest_row(row)
+            check.manifest_rows_end()
+        else:
+            check.manifest_member(key, json_value(manifest[key]))
+    check.manifest.end()
+    check.checkpoint(bundle["checkpoint"])
+    check.set_consistency(bundle.get("consistency"))
+    check.finish()
+
+
+def _feed_stream(check: _BundleCheck, reader: PullReader) -> None:
+    """Hand a bundle to the check member by member as ``reader`` reads it."""
+
+    def value() -> Any:
+        return json_value(reader.value(), max_depth=BUNDLE_DEPTH)
+
+    reader.begin("{")
+    if reader.next_key() != "format":
+        raise NotStreamable("it does not start with its format")
+    check.format(value())
+    members = {"format"}
+    checkpoint: Any = None  # checked at the end, when the keys are surely read
+    while (key := reader.next_key()) is not None:
+        if key in members:
+            raise ValueError(f"duplicate member {key!r}")
+        members.add(key)
+        if key == "sessions":
+            check.sessions_begin()
+            reader.begin("[")
+            while reader.next_item():
+                check.session(value())
+        elif key == "manifest":
+            _feed_manifest(check, reader, value)
+        elif key == "jwks":
+            check.jwks(value())
+        elif key == "proofs":
+            check.set_proofs(value())
+        elif key == "checkpoint":
+            checkpoint = value()
+        elif key == "consistency":
+            check.set_consistency(value())
+        else:
+            value()  # a member this version does not know: read past it
+    reader.finish()
+    if checkpoint is not None:
+        check.checkpoint(checkpoint)
+    check.finish()
+
+
+def _feed_manifest(check: _BundleCheck, reader: PullReader, value: Callable[[], Any]) -> None:
+    reader.begin("{")
+    while (key := reader.next_key()) is not None:
+        if key == "sessions":
+            check.manifest_rows_begin()
+            reader.begin("[")
+            while reader.next_item():
+                check.manifest_row(value())
+            check.manifest_rows_end()
+        else:
+            check.manifest_member(key, value())
+    check.manifest.end()
+
+
+def _verified(run: Callable[[], None], report: Report) -> Report:
+    try:
+        run()
+    except _Stop:
+        pass
+    except KeyError as exc:
+        report.add("bundle structure", False, f"missing {exc.args[0]}")
+    except (TypeError, ValueError, AttributeError, IndexError) as exc:
+        report.add("bundle structure", False, f"{type(exc).__name__}: {exc}")
     return report
 
 
@@ -268,68 +852,32 @@ def verify_bundle(
     jwks: Mapping[str, Any] | None = None,
     since: Mapping[str, Any] | None = None,
     profiles: Mapping[str, Profile] = PROFILES,
+    report: Report | None = None,
 ) -> Report:
     """Verify a whole bundle or a subset; ``jwks`` overrides the bundled keys, ``since`` is an
     earlier bundle this one must extend. Never raises on a malformed bundle: it reports."""
-    report = Report()
-    try:
-        _verify_bundle(report, bundle, jwks, since, profiles)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        report.add("bundle structure", False, f"{type(exc).__name__}: {exc}")
-    return report
+    report = report or Report()
+    check = _BundleCheck(report, jwks=jwks, since=since, profiles=profiles)
+    return _verified(lambda: _feed_document(check, bundle), report)
 
 
-def _verify_bundle(
-    report: Report,
-    bundle: Mapping[str, Any],
-    jwks_override: Mapping[str, Any] | None,
-    since: Mapping[str, Any] | None,
-    profiles: Mapping[str, Profile],
-) -> None:
-    if not report.add("format", bundle.get("format") == BUNDLE_FORMAT, str(bundle.get("format"))):
-        return
-    keys = jwks_override if jwks_override is not None else bundle["jwks"]
-    manifest, sessions = bundle["manifest"], bundle["sessions"]
-    statement = _verify_checkpoint(report, bundle["checkpoint"], keys, "checkpoint")
-    if statement is None:
-        return
-    report.add(
-        "manifest digest",
-        statement["manifest_digest"] == hash_canonical(json_value(manifest)),
-        "the manifest is the one the checkpoint signed",
-    )
-    listed = {s["session_id"]: s for s in manifest["sessions"]}
-    for session in sessions:
-        log = session["log"]
-        entry = listed.get(session["session_id"])
-        if entry is None:
-            report.add(f"session {session['session_id']}: listed", False, "not in the manifest")
-            continue
-        report.add(
-            f"session {session['session_id']}: complete",
-            len(log) == entry["entries"]
-            and bool(log)
-            and log[-1].get("entry_hash") == entry["head_hash"],
-            f"{len(log)} of {entry['entries']} entries, head as listed",
-        )
-        verify_log(log, keys, report=report, profiles=profiles)
-    leaves: list[bytes] | None = None
-    if bundle.get("proofs"):
-        _verify_inclusion(report, bundle["proofs"], sessions, listed, statement)
-    else:
-        ordered = [s["session_id"] for s in sessions] == list(listed)
-        leaves = leaf_hashes(s["log"] for s in sessions)
-        report.add(
-            "merkle root",
-            ordered
-            and len(leaves) == statement["tree_size"] == manifest["tree_size"]
-            and _hex_root(merkle.root(leaves)) == statement["root_hash"],
-            f"{len(leaves)} leaves against the signed root",
-        )
-    for n, item in enumerate(bundle.get("consistency") or []):
-        _verify_consistency(report, item, statement, keys, f"consistency #{n + 1}")
-    if since is not None:
-        _verify_since(report, since, leaves, keys)
+def verify_bundle_stream(
+    stream: TextIO,
+    *,
+    jwks: Mapping[str, Any] | None = None,
+    since: Mapping[str, Any] | None = None,
+    profiles: Mapping[str, Profile] = PROFILES,
+    report: Report | None = None,
+) -> Report:
+    """:func:`verify_bundle` of a bundle read from ``stream`` one session at a time.
+
+    Raises :class:`NotStreamable` for a valid bundle laid out otherwise than a writer lays it
+    out (read it whole with :func:`verify_bundle`) and :class:`oanp.jsonstream.StreamError`
+    for a file that is not JSON; a well-formed but wrong bundle is reported, as there.
+    """
+    report = report or Report()
+    check = _BundleCheck(report, jwks=jwks, since=since, profiles=profiles)
+    return _verified(lambda: _feed_stream(check, PullReader(stream)), report)
 
 
 def _verify_checkpoint(
@@ -353,37 +901,6 @@ def _verify_checkpoint(
     return statement  # type: ignore[no-any-return]
 
 
-def _verify_inclusion(
-    report: Report,
-    proofs: Mapping[str, Any],
-    sessions: Sequence[Mapping[str, Any]],
-    listed: Mapping[str, Mapping[str, Any]],
-    statement: Mapping[str, Any],
-) -> None:
-    size = statement["tree_size"]
-    root = bytes.fromhex(statement["root_hash"].removeprefix("sha256:"))
-    failures = 0
-    total = 0
-    for session in sessions:
-        first = listed[session["session_id"]]["first_leaf"]
-        paths = proofs["inclusion"].get(session["session_id"], [])
-        for i, entry in enumerate(session["log"]):
-            total += 1
-            if not isinstance(entry, Mapping):
-                # Not an entry, so not a leaf of the signed tree (and _entry_json would assert).
-                failures += 1
-                continue
-            leaf = merkle.leaf_hash(canonical_bytes(_entry_json(entry)))
-            path = [bytes.fromhex(p) for p in paths[i]] if i < len(paths) else []
-            if not merkle.verify_inclusion(leaf, first + i, size, path, root):
-                failures += 1
-    report.add(
-        "inclusion proofs",
-        failures == 0 and proofs.get("tree_size") == size,
-        f"{total - failures}/{total} entries proven in the signed tree of {size}",
-    )
-
-
 def _verify_consistency(
     report: Report,
     item: Mapping[str, Any],
@@ -400,32 +917,9 @@ def _verify_consistency(
         merkle.verify_consistency(
             old["tree_size"],
             statement["tree_size"],
-            bytes.fromhex(old["root_hash"].removeprefix("sha256:")),
-            bytes.fromhex(statement["root_hash"].removeprefix("sha256:")),
+            _root_bytes(old),
+            _root_bytes(statement),
             proof,
         ),
         f"tree of {old['tree_size']} is a prefix of this tree of {statement['tree_size']}",
-    )
-
-
-def _verify_since(
-    report: Report,
-    earlier: Mapping[str, Any],
-    leaves: Sequence[bytes] | None,
-    keys: Mapping[str, Any],
-) -> None:
-    """The earlier export's signed tree must be a prefix of this one's leaves."""
-    old = _verify_checkpoint(report, earlier["checkpoint"], keys, "earlier export checkpoint")
-    if old is None:
-        return
-    if leaves is None:
-        report.add(
-            "earlier export is a prefix", False, "a subset cannot be compared; use the whole export"
-        )
-        return
-    size = old["tree_size"]
-    report.add(
-        "earlier export is a prefix",
-        is_prefix(old, leaves),
-        f"its {size} entries are the first {size} of these {len(leaves)}",
     )

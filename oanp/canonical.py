@@ -52,16 +52,18 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+#: The strict reader's decoder; :mod:`oanp.jsonstream` reads large documents piece by piece
+#: with the same one, so a streamed file is held to the same rules as a loaded one.
+STRICT_DECODER = json.JSONDecoder(
+    parse_float=_parse_float, parse_constant=_reject_constant, object_pairs_hook=_unique_keys
+)
+
+
 def read_json(data: bytes | str) -> Any:
     """Parse strictly; numbers with a fraction or exponent come back as ``Decimal``."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return json.loads(
-            text,
-            parse_float=_parse_float,
-            parse_constant=_reject_constant,
-            object_pairs_hook=_unique_keys,
-        )
+        return STRICT_DECODER.decode(text)
     except UnicodeDecodeError as exc:
         raise MalformedEnvelope("body is not UTF-8") from exc
     except RecursionError as exc:

@@ -32,7 +32,7 @@ from oanp.envelope import (
     envelope_from_json,
 )
 from oanp.errors import ProtocolError, VerificationError
-from oanp.log import chain_breaks
+from oanp.log import ChainBreak, chain_breaks
 from oanp.machine import TIMER_REASONS
 from oanp.profiles import PROFILES, Judgement, Profile, Reason, VerdictStatus, breach_invariant
 from oanp.signing import AGREEMENT_TYP, verify_detached
@@ -137,12 +137,14 @@ def audit_log(
     jwks: Mapping[str, object] | None,
     *,
     profiles: Mapping[str, Profile] = PROFILES,
+    breaks: Sequence[ChainBreak] | None = None,
 ) -> LogAudit:
     """Check I1–I7 over a whole session log. ``jwks`` may be ``None`` (I6 then fails if the
-    log holds an agreement: nothing to verify it with)."""
+    log holds an agreement: nothing to verify it with). ``breaks`` are the log's chain breaks
+    when the caller has already walked it."""
     results = {i: InvariantResult(i) for i in INVARIANTS}
     audit = LogAudit(None, len(entries), results)
-    for brk in chain_breaks(entries):
+    for brk in chain_breaks(entries) if breaks is None else breaks:
         audit.results["I7"].problems.append(brk.describe())
     walk = _Walk(audit)
     envelopes: list[Envelope] = []

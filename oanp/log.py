@@ -90,29 +90,75 @@ class ChainBreak:
         return f"{where}: {self.reason}"
 
 
-def chain_breaks(entries: Sequence[Mapping[str, JsonValue]]) -> list[ChainBreak]:
-    """Every place the chain fails: shape, seq order, ``prev_hash`` links, ``entry_hash``."""
+@dataclass(frozen=True, slots=True)
+class ChainWalk:
+    """What one pass over a log finds: where the chain breaks, and each entry's JCS bytes
+    (the data of its Merkle leaf in an audit bundle; ``None`` where it has none)."""
+
+    breaks: list[ChainBreak]
+    entry_bytes: list[bytes | None]
+
+
+def walk_chain(entries: Sequence[Mapping[str, JsonValue]]) -> ChainWalk:
+    """Check every link of the chain, canonicalizing each entry once.
+
+    Every place the chain fails is a break: shape, seq order, ``prev_hash`` links,
+    ``entry_hash``. An entry's JCS bytes come from those of its hashed part: ``entry_hash``
+    sorts before every other member, so the whole entry's JCS is the hashed part's with that
+    one member put in front.
+    """
     breaks: list[ChainBreak] = []
+    entry_bytes: list[bytes | None] = []
     expected_prev = ZERO_HASH
     for position, entry in enumerate(entries):
         seq = entry.get("seq") if isinstance(entry, Mapping) else None
         seq_no = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
         problem = _shape_problem(entry)
-        if problem:
-            breaks.append(ChainBreak(seq_no, position, problem))
+        hashed = None
+        if problem is None:
+            assert seq_no is not None  # the shape says so
+            try:
+                hashed = canonical_bytes(
+                    _hashed_part(
+                        seq_no,
+                        str(entry["received_at"]),
+                        entry["envelope"],
+                        str(entry["prev_hash"]),
+                    )
+                )
+            except ValueError:
+                problem = "envelope cannot be canonicalized"
+        if hashed is None:
+            breaks.append(ChainBreak(seq_no, position, str(problem)))
+            entry_bytes.append(_canonical_or_none(entry))
             expected_prev = str(entry.get("entry_hash", "")) if isinstance(entry, Mapping) else ""
             continue
+        claimed = str(entry["entry_hash"])
+        entry_bytes.append(b'{"entry_hash":' + canonical_bytes(claimed) + b"," + hashed[1:])
         if seq_no != position + 1:
             breaks.append(ChainBreak(seq_no, position, f"seq is {seq}, expected {position + 1}"))
         if entry["prev_hash"] != expected_prev:
             breaks.append(
                 ChainBreak(seq_no, position, "prev_hash does not link to the entry before")
             )
-        recomputed = entry_hash_of(entry)
-        if entry["entry_hash"] != recomputed:
+        if claimed != tagged_sha256(hashed):
             breaks.append(ChainBreak(seq_no, position, "entry_hash does not match its contents"))
-        expected_prev = str(entry["entry_hash"])
-    return breaks
+        expected_prev = claimed
+    return ChainWalk(breaks, entry_bytes)
+
+
+def chain_breaks(entries: Sequence[Mapping[str, JsonValue]]) -> list[ChainBreak]:
+    """Every place the chain fails: shape, seq order, ``prev_hash`` links, ``entry_hash``."""
+    return walk_chain(entries).breaks
+
+
+def _canonical_or_none(entry: object) -> bytes | None:
+    if not isinstance(entry, dict):
+        return None
+    try:
+        return canonical_bytes(entry)
+    except ValueError:
+        return None
 
 
 def _shape_problem(entry: object) -> str | None:
@@ -127,10 +173,6 @@ def _shape_problem(entry: object) -> str | None:
         return "received_at, prev_hash and entry_hash must be strings"
     if not isinstance(entry["envelope"], Mapping):
         return "envelope is not an object"
-    try:
-        canonical_bytes(dict(entry["envelope"]))
-    except ValueError:
-        return "envelope cannot be canonicalized"
     return None
 
 

@@ -9,8 +9,7 @@ whatever its request said.
 from __future__ import annotations
 
 import csv
-import io
-import json
+import tempfile
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from functools import partial
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
-from django.core.files.base import ContentFile
+from django.core.files import File
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404
@@ -26,7 +25,6 @@ from django.utils import timezone
 
 from arbiter_app import selectors as arbiter
 from arbiter_app.queue import enqueue
-from oanp.audit import is_prefix, leaf_hashes
 from oanp.machine import Phase
 from sessions_app import selectors
 from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant
@@ -192,42 +190,48 @@ def run(*, export_id: int) -> None:
 
 
 def _build(export: Export, written: list[str]) -> None:
+    """Write the bundle and the CSV as the logs are read, one session at a time, to temporary
+    files that storage then copies: memory holds one session's log whatever the export's size."""
     found = sessions_for(export)
-    ids = list(found.values_list("pk", flat=True))
+    total = found.count()
     Export.objects.filter(pk=export.pk).update(
-        state=Export.State.RUNNING, total=len(ids), progress=0, error=""
+        state=Export.State.RUNNING, total=total, progress=0, error=""
     )
-    logs: list[list[dict[str, Any]]] = []
-    rows: list[list[str]] = []
-    for start in range(0, len(ids), BATCH_SESSIONS):
-        chunk = ids[start : start + BATCH_SESSIONS]
-        for session in found.filter(pk__in=chunk):
-            log = selectors.entries(session)
-            logs.append(log)
-            rows.append(summary_row(session, log))
-        Export.objects.filter(pk=export.pk).update(progress=start + len(chunk))
-    created_at = timezone.now()
-    earlier = extended_export(export, logs)
-    bundle = arbiter.signed_audit_bundle(
-        logs=logs,
-        scope=export.scope,
-        created_at=created_at,
-        previous=[] if earlier is None else [earlier.checkpoint],
-    )
-    stem = f"export-{export.pk}-{created_at:%Y%m%dT%H%M%SZ}"
-    storage = export.bundle.storage
-    bundle_name = storage.save(
-        f"exports/{stem}.json", ContentFile(json.dumps(bundle, separators=(",", ":")).encode())
-    )
-    written.append(bundle_name)
-    csv_name = storage.save(f"exports/{stem}.csv", ContentFile(_csv(rows).encode()))
-    written.append(csv_name)
+    candidates = earlier_exports(export)
+    with (
+        tempfile.TemporaryFile() as bundle_file,
+        tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as csv_file,
+    ):
+        writer = arbiter.audit_bundle_writer(
+            bundle_file, prefixes=[c.checkpoint["statement"] for c in candidates]
+        )
+        rows = csv.writer(csv_file)
+        rows.writerow(CSV_COLUMNS)
+        for done, (session, log) in enumerate(arbiter.logs_of(found), start=1):
+            writer.add(log)
+            rows.writerow(summary_row(session, log))
+            if done % BATCH_SESSIONS == 0 or done == total:
+                Export.objects.filter(pk=export.pk).update(progress=done)
+        # Sessions opened since its own come after them, and of its own only the last may
+        # have grown: once another has moved on, no later export extends it.
+        earlier = next((c for c in candidates if writer.extends(c.checkpoint["statement"])), None)
+        created_at = timezone.now()
+        checkpoint = writer.finish(
+            created_at=created_at,
+            scope=export.scope,
+            previous=[] if earlier is None else [earlier.checkpoint],
+        )
+        stem = f"export-{export.pk}-{created_at:%Y%m%dT%H%M%SZ}"
+        storage = export.bundle.storage
+        for part, name in ((bundle_file, f"{stem}.json"), (csv_file, f"{stem}.csv")):
+            part.seek(0)
+            written.append(storage.save(f"exports/{name}", File(part)))
     Export.objects.filter(pk=export.pk).update(
         state=Export.State.DONE,
-        bundle=bundle_name,
-        summary_csv=csv_name,
+        bundle=written[0],
+        summary_csv=written[1],
         finished_at=timezone.now(),
-        checkpoint=bundle["checkpoint"],
+        checkpoint=checkpoint,
         extends=earlier,
     )
 
@@ -236,12 +240,10 @@ def _build(export: Export, written: list[str]) -> None:
 EXTEND_CANDIDATES = 20
 
 
-def extended_export(export: Export, logs: list[list[dict[str, Any]]]) -> Export | None:
-    """The newest earlier finished export of the same scope (the same request and tenant)
-    whose signed tree is a prefix of the tree of ``logs``: sessions opened since come after
-    its own, and of its own only the last may have grown. Once another of its sessions has
-    moved on, no later export extends it."""
-    candidates = list(
+def earlier_exports(export: Export) -> list[Export]:
+    """The newest earlier finished exports of the same scope (the same request and tenant),
+    newest first: those this one may extend, if its tree grows theirs."""
+    return list(
         Export.objects.filter(
             state=Export.State.DONE,
             scope=export.scope,
@@ -251,10 +253,6 @@ def extended_export(export: Export, logs: list[list[dict[str, Any]]]) -> Export 
         .exclude(pk=export.pk)
         .order_by("-created_at")[:EXTEND_CANDIDATES]
     )
-    if not candidates:
-        return None  # the common case: no entry is hashed here besides the bundle's own
-    leaves = leaf_hashes(logs)
-    return next((c for c in candidates if is_prefix(c.checkpoint["statement"], leaves)), None)
 
 
 def summary_row(session: Session, log: Iterable[dict[str, Any]]) -> list[str]:
@@ -277,11 +275,3 @@ def summary_row(session: Session, log: Iterable[dict[str, Any]]) -> list[str]:
         session.opened_at.isoformat(),
         "" if session.ended_at is None else session.ended_at.isoformat(),
     ]
-
-
-def _csv(rows: list[list[str]]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
-    writer.writerows(rows)
-    return out.getvalue()

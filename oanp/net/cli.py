@@ -20,11 +20,22 @@ from typing import Any, TextIO
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
-from oanp.audit import BUNDLE_FORMAT, Report, build_bundle, extract, verify_bundle, verify_log
+from oanp.audit import (
+    BUNDLE_DEPTH,
+    BUNDLE_FORMAT,
+    NotStreamable,
+    Report,
+    build_bundle,
+    extract,
+    verify_bundle,
+    verify_bundle_stream,
+    verify_log,
+)
 from oanp.canonical import JsonValue, json_value, read_json
 from oanp.commitments import encode_salt
 from oanp.errors import ProtocolError
 from oanp.ids import new_ulid
+from oanp.jsonstream import PullReader, StreamError
 from oanp.log import Entry
 from oanp.machine import Arbiter
 from oanp.net.commands import add_commands, run_command
@@ -35,8 +46,6 @@ from oanp.transcript import describe_entry
 
 DEMO_ARBITER_ID = "arbiter.demo"
 DEMO_JWKS_URI = "http://127.0.0.1:8000/.well-known/jwks.json"
-#: Deep enough for any bundle; the parser's own limits apply to each envelope inside.
-_DOCUMENT_DEPTH = 200
 
 
 # oanp demo -----------------------------------------------------------------------------------
@@ -137,7 +146,7 @@ def load_document(path: Path) -> JsonValue:
     except (OSError, UnicodeDecodeError) as exc:
         raise UnreadableInput(f"{path}: {exc}") from exc
     try:
-        return json_value(read_json(text), max_depth=_DOCUMENT_DEPTH)
+        return json_value(read_json(text), max_depth=BUNDLE_DEPTH)
     except ProtocolError as whole_failed:
         # JSON lines end at "\n" only: str.splitlines() would also split inside strings at
         # U+2028, \x0b, \x1c..., which JSON allows unescaped.
@@ -145,7 +154,7 @@ def load_document(path: Path) -> JsonValue:
         if len(lines) < 2:
             raise UnreadableInput(f"{path}: {whole_failed.detail}") from whole_failed
         try:
-            return [json_value(read_json(line), max_depth=_DOCUMENT_DEPTH) for line in lines]
+            return [json_value(read_json(line), max_depth=BUNDLE_DEPTH) for line in lines]
         except ProtocolError as exc:
             raise UnreadableInput(f"{path}: not JSON nor JSON lines: {exc.detail}") from exc
 
@@ -158,34 +167,73 @@ def _log_entries(document: JsonValue) -> Sequence[Mapping[str, JsonValue]]:
     return document  # type: ignore[return-value]
 
 
+def _print_check(out: TextIO) -> Any:
+    return lambda check: print(check.line(), file=out)
+
+
 def _print_report(report: Report, out: TextIO) -> None:
     for check in report.checks:
         print(check.line(), file=out)
+    _print_verdict(report, out)
+
+
+def _print_verdict(report: Report, out: TextIO) -> None:
     verdict = "VERIFIED" if report.ok else "FAILED"
     print(f"{verdict}: {report.summary()}", file=out)
 
 
 def verify(path: Path, *, jwks_path: Path | None, since_path: Path | None, out: TextIO) -> int:
-    """Check a bundle or a single session log; 0 when everything verifies, 1 when not."""
-    document = load_document(path)
+    """Check a bundle or a single session log; 0 when everything verifies, 1 when not.
+
+    A bundle is read one session at a time and each check printed as it is made; any other
+    file, or a bundle laid out otherwise than a writer lays it out, is read whole.
+    """
     jwks: Any = load_document(jwks_path) if jwks_path else None
     if jwks is not None and not (isinstance(jwks, dict) and isinstance(jwks.get("keys"), list)):
         raise UnreadableInput(f'{jwks_path}: not a JWKS document (no "keys" list)')
+    if _is_streamed_bundle(path):
+        since = _earlier_bundle(since_path)
+        report = Report(keep_passing=False, on_check=_print_check(out))
+        try:
+            with path.open(encoding="utf-8") as stream:
+                verify_bundle_stream(stream, jwks=jwks, since=since, report=report)
+        except (StreamError, UnicodeDecodeError, OSError) as exc:
+            raise UnreadableInput(f"{path}: {exc}") from exc
+        except NotStreamable as exc:
+            print(f"note: {path} is read again, whole: {exc}", file=out)
+        else:
+            _print_verdict(report, out)
+            return 0 if report.ok else 1
+    document = load_document(path)
     if isinstance(document, dict) and document.get("format") == BUNDLE_FORMAT:
-        since: Mapping[str, Any] | None = None
-        if since_path is not None:
-            earlier = load_document(since_path)
-            if not (isinstance(earlier, dict) and earlier.get("format") == BUNDLE_FORMAT):
-                # Dropping it would verify without the prefix check the caller asked for.
-                raise UnreadableInput(f"{since_path}: not an audit bundle ({BUNDLE_FORMAT})")
-            since = earlier
-        report = verify_bundle(document, jwks=jwks, since=since)
+        report = verify_bundle(document, jwks=jwks, since=_earlier_bundle(since_path))
     else:
         if since_path is not None:
             raise UnreadableInput("--since compares two audit bundles; FILE is a session log")
         report = verify_log(_log_entries(document), jwks)
     _print_report(report, out)
     return 0 if report.ok else 1
+
+
+def _is_streamed_bundle(path: Path) -> bool:
+    """Whether ``path`` opens as a bundle does: an object whose first member is its format."""
+    try:
+        with path.open(encoding="utf-8") as stream:
+            reader = PullReader(stream, chunk=4096)
+            reader.begin("{")
+            return reader.next_key() == "format" and reader.value() == BUNDLE_FORMAT
+    except (StreamError, UnicodeDecodeError, OSError):
+        return False  # read whole, which says what is wrong with it
+
+
+def _earlier_bundle(since_path: Path | None) -> Mapping[str, Any] | None:
+    if since_path is None:
+        return None
+    earlier = load_document(since_path)
+    if not (isinstance(earlier, dict) and earlier.get("format") == BUNDLE_FORMAT):
+        # Dropping it would verify without the prefix check the caller asked for.
+        raise UnreadableInput(f"{since_path}: not an audit bundle ({BUNDLE_FORMAT})")
+    return earlier
 
 
 def extract_sessions(path: Path, session_ids: Sequence[str], out_path: Path) -> int:

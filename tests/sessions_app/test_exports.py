@@ -18,7 +18,7 @@ from django.contrib.auth.models import User
 from django.core.files.storage import default_storage
 from django.test import Client
 
-from sessions_app import exports, selectors
+from sessions_app import exports
 from sessions_app.models import AgentProfile, AuditEvent, Export, Membership, Merchant, Role
 from tests.conftest import ROOT, Worker
 from tests.support.factories.agents import ClientNegotiation, make_agent
@@ -226,15 +226,15 @@ def test_progress_moves_batch_by_batch_and_the_page_polls_until_done(
     assert admin.get(f"/exports/{export.pk}/bundle/").status_code == 404
 
     seen: list[tuple[int, int]] = []
-    read = selectors.entries
+    row = exports.summary_row
 
-    def entries(session: Any) -> list[dict[str, Any]]:
+    def summary_row(session: Any, log: Any) -> list[str]:
         now = Export.objects.get(pk=export.pk)
         seen.append((now.progress, now.total))
-        return read(session)
+        return row(session, log)
 
     monkeypatch.setattr(exports, "BATCH_SESSIONS", 1)
-    monkeypatch.setattr(exports.selectors, "entries", entries)
+    monkeypatch.setattr(exports, "summary_row", summary_row)
     exports.run(export_id=export.pk)
     assert seen == [(0, 2), (1, 2)]
     export.refresh_from_db()
@@ -249,11 +249,16 @@ def test_a_failed_export_says_why_and_keeps_no_file(
     admin = member("admin", Role.ADMIN)
     export = request(admin, kind="range", preset="7d")
 
-    def broken(*_: Any, **__: Any) -> bytes:
-        raise RuntimeError("the disk is full")
+    storage = Export._meta.get_field("bundle").storage
+    save = storage.save
 
-    # The CSV fails after the bundle was written: the bundle must go too.
-    monkeypatch.setattr(exports, "_csv", broken)
+    def broken(name: str, content: Any, *args: Any, **kwargs: Any) -> str:
+        if name.endswith(".csv"):
+            raise RuntimeError("the disk is full")
+        return save(name, content, *args, **kwargs)
+
+    # The CSV fails after the bundle was stored: the bundle must go too.
+    monkeypatch.setattr(storage, "save", broken)
     with pytest.raises(RuntimeError):
         exports.run(export_id=export.pk)
     export.refresh_from_db()
