@@ -8,7 +8,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
 from rest_framework.request import Request
 
-from arbiter_app import limits
+from arbiter_app import credential_cache, limits
 from arbiter_app.models import AgentCredential
 from arbiter_app.services.credentials import KEY_PREFIX, key_digest
 
@@ -23,9 +23,14 @@ def credential_for(header: str) -> AgentCredential | None:
     prefix, _, secret = rest.partition("_")  # the secret itself may hold "_"
     if head != KEY_PREFIX or not prefix or not secret:
         return None
+    digest = key_digest(key)
+    credential = credential_cache.recall(digest)
+    if credential is not None:
+        return credential
     credential = AgentCredential.objects.filter(prefix=prefix, revoked_at__isnull=True).first()
-    if credential is None or not hmac.compare_digest(credential.digest, key_digest(key)):
+    if credential is None or not hmac.compare_digest(credential.digest, digest):
         return None
+    credential_cache.remember(digest, credential)
     return credential
 
 

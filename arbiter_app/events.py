@@ -12,6 +12,8 @@ Nothing here runs inside a transaction: :func:`announce_all` is called from
 - Channel-layer groups :func:`session_group` and :func:`agent_group` receive
   ``{"type": "oanp.entries", "session_id", "head_seq"}``: a wake-up, not the data. Streams
   read the entries from the database, so a lost wake-up delays a push but never loses one.
+  The committing thread only queues them: the process's wake-up loop sends all queued since
+  its last send in one batch, so no request waits on the channel layer.
 - :func:`credential_group` receives ``{"type": "oanp.revoked"}`` when its API key is revoked:
   every stream opened with the key re-checks it at once (and on its own every few seconds, so
   a lost message only delays the end of the stream).
@@ -166,16 +168,49 @@ def _send(wakes: Sequence[Wake], *, about: str) -> None:
     layer = get_channel_layer()
     if layer is None or not any(groups for groups, _ in wakes) or not layer_breaker.allows():
         return
-    try:
-        if isinstance(layer, InMemoryChannelLayer):
-            # Its queues belong to the server's event loop: hop onto that loop.
+    if isinstance(layer, InMemoryChannelLayer):
+        # Its queues belong to the server's event loop: hop onto that loop and wait.
+        try:
             async_to_sync(_wake)(layer, wakes)
-        else:
-            asyncio.run_coroutine_threadsafe(_wake(layer, wakes), _wake_loop()).result(
-                WAKE_TIMEOUT_SECONDS
-            )
+        except Exception as error:
+            log.warning("could not wake %s: %s", about, error or type(error).__name__)
+        return
+    # Off the caller's path: the commit has been answered for, and the wake-up loop sends
+    # what every thread of the process queued since its last flush in one batch.
+    with _queue_lock:
+        _queued.append((wakes, about))
+        flush_pending = _flush_pending.is_set()
+        _flush_pending.set()
+    if not flush_pending:
+        _wake_loop().call_soon_threadsafe(_start_flush, layer)
+
+
+#: Wake-ups queued by this process's threads for the wake-up loop, and whether a flush of them
+#: is already on its way there.
+_queued: list[tuple[Sequence[Wake], str]] = []
+_queue_lock = threading.Lock()
+_flush_pending = threading.Event()
+#: Flushes in flight, kept so that the loop does not collect them before they end.
+_flushes: set[asyncio.Task[None]] = set()
+
+
+def _start_flush(layer: Any) -> None:
+    task = asyncio.get_running_loop().create_task(_flush(layer))
+    _flushes.add(task)
+    task.add_done_callback(_flushes.discard)
+
+
+async def _flush(layer: Any) -> None:
+    with _queue_lock:
+        batch = list(_queued)
+        _queued.clear()
+        _flush_pending.clear()
+    wakes = [wake for queued, _ in batch for wake in queued]
+    try:
+        await asyncio.wait_for(_wake(layer, wakes), WAKE_TIMEOUT_SECONDS)
     except Exception as error:
         layer_breaker.failed()
+        about = batch[0][1] if len(batch) == 1 else f"{len(batch)} commits' streams"
         log.warning("could not wake %s: %s", about, error or type(error).__name__)
     else:
         layer_breaker.succeeded()

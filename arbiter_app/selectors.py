@@ -381,7 +381,10 @@ LOG_CURSOR_ROWS = 2000
 def logs_of(sessions: QuerySet[Session]) -> Iterator[tuple[Session, list[JsonObject]]]:
     """Each of ``sessions`` (ordered) with its whole log, read through two server-side
     cursors walking in step: one session's log in memory at a time, however many there are."""
-    order = [f"session__{field}" for field in sessions.query.order_by] + ["seq"]
+    order = [
+        f"{'-' if str(f).startswith('-') else ''}session__{str(f).lstrip('-')}"
+        for f in sessions.query.order_by
+    ] + ["seq"]
     rows = (
         Entry.objects.filter(session__in=sessions.values("pk"))
         .order_by(*order)
@@ -389,7 +392,7 @@ def logs_of(sessions: QuerySet[Session]) -> Iterator[tuple[Session, list[JsonObj
         .iterator(chunk_size=LOG_CURSOR_ROWS)
     )
     pending = next(rows, None)
-    for session in sessions.iterator(chunk_size=LOG_CURSOR_ROWS // 10):
+    for session in sessions.iterator(chunk_size=max(1, LOG_CURSOR_ROWS // 10)):
         log: list[JsonObject] = []
         while pending is not None and pending.session_id == session.pk:
             log.append(pending.as_json())  # type: ignore[arg-type]

@@ -197,6 +197,16 @@ def _unlimited_address(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_remembered_keys() -> Iterator[None]:
+    """Each test's database starts over: so do the API keys this process remembers."""
+    from arbiter_app import credential_cache
+
+    credential_cache.forget_all()
+    yield
+    credential_cache.forget_all()
+
+
+@pytest.fixture(autouse=True)
 def _fast_passwords(request: pytest.FixtureRequest, settings: Any) -> None:
     """A quick hash for the passwords of tests that run in this process only: the real one is
     slow on purpose, and was half the time of the dashboard's tests. A live server checks

@@ -11,7 +11,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from arbiter_app import events
+from arbiter_app import credential_cache, events
 from arbiter_app.models import (
     AgentCredential,
     Role,
@@ -67,5 +67,9 @@ def revoke_credentials(*, agent_id: str, prefix: str | None = None) -> list[Agen
             credential.revoked_at = now
         prefixes = [c.prefix for c in revoked]
         if prefixes:
+            # Forgotten now and again once committed: a thread of this process may have
+            # found a key live in between, before the revocation was visible.
+            credential_cache.forget(prefixes)
+            transaction.on_commit(partial(credential_cache.forget, prefixes))
             transaction.on_commit(partial(events.announce_revocation, prefixes=prefixes))
     return revoked

@@ -13,6 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from arbiter_app import credential_cache
 from arbiter_app.models import AgentCredential
 from tests.arbiter_app.test_streams import INBOX, Stepper, events_path, live_client
 from tests.conftest import HEARTBEATS, LiveServer, _database_url, serve
@@ -79,7 +80,14 @@ def test_revoking_ends_the_inbox_stream_at_once(announced_server: LiveServer) ->
     assert [k["prefix"] for k in printed["revoked"]] == [prefix_of(buyer)]
     assert printed["revoked"][0]["revoked_at"]
     with live_client(announced_server) as client:
-        assert client.get(INBOX, headers=buyer.headers).status_code == 401
+        # The server trusts a key it found live for up to a second (credential_cache).
+        started = time.monotonic()
+        wait_for(
+            lambda: client.get(INBOX, headers=buyer.headers).status_code == 401,
+            timeout=credential_cache.TTL_SECONDS + 5,
+            message="the revoked key is refused",
+        )
+        assert time.monotonic() - started < credential_cache.TTL_SECONDS + 1
         with client.stream("GET", INBOX, headers=other.headers) as still:
             assert still.status_code == 200
 

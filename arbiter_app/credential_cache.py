@@ -1,0 +1,54 @@
+"""API keys this process looked up lately, so that a burst of envelopes costs one query.
+
+A process trusts a key it found live for :data:`TTL_SECONDS`: a revocation made anywhere is
+honoured by every process within that, and by the revoking process at once (it forgets the
+keys it revoked). Keys are held by their digest, never in the clear.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection
+
+from arbiter_app.models import AgentCredential
+
+#: How long a key found live is trusted without asking the database again.
+TTL_SECONDS = 1.0
+#: Past this many keys the expired ones go, and if none has, all of them.
+MAX_KEYS = 10_000
+
+_lock = threading.Lock()
+_found: dict[str, tuple[float, AgentCredential]] = {}
+
+
+def recall(digest: str) -> AgentCredential | None:
+    """The credential of the key with this digest, if it was found live within the TTL."""
+    with _lock:
+        hit = _found.get(digest)
+    if hit is None or hit[0] <= time.monotonic():
+        return None
+    return hit[1]
+
+
+def remember(digest: str, credential: AgentCredential) -> None:
+    now = time.monotonic()
+    with _lock:
+        if len(_found) >= MAX_KEYS:
+            for stale in [d for d, (until, _) in _found.items() if until <= now]:
+                del _found[stale]
+            if len(_found) >= MAX_KEYS:
+                _found.clear()
+        _found[digest] = (now + TTL_SECONDS, credential)
+
+
+def forget(prefixes: Collection[str]) -> None:
+    """Drop the keys with these prefixes: this process honours their revocation at once."""
+    with _lock:
+        for digest in [d for d, (_, c) in _found.items() if c.prefix in prefixes]:
+            del _found[digest]
+
+
+def forget_all() -> None:
+    with _lock:
+        _found.clear()
