@@ -49,7 +49,7 @@ from oanp.canonical import (
 from oanp.envelope import format_timestamp
 from oanp.errors import VerificationError
 from oanp.invariants import LogAudit, Status, audit_log
-from oanp.jsonstream import PullReader
+from oanp.jsonstream import PullReader, StreamError
 from oanp.log import ChainWalk, walk_chain
 from oanp.profiles import PROFILES, Profile
 from oanp.signing import CHECKPOINT_TYP, ArbiterKey, verify_detached
@@ -617,11 +617,17 @@ class _BundleCheck:
 
     # The end ---------------------------------------------------------------------------------
 
+    def require(self, *, checkpoint: bool = False) -> None:
+        """``KeyError`` naming the members a bundle must have and this one lacks."""
+        wanted = ("format", "jwks", "sessions") + (("checkpoint",) if checkpoint else ())
+        missing = [m for m in wanted if m not in self.seen]
+        if not self.manifest.complete:
+            missing.append("manifest")
+        if missing:
+            raise KeyError(", ".join(missing))
+
     def finish(self) -> None:
-        missing = [m for m in ("format", "jwks", "sessions", "checkpoint") if m not in self.seen]
-        if missing or not self.manifest.complete:
-            names = missing + ([] if self.manifest.complete else ["manifest"])
-            raise KeyError(", ".join(names))
+        self.require(checkpoint=True)
         statement = self.statement
         assert statement is not None
         self.report.add(
@@ -799,10 +805,12 @@ def _feed_stream(check: _BundleCheck, reader: PullReader) -> None:
         members.add(key)
         if key == "sessions":
             check.sessions_begin()
-            reader.begin("[")
+            _expect(reader, "[", "sessions")
             while reader.next_item():
                 check.session(value())
         elif key == "manifest":
+            if "sessions" not in members:
+                raise NotStreamable("its manifest comes before its logs")
             _feed_manifest(check, reader, value)
         elif key == "jwks":
             check.jwks(value())
@@ -815,17 +823,27 @@ def _feed_stream(check: _BundleCheck, reader: PullReader) -> None:
         else:
             value()  # a member this version does not know: read past it
     reader.finish()
+    check.require()
     if checkpoint is not None:
         check.checkpoint(checkpoint)
     check.finish()
 
 
+def _expect(reader: PullReader, opening: str, name: str) -> None:
+    """Enter the container ``name`` must be: valid JSON of another kind is a bundle of the
+    wrong shape (reported), not an unreadable file."""
+    if reader.peek() != opening:
+        kind = "an array" if opening == "[" else "an object"
+        raise TypeError(f"{name} is not {kind}")
+    reader.begin(opening)
+
+
 def _feed_manifest(check: _BundleCheck, reader: PullReader, value: Callable[[], Any]) -> None:
-    reader.begin("{")
+    _expect(reader, "{", "manifest")
     while (key := reader.next_key()) is not None:
         if key == "sessions":
             check.manifest_rows_begin()
-            reader.begin("[")
+            _expect(reader, "[", "manifest.sessions")
             while reader.next_item():
                 check.manifest_row(value())
             check.manifest_rows_end()
@@ -839,6 +857,8 @@ def _verified(run: Callable[[], None], report: Report) -> Report:
         run()
     except _Stop:
         pass
+    except StreamError:
+        raise  # not JSON: the file is unreadable, not a bundle that fails
     except KeyError as exc:
         report.add("bundle structure", False, f"missing {exc.args[0]}")
     except (TypeError, ValueError, AttributeError, IndexError) as exc:

@@ -9,6 +9,7 @@ as a file read at once (no duplicate keys, no ``NaN``, exact numbers).
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any, TextIO
 
 from oanp.canonical import STRICT_DECODER
@@ -21,6 +22,19 @@ def _truncated(exc: json.JSONDecodeError, buffered: int) -> bool:
     """Whether the error may only mean the value goes on past what is buffered: an error in
     the middle is final, so a broken file is not read to its end before it is refused."""
     return exc.msg.startswith("Unterminated") or exc.pos >= buffered - len("\\uXXXX")
+
+
+_NUMBER_CHARACTERS = frozenset("0123456789.eE+-")
+
+
+def _may_continue(found: object, buffer: str, end: int) -> bool:
+    """Whether a number just read may be cut short by the buffer's end: nothing but number
+    characters follow it up to that end."""
+    return (
+        isinstance(found, int | float | Decimal)
+        and not isinstance(found, bool)
+        and all(c in _NUMBER_CHARACTERS for c in buffer[end:])
+    )
 
 
 class StreamError(ValueError):
@@ -94,10 +108,10 @@ class PullReader:
                 raise self._error(f"not valid JSON ({exc.msg})") from None
             except (ValueError, RecursionError) as exc:  # duplicate keys, NaN, nesting
                 raise self._error(f"not valid JSON ({exc})") from None
-            # A number may continue past the buffer's end ("12" of "123"): read on to be sure.
-            if end == len(self._buffer) and self._fill():
-                continue
-            self._pos = end
+            span = end - self._pos  # the buffer may shift under a refill
+            if _may_continue(found, self._buffer, end) and self._fill():
+                continue  # a number may go on past the buffer's end ("1." of "1.5")
+            self._pos += span
             return found
 
     # Containers ------------------------------------------------------------------------------

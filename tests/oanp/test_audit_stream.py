@@ -281,17 +281,17 @@ def test_a_malformed_bundle_fails_the_same_checks_streamed(broken):
     assert not stream.ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with no manifest (or no sessions) the streamed report holds a passing "
-    "'checkpoint signature' check the whole report does not: _feed_stream checks the "
-    "checkpoint before _BundleCheck.finish() finds the missing member, _feed_document never "
-    "gets to the checkpoint",
-)
-@pytest.mark.parametrize("missing", ["manifest", "sessions"])
-def test_a_bundle_missing_a_member_fails_the_same_checks_streamed(missing):
-    bundle = edited(earlier, lambda b: b.pop(missing))
+def test_a_bundle_missing_its_manifest_fails_the_same_checks_streamed():
+    bundle = edited(earlier, lambda b: b.pop("manifest"))
     assert outcome(streamed(json.dumps(bundle))) == outcome(verify_bundle(bundle))
+
+
+def test_a_bundle_missing_its_sessions_is_read_whole_and_fails():
+    # Its manifest then comes before any log: a one-pass reader cannot match its rows.
+    bundle = edited(earlier, lambda b: b.pop("sessions"))
+    with pytest.raises(NotStreamable, match="manifest comes before its logs"):
+        streamed(json.dumps(bundle))
+    assert failures(verify_bundle(bundle)) == {"bundle structure": "missing sessions"}
 
 
 # --since: the earlier export is a prefix ------------------------------------------------------
@@ -400,13 +400,6 @@ def test_another_layout_a_pass_can_check_streams_to_the_same_report(make):
     assert outcome(streamed(json.dumps(bundle), most=97, **options)) == outcome(whole)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a manifest before the sessions is neither refused (NotStreamable) nor matched: "
-    "_BundleCheck.manifest_row() finds no bundled session yet, and with subset still None "
-    "marks the rows out of order, so a valid whole bundle fails 'merkle root' streamed (and "
-    "a subset's 'complete' checks move to the end)",
-)
 @pytest.mark.parametrize("make", [bundle_of, subset], ids=["whole", "subset"])
 def test_a_manifest_before_the_sessions_streams_to_the_same_report(make):
     bundle = moved("manifest", after="proofs")(make())
@@ -451,11 +444,6 @@ def test_a_truncated_bundle_never_verifies():
         assert not report.ok, cut
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="verify_bundle_stream reports a StreamError as a failing 'bundle structure' check "
-    "instead of raising it: StreamError is a ValueError, which _verified() catches",
-)
 @pytest.mark.parametrize(
     "text",
     [
@@ -586,12 +574,6 @@ def test_cli_reads_a_bundle_that_does_not_start_with_its_format_whole(capsys, tm
     assert out.splitlines() == expected_lines(verify_bundle(cli.load_document(path)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a truncated bundle is reported as a failing 'bundle structure' check (exit 1) "
-    "rather than refused as unreadable (exit 2): verify_bundle_stream never raises the "
-    "StreamError the CLI catches",
-)
 def test_cli_refuses_a_truncated_bundle_as_unreadable(capsys, tmp_path):
     path = tmp_path / "bundle.json"
     data = _write()

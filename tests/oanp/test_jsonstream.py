@@ -209,12 +209,6 @@ def test_a_number_at_the_buffer_end_is_read_whole(text, chunk, expected):
     assert read(text, most=chunk) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PullReader.value() reads a number cut after its '.', 'e' or 'e+' at the buffer's "
-    "end as its integer part: raw_decode stops before the '.', so end < len(buffer) and it "
-    "does not read on",
-)
 @pytest.mark.parametrize(
     ("text", "chunk"),
     [
@@ -302,13 +296,6 @@ def test_a_document_that_ends_after_a_value_is_refused(text, chunk):
         read(text, chunk=chunk)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="when a value ends exactly at the end of the stream, value() reads on to be sure, "
-    "_fill() first drops the consumed front of the buffer and then finds the end, and value() "
-    "sets _pos to the end it computed in the old buffer: the next error's position is too "
-    "large by the characters dropped",
-)
 @pytest.mark.parametrize(
     ("text", "at"),
     [
