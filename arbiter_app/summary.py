@@ -39,6 +39,7 @@ def session_summary(state: SessionState, reveals: Mapping[str, JsonValue]) -> Js
         "state": state.phase.value,
         "round": state.round,
         "turn": None if state.terminal or state.turn is None else state.turn.value,
+        "final_answer": state.final_answer and not state.terminal,
         "buyer": _party(state.buyer_agent_id, state.buyer_commit, reveals.get("buyer")),
         "merchant": _party(state.merchant_agent_id, state.merchant_commit, reveals.get("merchant")),
         "item": state.item,

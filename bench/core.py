@@ -45,6 +45,7 @@ from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
 from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
 from oanp.commitments import encode_salt
 from oanp.envelope import parse_envelope
+from oanp.log import Entry
 from oanp.machine import Arbiter, Negotiation, Phase
 from oanp.rehearsal import rehearse
 from oanp.signing import AGREEMENT_TYP, ArbiterKey
@@ -109,6 +110,20 @@ class SessionMoves:
     entries: int
     head: str
     phase: str
+    #: When the arbiter's timer closed it (a final answer that never came), if it did.
+    expired_at: datetime | None = None
+
+    def replay(self, arbiter: Arbiter) -> tuple[Negotiation, list[Entry]]:
+        """The session again, from its bytes through the machine: its state and entries."""
+        (first, at), *rest = self.moves
+        negotiation, entries = Negotiation.open(
+            parse_envelope(first), received_at=at, arbiter=arbiter
+        )
+        for data, at in rest:
+            entries += negotiation.feed(parse_envelope(data), received_at=at)
+        if self.expired_at is not None:
+            entries += negotiation.expire(self.expired_at)
+        return negotiation, entries
 
 
 @dataclass(frozen=True)
@@ -229,6 +244,7 @@ def build_corpus(sessions: int, arbiter: Arbiter, *, seed: int = CORPUS_SEED) ->
                 entries=len(result.entries),
                 head=result.entries[-1].entry_hash,
                 phase=result.negotiation.state.phase.value,
+                expired_at=result.expired_at,
             )
         )
     return Corpus(tuple(out))
@@ -264,13 +280,8 @@ def run_machine(corpus: Corpus, arbiter: Arbiter) -> tuple[int, list[str]]:
     logged = 0
     heads: list[str] = []
     for session in corpus.sessions:
-        (first, at), *rest = session.moves
-        negotiation, entries = Negotiation.open(
-            parse_envelope(first), received_at=at, arbiter=arbiter
-        )
+        negotiation, entries = session.replay(arbiter)
         logged += len(entries)
-        for data, at in rest:
-            logged += len(negotiation.feed(parse_envelope(data), received_at=at))
         heads.append(negotiation.state.head.entry_hash)
     return logged, heads
 
@@ -279,13 +290,7 @@ def logged_entries(corpus: Corpus, arbiter: Arbiter) -> list[JsonObject]:
     """Every entry the machine writes for the corpus, without its ``entry_hash``."""
     out: list[JsonObject] = []
     for session in corpus.sessions:
-        (first, at), *rest = session.moves
-        negotiation, entries = Negotiation.open(
-            parse_envelope(first), received_at=at, arbiter=arbiter
-        )
-        for data, at in rest:
-            entries += negotiation.feed(parse_envelope(data), received_at=at)
-        for entry in entries:
+        for entry in session.replay(arbiter)[1]:
             hashed = entry.as_json()
             del hashed["entry_hash"]
             out.append(hashed)
@@ -318,16 +323,13 @@ def sample_agreement(arbiter: Arbiter, corpus: Corpus) -> bytes:
     for session in corpus.sessions:
         if session.phase != Phase.AGREED.value:
             continue
-        (first, at), *rest = session.moves
-        negotiation, _ = Negotiation.open(parse_envelope(first), received_at=at, arbiter=arbiter)
-        for data, at in rest:
-            for entry in negotiation.feed(parse_envelope(data), received_at=at):
-                if entry.type == "session.agree":
-                    payload = entry.envelope["payload"]
-                    assert isinstance(payload, dict)
-                    agreement = payload["agreement"]
-                    assert isinstance(agreement, dict)
-                    return canonical_bytes(agreement)
+        for entry in session.replay(arbiter)[1]:
+            if entry.type == "session.agree":
+                payload = entry.envelope["payload"]
+                assert isinstance(payload, dict)
+                agreement = payload["agreement"]
+                assert isinstance(agreement, dict)
+                return canonical_bytes(agreement)
     raise RuntimeError("the corpus holds no agreement")
 
 

@@ -417,6 +417,11 @@ class BuyerAgent(PartyAgent[BuyerVault]):
         assert self._session is not None
         if kind is MessageType.SESSION_ACK:
             return [self._move(1, now)]
+        if kind is MessageType.OFFER_COUNTER and int(payload["round"]) >= self._session.max_rounds:
+            # The final answer (docs/protocol.md §5): accept the last counter, or say nothing
+            # and let its window close the session as max_rounds_reached.
+            answer = self._move(int(payload["round"]), now)
+            return [answer] if answer["type"] == MessageType.OFFER_ACCEPT.value else []
         if kind is not MessageType.ROUND_VERDICT or self._settling:
             return []
         round_ = int(payload["round"])

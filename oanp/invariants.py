@@ -124,6 +124,9 @@ class _Walk:
     owed_close: tuple[Reason, str] | None = None
     terminal_seq: int | None = None
     accepted_price: Decimal | None = None
+    #: The last round's counter awaits the buyer's final answer (docs/protocol.md §5): the
+    #: judgement its verdict owes if the answer's window expires.
+    final_answer: Judgement | None = None
 
     def fail(self, invariant: str, problem: str) -> None:
         self.audit.results[invariant].problems.append(problem)
@@ -229,6 +232,7 @@ def _visit_party(walk: _Walk, seq: int, env: Envelope) -> None:
 
 
 def _visit_withdraw(walk: _Walk, role: Role) -> None:
+    walk.final_answer = None  # the last round stays incomplete: no verdict is owed
     if walk.pending_breach is None:
         withdrawn = (
             Reason.WITHDRAWN_BY_BUYER if role is Role.BUYER else Reason.WITHDRAWN_BY_MERCHANT
@@ -248,8 +252,15 @@ def _visit_offer(walk: _Walk, seq: int, env: Envelope, offer: Offer) -> None:
     assert opened is not None
     if offer.round > opened.max_rounds:
         walk.fail("I1", f"entry {seq}: round {offer.round} exceeds max_rounds {opened.max_rounds}")
-    buyer_turn = not walk.buyer_moved
-    if (env.role is Role.BUYER) != buyer_turn:
+    if walk.final_answer is not None:
+        walk.final_answer = None
+        if env.role is not Role.BUYER or env.type is not T.OFFER_ACCEPT:
+            walk.fail(
+                "I2",
+                f"entry {seq}: {env.type.value} from the {env.role.value} in the buyer's final "
+                "answer, where only its accept or a withdrawal may come",
+            )
+    elif (env.role is Role.BUYER) == walk.buyer_moved:
         walk.fail("I2", f"entry {seq}: the {env.role.value} moved out of turn")
     if env.type is T.OFFER_ACCEPT:
         standing = walk.merchant_price if env.role is Role.BUYER else walk.buyer_price
@@ -282,7 +293,10 @@ def _visit_offer(walk: _Walk, seq: int, env: Envelope, offer: Offer) -> None:
         judged = profile.judge_counter(walk.round, spread, walk.last_spread)
         walk.last_spread = spread
         walk.stuck = walk.stuck + 1 if judged.status is VerdictStatus.FAIR_BUT_STUCK else 0
-        _complete(walk, judged)
+        if walk.round == opened.max_rounds:
+            walk.final_answer = judged  # the round completes with the buyer's final answer
+        else:
+            _complete(walk, judged)
 
 
 def _complete(walk: _Walk, judged: Judgement) -> None:
@@ -325,6 +339,11 @@ def _visit_arbiter(
 
 def _visit_verdict(walk: _Walk, seq: int, verdict: Verdict) -> None:
     walk.verdicts[verdict.round] = walk.verdicts.get(verdict.round, 0) + 1
+    if walk.final_answer is not None and verdict.round == walk.round:
+        # No final answer came in its window; logs written before the final answer existed
+        # judge the last counter at once, which reads the same.
+        _complete(walk, walk.final_answer)
+        walk.final_answer = None
     expected = walk.expected.get(verdict.round)
     if expected is None:
         walk.fail("I5", f"entry {seq}: verdict for round {verdict.round}, which did not complete")

@@ -113,6 +113,10 @@ TRANSITIONS: Mapping[tuple[Phase, Role, Role, MessageType], Move] = {
     },
 }
 
+#: The moves of the final answer's turn: the buyer accepts the last counter or withdraws;
+#: the merchant may still withdraw.
+FINAL_ANSWER_MOVES = frozenset({Move.BUYER_ACCEPT, Move.WITHDRAW})
+
 #: Where each move may leave the session. A priced move that breaches I3/I4 is still logged,
 #: then judged ``violated``, so every priced move may also end in CLOSED.
 MOVE_EXITS: Mapping[Move, frozenset[Phase]] = {
@@ -179,10 +183,21 @@ class SessionState:
     message_ids: frozenset[str] = frozenset()
     final_price: Decimal | None = None
     close_reason: Reason | None = None
+    #: The merchant countered in the last round: the buyer's final answer is due
+    #: (docs/protocol.md §5), and the round's verdict waits for it.
+    final_answer: bool = False
 
     @property
     def terminal(self) -> bool:
         return self.phase.is_terminal
+
+    @property
+    def closed_by_timer(self) -> bool:
+        """Whether a timer ended the session: a window, the deadline, or the final answer's
+        window, which closes as ``max_rounds_reached``."""
+        return self.close_reason in TIMER_REASONS or (
+            self.final_answer and self.close_reason is Reason.MAX_ROUNDS_REACHED
+        )
 
     def party_role(self, agent_id: str, role: Role) -> bool:
         return (role is B and agent_id == self.buyer_agent_id) or (
@@ -293,7 +308,7 @@ class Negotiation:
         if opening:
             raise SessionExists(f"session {state.session_id!r} exists")
         if state.terminal:
-            if state.close_reason in TIMER_REASONS:
+            if state.closed_by_timer:
                 # Whether a timer or this envelope came first is the arbiter's scheduling: a
                 # move after its timer closed the session gets the same answer either way.
                 raise TimerExpired(
@@ -305,10 +320,11 @@ class Negotiation:
             raise TimerExpired(f"the session's timer fell due at {format_timestamp(due)}")
         assert state.turn is not None
         move = TRANSITIONS.get((state.phase, state.turn, envelope.role, envelope.type))
-        if move is None:
+        if move is None or (state.final_answer and move not in FINAL_ANSWER_MOVES):
+            final = ", the buyer's final answer" if state.final_answer else ""
             raise OutOfTurn(
                 f"{envelope.type.value} from the {envelope.role.value} is not allowed now: "
-                f"{state.phase.value}, round {state.round}, {state.turn.value}'s turn"
+                f"{state.phase.value}, round {state.round}, {state.turn.value}'s turn{final}"
             )
         step = _Step(state, self.arbiter, received_at)
         _MOVES[move](step, envelope)
@@ -334,6 +350,20 @@ class Negotiation:
         if state.deadline is not None and state.deadline <= now:
             step.close(
                 Reason.DEADLINE_EXPIRED, f"deadline {format_timestamp(state.deadline)} passed"
+            )
+        elif state.final_answer:
+            # No final answer: the last round is judged on its counter, and the session ends.
+            assert state.buyer_price is not None and state.merchant_price is not None
+            spread = state.merchant_price - state.buyer_price
+            profile = self.arbiter.profiles[state.profile]
+            judgement = profile.judge_counter(state.round, spread, state.last_spread)
+            step.verdict(
+                judgement, buyer_price=state.buyer_price, merchant_price=state.merchant_price
+            )
+            step.close(
+                Reason.MAX_ROUNDS_REACHED,
+                f"the buyer gave no final answer within {state.response_window_s} s",
+                last_spread=spread,
             )
         else:
             assert state.turn is not None
@@ -587,6 +617,10 @@ def _counter(step: _Step, envelope: Envelope) -> None:
     state = step.state
     assert state.buyer_price is not None
     if _breached(step, envelope, offer, buyer_price=state.buyer_price, merchant_price=offer.price):
+        return
+    if state.round >= state.max_rounds:
+        # The last round's counter: the buyer's final answer decides (docs/protocol.md §5).
+        step.log(envelope, merchant_price=offer.price, final_answer=True, **step.moving(B))
         return
     step.log(envelope, merchant_price=offer.price)
     spread = offer.price - state.buyer_price

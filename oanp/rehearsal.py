@@ -30,6 +30,8 @@ MAX_ENVELOPES = 200
 class Rehearsal:
     negotiation: Negotiation
     entries: list[Entry]
+    #: When the arbiter's timer ended the session because nobody moved, if it did.
+    expired_at: datetime | None = None
 
 
 def rehearse(
@@ -63,13 +65,23 @@ def rehearse(
 
     deliver(first)
     fed = 0
-    while outbox and not negotiation.state.terminal:
+    expired_at = None
+    while not negotiation.state.terminal:
+        if not outbox:
+            # Nobody has a move (a buyer that lets its final answer lapse): the arbiter's
+            # timer ends the session, as it would on a server.
+            due = negotiation.next_deadline()
+            if due is None:
+                break
+            expired_at = max(due, clock())
+            deliver(negotiation.expire(expired_at))
+            continue
         fed += 1
         if fed > MAX_ENVELOPES:
             raise RuntimeError(f"no end after {MAX_ENVELOPES} envelopes")
         envelope = envelope_from_json(outbox.popleft())
         deliver(negotiation.feed(envelope, received_at=clock()))
-    return Rehearsal(negotiation, entries)
+    return Rehearsal(negotiation, entries, expired_at)
 
 
 def sfo_jfk_agents(

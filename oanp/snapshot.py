@@ -7,7 +7,7 @@ a snapshot costs one read. Decimals travel as strings so no price ever passes th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -72,8 +72,10 @@ def load_state(document: Mapping[str, Any]) -> SessionState:
     """Rebuild the state :func:`dump_state` wrote; ``ValueError`` on another version."""
     if document.get("v") != SNAPSHOT_VERSION:
         raise ValueError(f"snapshot version {document.get('v')!r} is not {SNAPSHOT_VERSION}")
+    # A field added since the snapshot was stored takes its default (a final answer: no).
     values = {
         spec.name: _LOADERS.get(spec.name, lambda raw: raw)(document[spec.name])
         for spec in fields(SessionState)
+        if spec.name in document or spec.default is MISSING
     }
     return SessionState(**values)

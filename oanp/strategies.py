@@ -117,9 +117,20 @@ class Situation:
         return Decimal(self.round - 1) / Decimal(self.max_rounds - 1)
 
     @property
-    def is_last_word(self) -> bool:
-        """True for the merchant in the final round: no move of anyone's follows its answer."""
+    def is_last_counter(self) -> bool:
+        """True for the merchant in the last round: a counter now is its last, and only the
+        buyer's final answer can take it."""
         return self.role == "merchant" and self.round == self.max_rounds
+
+    @property
+    def is_final_answer(self) -> bool:
+        """True for the buyer once the merchant countered in the last round: its accept is the
+        only move left (docs/protocol.md §5), and without one the session ends unagreed."""
+        return (
+            self.role == "buyer"
+            and self.round == self.max_rounds
+            and len(self.opponent_prices) >= self.round
+        )
 
     def clamp(self, aspiration: Decimal) -> Decimal:
         """The price to name for ``aspiration``: rounded in the party's favour, no further than
@@ -167,10 +178,9 @@ class ConcessionStrategy(ABC):
     """A tactic that concedes from its ideal towards its reservation, with AC_next.
 
     Acceptance: take the standing price when it is at least as good as the price this party
-    would name now. In the final round the merchant also takes any standing price within its
-    floor, since the session ends without a deal right after its answer. The buyer gets no
-    such rule: the merchant still moves after it in every round, and the protocol never lets
-    a buyer accept the merchant's final counter.
+    would name now. In the last round each side also takes any standing price within its
+    limit: the merchant, rather than stake the deal on the buyer's final answer to its last
+    counter; the buyer in that final answer, since the session ends unagreed without it.
     """
 
     @abstractmethod
@@ -185,7 +195,7 @@ class ConcessionStrategy(ABC):
         if standing is not None and (
             at_least_as_good(situation.role, standing, price)
             or (
-                situation.is_last_word
+                (situation.is_final_answer or situation.is_last_counter)
                 and at_least_as_good(situation.role, standing, situation.limits.reservation)
             )
         ):

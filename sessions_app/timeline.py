@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oanp.commitments import is_weak
-from oanp.envelope import INVARIANTS
+from oanp.envelope import DEFAULT_MAX_ROUNDS, INVARIANTS
 from oanp.invariants import audit_log
 
 
@@ -19,6 +19,9 @@ class RoundRow:
     verdict: str | None = None
     rationale: str | None = None
     verdict_seq: int | None = None
+    #: In the last round, after the merchant's counter: the buyer's final answer "due",
+    #: "accepted", "withdrawn", or "lapsed" when its window closed the session.
+    final_answer: str | None = None
 
     @property
     def spread(self) -> Any:
@@ -52,13 +55,17 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
     commitments: list[tuple[str, str, bool]] = []
     agreement = close = None
     violations = 0
+    max_rounds = None
     for entry in entries:
         envelope = entry["envelope"]
         kind, payload = envelope["type"], envelope["payload"]
         role = envelope["sender"]["role"]
+        due = next((r for r in rounds.values() if r.final_answer == "due"), None)
         if kind in ("session.open", "session.ack"):
             commit = payload["constraints_commit"]
             commitments.append((role, commit, is_weak(commit)))
+            if kind == "session.open":
+                max_rounds = payload.get("max_rounds", DEFAULT_MAX_ROUNDS)
         elif kind.startswith("offer."):
             row = rounds.setdefault(payload["round"], RoundRow(payload["round"]))
             if role == "buyer":
@@ -67,8 +74,16 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
                 row.merchant_price = payload["price"]
             if kind == "offer.accept":
                 row.accepted_by = role
+                if row is due:
+                    row.final_answer = "accepted"
+            elif kind == "offer.counter" and payload["round"] == max_rounds:
+                row.final_answer = "due"
+        elif kind == "session.close" and role != "arbiter" and due is not None:
+            due.final_answer = "withdrawn"
         elif kind == "round.verdict":
             row = rounds.setdefault(payload["round"], RoundRow(payload["round"]))
+            if row is due:
+                row.final_answer = "lapsed"
             row.verdict, row.rationale = payload["status"], payload["rationale"]
             row.buyer_price, row.merchant_price = payload["buyer_price"], payload["merchant_price"]
             row.verdict_seq = entry["seq"]

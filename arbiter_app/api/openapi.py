@@ -267,6 +267,11 @@ SUMMARY = _object(
         "state": {"type": "string", "enum": [phase.value for phase in Phase]},
         "round": {"type": "integer", "minimum": 0},
         "turn": {"type": "string", "enum": ["buyer", "merchant"], "nullable": True},
+        "final_answer": {
+            "type": "boolean",
+            "description": "the merchant countered in the last round: the buyer's accept of "
+            "that counter is its only move left (docs/protocol.md §5, the final answer)",
+        },
         "buyer": PARTY,
         "merchant": PARTY,
         "item": {"type": "object"},

@@ -56,7 +56,9 @@ Negotiate a price through a neutral OANP v0.1 arbiter.
 3. Each round the buyer proposes (or, from round 2, accepts the merchant's last counter),
    then the merchant counters or accepts. Buyer prices may only go up, merchant prices only
    down. The arbiter posts a round.verdict per round and ends with session.agree (a signed
-   agreement) or session.close.
+   agreement) or session.close. After the merchant's counter in the last round the buyer has
+   a final answer: accept that counter (same round), withdraw, or let its window close the
+   session unagreed.
 4. wait_for_events(session_id) returns the entries you have not seen yet and whose turn it is.
 Never put a private limit in a tool argument other than make_commitment's constraints.
 """
@@ -376,7 +378,8 @@ def build_server(desk: Desk) -> MCPServer[Any]:
     @server.tool()
     def accept(session_id: str, round: int, price: Decimal) -> dict[str, Any]:
         """Accept the other side's standing price: a merchant the buyer's price of this
-        round, a buyer (from round 2) the merchant's counter of the round before."""
+        round, a buyer (from round 2) the merchant's counter of the round before, or, as its
+        final answer in the last round, the merchant's counter of that round."""
         return desk.offer(session_id, "offer.accept", round, price)
 
     @server.tool()

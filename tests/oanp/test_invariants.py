@@ -684,12 +684,6 @@ def test_a_final_answer_before_the_last_round_is_out_of_turn():
     assert "entry 8: the buyer moved out of turn" in failures(report)["I2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/protocol.md §5 (final answer): in round max_rounds the buyer may accept the "
-    "merchant's counter of that round; the auditor (like the machine) has no such turn and "
-    "fails I2 with 'the buyer moved out of turn'",
-)
 def test_a_final_answer_in_the_last_round_passes():
     report = audit(_final_answer(max_rounds=2))
     assert "I7" not in failures(report)

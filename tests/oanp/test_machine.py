@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from oanp.canonical import canonical_bytes
+from oanp.envelope import Role, format_timestamp
 from oanp.errors import MessageIdSeen, ProtocolError
 from oanp.invariants import audit_log
 from oanp.machine import Negotiation, Phase
@@ -22,6 +24,7 @@ from tests.support.factories.sessions import (
     MERCHANT_COMMIT,
     SESSION,
     T0,
+    Session,
     accept,
     ack,
     counter,
@@ -88,21 +91,89 @@ def test_buyer_accepts_the_standing_counter_from_round_two():
     assert session.negotiation.state.final_price == Decimal(350)
 
 
-def test_max_rounds_reached_closes_after_the_last_verdict():
-    session = negotiating(max_rounds=2)
+def _at_final_answer(**open_overrides: Any) -> Session:
+    """Round 2 of 2: the merchant's last counter (390) stands, the buyer's final answer due."""
+    session = negotiating(max_rounds=2, **open_overrides)
     session.feed(propose(1, 300))
     session.feed(counter(1, 400))
     session.feed(propose(2, 310))
     last = session.feed(counter(2, 390))
-    assert [e.type for e in last] == ["offer.counter", "round.verdict", "session.close"]
-    assert payload(last[-1]) == {
+    assert [e.type for e in last] == ["offer.counter"]  # the round's verdict waits
+    state = session.negotiation.state
+    assert (state.phase, state.turn, state.final_answer) == (Phase.NEGOTIATING, Role.BUYER, True)
+    return session
+
+
+def test_the_final_answer_accepts_the_last_counter():
+    session = _at_final_answer()
+    done = session.feed(accept("buyer", 2, 390))
+    assert [e.type for e in done] == ["offer.accept", "round.verdict", "session.agree"]
+    assert (payload(done[1])["status"], payload(done[1])["rationale"]) == ("fair", "agreement")
+    assert payload(done[-1])["final_price"] == 390
+    assert not audit_log(session.log(), None).results["I2"].problems
+
+
+@pytest.mark.parametrize(
+    ("envelope", "code"),
+    [
+        pytest.param(lambda: propose(2, 320), "out_of_turn", id="a-propose"),
+        pytest.param(lambda: propose(3, 320), "out_of_turn", id="a-next-round"),
+        pytest.param(lambda: counter(2, 380), "out_of_turn", id="another-counter"),
+        pytest.param(lambda: accept("merchant", 2, 310), "out_of_turn", id="merchant-accept"),
+        pytest.param(lambda: accept("buyer", 2, 380), "price_not_standing", id="another-price"),
+        pytest.param(lambda: accept("buyer", 1, 390), "wrong_round", id="wrong-round"),
+    ],
+)
+def test_nothing_but_the_accept_or_a_withdrawal_is_in_turn(envelope: Any, code: str):
+    session = _at_final_answer()
+    before = session.negotiation.state
+    with pytest.raises(ProtocolError) as refused:
+        session.feed(envelope())
+    assert refused.value.code == code
+    assert session.negotiation.state == before
+
+
+@pytest.mark.parametrize("role", ["buyer", "merchant"])
+def test_a_withdrawal_in_the_final_answer_closes_without_a_verdict(role: str):
+    session = _at_final_answer()
+    done = session.feed(withdraw(role))
+    assert [e.type for e in done] == ["session.close", "session.close"]
+    assert payload(done[-1])["reason"] == f"withdrawn_by_{role}"
+    assert "round.verdict" not in session.types()[-3:]
+
+
+def test_without_a_final_answer_the_window_judges_the_round_and_closes():
+    session = _at_final_answer()
+    window_end = session.negotiation.next_deadline()
+    assert window_end == session.now + timedelta(seconds=300)
+    assert session.negotiation.expire(window_end - timedelta(seconds=1)) == []
+    closed = session.negotiation.expire(window_end)
+    assert [e.type for e in closed] == ["round.verdict", "session.close"]
+    verdict = payload(closed[0])
+    assert (verdict["round"], verdict["status"], verdict["rationale"]) == (
+        2,
+        "fair",
+        "spread_narrowed",
+    )
+    assert (verdict["buyer_price"], verdict["merchant_price"], verdict["spread"]) == (310, 390, 80)
+    assert payload(closed[1]) == {
         "reason": "max_rounds_reached",
-        "detail": "no agreement after 2 rounds",
+        "detail": "the buyer gave no final answer within 300 s",
         "round": 2,
     }
+    session.entries.extend(closed)
+    assert audit_log(session.log(), None).ok
+    # An accept that comes after the window closed gets the timer's answer.
     with pytest.raises(ProtocolError) as refused:
-        session.feed(propose(3, 320))
-    assert refused.value.code == "session_terminal"
+        session.negotiation.feed(accept("buyer", 2, 390), received_at=window_end)
+    assert refused.value.code == "timer_expired"
+
+
+def test_the_deadline_in_the_final_answer_closes_without_a_verdict():
+    session = _at_final_answer(deadline=format_timestamp(T0 + timedelta(seconds=60)))
+    closed = session.negotiation.expire(T0 + timedelta(seconds=60))
+    assert [e.type for e in closed] == ["session.close"]
+    assert payload(closed[0])["reason"] == "deadline_expired"
 
 
 def test_strict_profile_closes_a_stalled_session():

@@ -143,11 +143,12 @@ def test_the_clock_is_read_for_every_feed_and_every_entry_shown():
     assert seconds == [1, 3, 5, 7, 7, 10, 12, 12, 12]
 
 
-def test_a_session_nobody_answers_ends_when_the_outbox_is_empty():
+def test_a_session_nobody_answers_ends_by_its_timer():
     buyer, _ = agents()
     result = run(buyer, Silent())
-    assert [e.type for e in result.entries] == ["session.open"]
-    assert result.negotiation.state.phase is Phase.OPENING
+    assert [e.type for e in result.entries] == ["session.open", "session.close"]
+    assert result.negotiation.state.phase is Phase.CLOSED
+    assert result.negotiation.state.close_reason == "response_timeout"
 
 
 def test_a_refusal_propagates():

@@ -54,7 +54,8 @@ def test_prices_read_as_the_decimals_on_the_wire_and_a_close_gives_its_reason():
     ]
     # Two-digit seqs keep the columns aligned.
     assert described[11] == (
-        "#12  arbiter  session.close  max_rounds_reached: no agreement after 3 rounds"
+        "#12  arbiter  session.close  max_rounds_reached: the buyer gave no final answer within "
+        "300 s"
     )
 
 
