@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Final, Generic, Literal, Protocol, TypeVar
 
 from oanp.canonical import JsonObject, json_value
 from oanp.commitments import Role, commit
@@ -28,6 +28,7 @@ from oanp.envelope import (
     DEFAULT_PROFILE,
     OANP_VERSION,
     PARTY_CLOSE_REASON,
+    SETTLEMENTS,
     MessageType,
     format_timestamp,
 )
@@ -161,6 +162,41 @@ Outcome = Agreed | Closed
 
 
 @dataclass(frozen=True, slots=True)
+class SettlePolicy:
+    """When an agent reveals its limit to settle at once (docs/protocol.md §5, settlement).
+
+    ``when`` is ``"never"``; ``"stuck"``, once a round's verdict finds the spread did not
+    narrow; or ``"round"``, in its turn from round ``from_round`` on. Whatever ``when`` says,
+    an agent in a session opened for settlement answers the other side's reveal with its own
+    (the buyer asked for settlement by opening so, the merchant agreed to it by acking): the
+    deal is then decided by both limits, and the midpoint never takes back a concession.
+    A buyer opens a session for settlement only when its policy is not ``"never"``.
+    """
+
+    when: Literal["never", "stuck", "round"] = "never"
+    from_round: int = 1
+
+    def __post_init__(self) -> None:
+        if self.when not in ("never", "stuck", "round"):
+            raise ValueError(f"settle when {self.when!r}: never, stuck or round")
+        if self.from_round < 1:
+            raise ValueError("settling from a round before round 1")
+
+    @property
+    def allows(self) -> bool:
+        return self.when != "never"
+
+    def reveals_now(self, round_: int, stuck: bool) -> bool:
+        """Whether to reveal first in this turn of round ``round_``."""
+        if self.when == "stuck":
+            return stuck
+        return self.when == "round" and round_ >= self.from_round
+
+
+NEVER_SETTLE: Final = SettlePolicy()
+
+
+@dataclass(frozen=True, slots=True)
 class _Session:
     session_id: str
     item: JsonObject
@@ -199,10 +235,15 @@ class PartyAgent(ABC, Generic[V]):
         strategy: Strategy,
         salt: str,
         new_message_id: Callable[[], str],
+        settle: SettlePolicy = NEVER_SETTLE,
     ) -> None:
         self.agent_id = agent_id
         self._vault = vault
         self._strategy = strategy
+        self._settle = settle
+        self._settlement = False  # the session allows settlement by reveal
+        self._revealed = False  # this agent revealed its limit to settle
+        self._stuck = False  # the last verdict found the spread had not narrowed
         self._salt = salt
         self._new_message_id = new_message_id
         self._session: _Session | None = None
@@ -258,6 +299,16 @@ class PartyAgent(ABC, Generic[V]):
             # The round is complete and the arbiter's agree follows: nothing left to say.
             self._settling = True
             return []
+        if kind is MessageType.SETTLE_REVEAL:
+            if sender_role == self.role or self._revealed:
+                return []  # its own, or the second: the arbiter's outcome follows
+            # The other side revealed: its own reveal settles; without one, nothing can.
+            return [self._reveal_envelope(int(payload["round"]), now)]
+        if kind is MessageType.ROUND_VERDICT:
+            self._stuck = payload["status"] == "fair_but_stuck"
+        round_ = self._settle_first(kind, payload)
+        if round_ is not None:
+            return [self._reveal_envelope(round_, now)]
         if kind in (MessageType.OFFER_PROPOSE, MessageType.OFFER_COUNTER):
             prices = self._mine if sender_role == self.role else self._theirs
             prices.append(_exact(payload["price"]))
@@ -273,6 +324,32 @@ class PartyAgent(ABC, Generic[V]):
             "constraints_commit": session.commitment,
         }
         return self._envelope(session, MessageType.SESSION_CLOSE, payload, now)
+
+    def _settle_first(self, kind: MessageType, payload: Mapping[str, Any]) -> int | None:
+        """The round to reveal in, when this envelope hands this agent its turn and its
+        policy says to reveal first now; else ``None``."""
+        if not (self._settlement and self._settle.allows) or self._revealed:
+            return None
+        round_ = self._round_in_turn(kind, payload)
+        if round_ is None or self._session is None or round_ > self._session.max_rounds:
+            return None
+        return round_ if self._settle.reveals_now(round_, self._stuck) else None
+
+    @abstractmethod
+    def _round_in_turn(self, kind: MessageType, payload: Mapping[str, Any]) -> int | None:
+        """The round in which this envelope hands this agent the turn, or ``None``."""
+
+    def _reveal_envelope(self, round_: int, now: datetime) -> JsonObject:
+        session = self._session
+        assert session is not None
+        self._revealed = True
+        payload: JsonObject = {
+            "round": round_,
+            "constraints": self._vault.constraints(),
+            "salt": self._salt,
+            "constraints_commit": session.commitment,
+        }
+        return self._envelope(session, MessageType.SETTLE_REVEAL, payload, now)
 
     def reveal(self) -> JsonObject:
         """The body of a reveal (docs/protocol.md §10): constraints and salt opening the commitment.
@@ -407,6 +484,9 @@ class BuyerAgent(PartyAgent[BuyerVault]):
             payload["response_window_s"] = response_window_s
         if deadline is not None:
             payload["deadline"] = _timestamp(deadline)
+        if self._settle.allows:
+            payload["settlement"] = SETTLEMENTS[0]
+            self._settlement = True
         envelope = self._envelope(session, MessageType.SESSION_OPEN, payload, now)
         self._session = session
         return envelope
@@ -430,6 +510,13 @@ class BuyerAgent(PartyAgent[BuyerVault]):
             return []
         return [self._move(round_ + 1, now)]
 
+    def _round_in_turn(self, kind: MessageType, payload: Mapping[str, Any]) -> int | None:
+        if kind is MessageType.SESSION_ACK:
+            return 1
+        if kind is MessageType.ROUND_VERDICT and payload["status"] != "violated":
+            return int(payload["round"]) + 1
+        return None
+
 
 class MerchantAgent(PartyAgent[MerchantVault]):
     """Joins a session that names it, and answers every buyer propose in the same round."""
@@ -452,6 +539,7 @@ class MerchantAgent(PartyAgent[MerchantVault]):
         )
         self._session = session
         self._seen.add(envelope["message_id"])
+        self._settlement = payload.get("settlement") in SETTLEMENTS
         ack: JsonObject = {"constraints_commit": session.commitment}
         return [self._envelope(session, MessageType.SESSION_ACK, ack, now)]
 
@@ -461,3 +549,6 @@ class MerchantAgent(PartyAgent[MerchantVault]):
         if kind is MessageType.OFFER_PROPOSE:
             return [self._move(int(payload["round"]), now)]
         return []
+
+    def _round_in_turn(self, kind: MessageType, payload: Mapping[str, Any]) -> int | None:
+        return int(payload["round"]) if kind is MessageType.OFFER_PROPOSE else None

@@ -31,6 +31,8 @@ DEFAULT_MAX_ROUNDS = 5
 DEFAULT_PROFILE = "default/v0.1"
 DEFAULT_RESPONSE_WINDOW_S = 300
 RESPONSE_WINDOW_RANGE = (10, 3600)
+#: The most issues a session.open may declare besides the price (docs/protocol.md, terms).
+MAX_ISSUES = 8
 INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7")
 #: The arbiter numbers its own messages under this prefix, which parties may not use.
 ARBITER_ID_PREFIX = "arbiter:"
@@ -56,6 +58,11 @@ class MessageType(StrEnum):
     ROUND_VERDICT = "round.verdict"
     SESSION_AGREE = "session.agree"
     SESSION_CLOSE = "session.close"
+    SETTLE_REVEAL = "settle.reveal"
+
+
+#: Settlement rules a session may be opened with (docs/protocol.md §5, settlement).
+SETTLEMENTS = ("reveal",)
 
 
 #: Which role may send which type (docs/protocol.md §1).
@@ -68,6 +75,7 @@ SENDERS: Mapping[MessageType, frozenset[Role]] = {
     MessageType.ROUND_VERDICT: frozenset({Role.ARBITER}),
     MessageType.SESSION_AGREE: frozenset({Role.ARBITER}),
     MessageType.SESSION_CLOSE: frozenset({Role.BUYER, Role.MERCHANT, Role.ARBITER}),
+    MessageType.SETTLE_REVEAL: frozenset({Role.BUYER, Role.MERCHANT}),
 }
 
 PARTY_CLOSE_REASON = "withdrawn"
@@ -86,6 +94,8 @@ class Open:
     constraints_commit: str
     response_window_s: int
     deadline: datetime | None
+    #: ``"reveal"`` when the buyer asks to allow settlement by simultaneous reveal.
+    settlement: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +109,16 @@ class Offer:
 
     round: int
     price: Decimal
+    constraints_commit: str
+
+
+@dataclass(frozen=True, slots=True)
+class SettleReveal:
+    """``settle.reveal``: a party opens its own commitment to settle at once."""
+
+    round: int
+    constraints: JsonObject
+    salt: str
     constraints_commit: str
 
 
@@ -140,7 +160,7 @@ class Close:
     round: int
 
 
-Payload: TypeAlias = Open | Ack | Offer | Withdraw | Verdict | Agree | Close
+Payload: TypeAlias = Open | Ack | Offer | SettleReveal | Withdraw | Verdict | Agree | Close
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,14 +291,30 @@ def _commitment(value: object) -> str:
     return value
 
 
-def _item(value: object) -> JsonObject:
-    if not isinstance(value, dict):
-        raise _Bad("must be a JSON object")
-    normalized = json_value(value, "$.payload.item", max_depth=MAX_ITEM_DEPTH)
-    assert isinstance(normalized, dict)
-    if len(canonical_bytes(normalized)) > MAX_ITEM_BYTES:
-        raise _Bad(f"must be at most {MAX_ITEM_BYTES} bytes")
-    return normalized
+def _bounded_object(path: str) -> Callable[[object], JsonObject]:
+    """A free-form object (an item, revealed constraints), nested and sized within bounds."""
+
+    def read(value: object) -> JsonObject:
+        if not isinstance(value, dict):
+            raise _Bad("must be a JSON object")
+        normalized = json_value(value, path, max_depth=MAX_ITEM_DEPTH)
+        assert isinstance(normalized, dict)
+        if len(canonical_bytes(normalized)) > MAX_ITEM_BYTES:
+            raise _Bad(f"must be at most {MAX_ITEM_BYTES} bytes")
+        return normalized
+
+    return read
+
+
+_item = _bounded_object("$.payload.item")
+_constraints = _bounded_object("$.payload.constraints")
+
+
+def _settlement(value: object) -> str:
+    if value not in SETTLEMENTS:
+        raise _Bad("must be one of " + ", ".join(f'"{v}"' for v in SETTLEMENTS))
+    assert isinstance(value, str)
+    return value
 
 
 def _profile_name(value: object) -> str:
@@ -385,6 +421,14 @@ def _read_payload(kind: MessageType, role: Role, f: _Fields) -> Payload:
                 "response_window_s", _integer(*RESPONSE_WINDOW_RANGE), DEFAULT_RESPONSE_WINDOW_S
             ),
             deadline=f.optional("deadline", parse_timestamp),
+            settlement=f.optional("settlement", _settlement),
+        )
+    if kind is MessageType.SETTLE_REVEAL:
+        return SettleReveal(
+            round=f.take("round", _integer(1, MAX_ROUNDS_LIMIT)),
+            constraints=f.take("constraints", _constraints),
+            salt=f.take("salt", _text(128)),
+            constraints_commit=f.take("constraints_commit", _commitment),
         )
     if kind is MessageType.SESSION_ACK:
         return Ack(f.take("constraints_commit", _commitment))

@@ -178,6 +178,21 @@ class DeadlineOutOfRange(Unprocessable):
     title = "Deadline must be in the future and at most 24 hours ahead"
 
 
+class SettlementNotEnabled(Unprocessable):
+    code = "settlement_not_enabled"
+    title = "This session was not opened for settlement by reveal"
+
+
+class NotSettleable(Unprocessable):
+    code = "not_settleable"
+    title = "The reveal does not name the limit settlement needs"
+
+
+class WeakCommitment(Unprocessable):
+    code = "weak_commitment"
+    title = "Settlement by reveal needs a salted commitment"
+
+
 class RevealMismatch(Unprocessable):
     code = "reveal_mismatch"
     title = "Revealed constraints and salt do not match the commitment"

@@ -15,6 +15,8 @@ from decimal import Decimal
 from enum import StrEnum
 
 from oanp.canonical import JsonValue, canonical_bytes
+from oanp.commitments import Role as CommitRole
+from oanp.commitments import limit_breaches, limit_of, opens
 from oanp.envelope import (
     INVARIANTS,
     OANP_VERSION,
@@ -27,6 +29,7 @@ from oanp.envelope import (
     Offer,
     Open,
     Role,
+    SettleReveal,
     Verdict,
     Withdraw,
     envelope_from_json,
@@ -34,7 +37,9 @@ from oanp.envelope import (
 from oanp.errors import ProtocolError, VerificationError
 from oanp.log import ChainBreak, chain_breaks
 from oanp.machine import TIMER_REASONS
+from oanp.money import price_to_json
 from oanp.profiles import PROFILES, Judgement, Profile, Reason, VerdictStatus, breach_invariant
+from oanp.settlement import SETTLEMENT_RULE, settlement_price
 from oanp.signing import AGREEMENT_TYP, verify_detached
 
 T = MessageType
@@ -127,6 +132,10 @@ class _Walk:
     #: The last round's counter awaits the buyer's final answer (docs/protocol.md §5): the
     #: judgement its verdict owes if the answer's window expires.
     final_answer: Judgement | None = None
+    #: Settlement by reveal: the limits revealed so far, by role, and once settled the
+    #: ``settlement`` member the agreement owes.
+    revealed: dict[Role, Decimal] = field(default_factory=dict)
+    settlement: dict[str, JsonValue] | None = None
 
     def fail(self, invariant: str, problem: str) -> None:
         self.audit.results[invariant].problems.append(problem)
@@ -227,8 +236,82 @@ def _visit_party(walk: _Walk, seq: int, env: Envelope) -> None:
     if isinstance(payload, Withdraw):
         _visit_withdraw(walk, env.role)
         return
+    if isinstance(payload, SettleReveal):
+        _visit_reveal(walk, seq, env, payload)
+        return
     assert isinstance(payload, Offer)
+    if walk.revealed:
+        walk.fail("I2", f"entry {seq}: {env.type.value} while the session was settling")
     _visit_offer(walk, seq, env, payload)
+
+
+def _visit_reveal(walk: _Walk, seq: int, env: Envelope, reveal: SettleReveal) -> None:
+    """A ``settle.reveal``: re-derive what the arbiter owed it (docs/protocol.md §5)."""
+    opened = walk.opened
+    assert opened is not None
+    role = env.role
+    party: CommitRole = "buyer" if role is Role.BUYER else "merchant"
+    if opened.settlement is None:
+        walk.fail("I2", f"entry {seq}: settle.reveal in a session opened without settlement")
+    if reveal.round != walk.round or walk.final_answer is not None:
+        walk.fail("I2", f"entry {seq}: settle.reveal out of place in round {walk.round}")
+    in_turn = (role is Role.BUYER) != walk.buyer_moved
+    if role in walk.revealed or (not walk.revealed and not in_turn):
+        walk.fail("I2", f"entry {seq}: the {party} revealed out of turn")
+    limit = limit_of(party, reveal.constraints)
+    commit = walk.commits.get(role)
+    if (
+        commit is None
+        or reveal.constraints_commit != commit
+        or not opens(
+            commit,
+            constraints=reveal.constraints,
+            item=opened.item,
+            max_rounds=opened.max_rounds,
+            salt=reveal.salt,
+        )
+    ):
+        walk.note("I3", f"entry {seq}: the {party}'s reveal does not open its commitment")
+        walk.pending_breach = Reason.COMMITMENT_MISMATCH
+    elif limit is None:
+        walk.fail("I2", f"entry {seq}: the {party}'s reveal names no limit to settle on")
+        return
+    else:
+        own = _standing_buyer(walk) if role is Role.BUYER else walk.merchant_price
+        if own is not None and limit_breaches(party, reveal.constraints, [(walk.round, own)]):
+            walk.note("I3", f"entry {seq}: the {party}'s own price broke its revealed limit")
+            walk.pending_breach = Reason.LIMIT_BREACHED
+    if walk.pending_breach is not None:
+        walk.buyer_price = _standing_buyer(walk)
+        _complete(walk, Judgement(VerdictStatus.VIOLATED, walk.pending_breach))
+        return
+    assert limit is not None
+    walk.revealed[role] = limit
+    if len(walk.revealed) < 2:
+        return
+    ceiling, floor = walk.revealed[Role.BUYER], walk.revealed[Role.MERCHANT]
+    if ceiling < floor:
+        walk.buyer_price, walk.merchant_price = ceiling, floor
+        _complete(walk, Judgement(VerdictStatus.FAIR_BUT_STUCK, Reason.NO_ZONE))
+        return
+    price = settlement_price(
+        ceiling,
+        floor,
+        currency=opened.currency,
+        buyer_standing=_standing_buyer(walk),
+        merchant_standing=walk.merchant_price,
+    )
+    walk.buyer_price = walk.merchant_price = walk.accepted_price = price
+    walk.settlement = {
+        "rule": SETTLEMENT_RULE,
+        "ceiling": price_to_json(ceiling),
+        "floor": price_to_json(floor),
+    }
+    _complete(walk, Judgement(VerdictStatus.FAIR, Reason.SETTLED))
+
+
+def _standing_buyer(walk: _Walk) -> Decimal | None:
+    return walk.buyer_price if walk.buyer_price is not None else walk.previous_buyer_price
 
 
 def _visit_withdraw(walk: _Walk, role: Role) -> None:
@@ -369,7 +452,10 @@ def _visit_verdict(walk: _Walk, seq: int, verdict: Verdict) -> None:
             f"entry {seq}: the arbiter judged round {verdict.round} violated",
         )
         return
-    if expected.rationale is Reason.AGREEMENT:
+    if expected.rationale in (Reason.AGREEMENT, Reason.SETTLED):
+        return
+    if expected.rationale is Reason.NO_ZONE:
+        walk.owed_close = (Reason.NO_ZONE, "I5")
         return
     opened = walk.opened
     assert opened is not None
@@ -491,6 +577,8 @@ def _visit_agree(
     for name, value in expected.items():
         if agree.agreement.get(name) != value:
             walk.fail("I6", f"entry {seq}: the signed agreement's {name} is not the log's")
+    if agree.agreement.get("settlement") != walk.settlement:
+        walk.fail("I6", f"entry {seq}: the signed agreement's settlement is not the log's")
     signed_price = agree.agreement.get("final_price")
     if (
         # bool is an int, but Decimal(repr(True)) raises instead of differing.

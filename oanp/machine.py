@@ -23,6 +23,8 @@ from operator import attrgetter
 from typing import Any, Protocol
 
 from oanp.canonical import JsonObject, canonical_bytes
+from oanp.commitments import LIMIT_KEYS, is_weak, limit_breaches, limit_of, opens
+from oanp.commitments import Role as CommitRole
 from oanp.envelope import (
     ARBITER_ID_PREFIX,
     INVARIANTS,
@@ -33,6 +35,7 @@ from oanp.envelope import (
     Offer,
     Open,
     Role,
+    SettleReveal,
     Withdraw,
     check_sender,
     format_timestamp,
@@ -42,14 +45,17 @@ from oanp.errors import (
     FieldError,
     MessageIdSeen,
     NotAParty,
+    NotSettleable,
     OutOfTurn,
     PriceNotStanding,
     PricePrecision,
     SchemaInvalid,
     SessionExists,
     SessionTerminal,
+    SettlementNotEnabled,
     TimerExpired,
     UnknownSession,
+    WeakCommitment,
     WrongRound,
 )
 from oanp.log import Entry, Head, make_entry
@@ -62,6 +68,7 @@ from oanp.profiles import (
     VerdictStatus,
     breach_invariant,
 )
+from oanp.settlement import SETTLEMENT_RULE, settlement_price
 from oanp.signing import AGREEMENT_TYP
 
 MAX_DEADLINE_AHEAD = timedelta(hours=24)
@@ -72,6 +79,9 @@ TIMER_REASONS = frozenset({Reason.RESPONSE_TIMEOUT, Reason.DEADLINE_EXPIRED})
 class Phase(StrEnum):
     OPENING = "OPENING"
     NEGOTIATING = "NEGOTIATING"
+    #: One party revealed its limit to settle (docs/protocol.md §5, settlement); the other
+    #: may reveal its own or withdraw.
+    SETTLING = "SETTLING"
     EVALUATING = "EVALUATING"
     AGREED = "AGREED"
     CLOSED = "CLOSED"
@@ -92,6 +102,7 @@ class Move(StrEnum):
     BUYER_ACCEPT = "buyer_accept"
     MERCHANT_ACCEPT = "merchant_accept"
     WITHDRAW = "withdraw"
+    REVEAL = "reveal"
 
 
 B, M = Role.BUYER, Role.MERCHANT
@@ -104,10 +115,16 @@ TRANSITIONS: Mapping[tuple[Phase, Role, Role, MessageType], Move] = {
     (Phase.NEGOTIATING, B, B, T.OFFER_ACCEPT): Move.BUYER_ACCEPT,
     (Phase.NEGOTIATING, M, M, T.OFFER_COUNTER): Move.COUNTER,
     (Phase.NEGOTIATING, M, M, T.OFFER_ACCEPT): Move.MERCHANT_ACCEPT,
+    # Settlement: the party in turn reveals first, then the other, whose turn it then is.
+    **{
+        (phase, who, who, T.SETTLE_REVEAL): Move.REVEAL
+        for phase in (Phase.NEGOTIATING, Phase.SETTLING)
+        for who in (B, M)
+    },
     # Either party may withdraw whenever the session is live, whoever's turn it is.
     **{
         (phase, turn, who, T.SESSION_CLOSE): Move.WITHDRAW
-        for phase in (Phase.OPENING, Phase.NEGOTIATING)
+        for phase in (Phase.OPENING, Phase.NEGOTIATING, Phase.SETTLING)
         for turn in (B, M)
         for who in (B, M)
     },
@@ -126,6 +143,7 @@ MOVE_EXITS: Mapping[Move, frozenset[Phase]] = {
     Move.BUYER_ACCEPT: frozenset({Phase.AGREED, Phase.CLOSED}),
     Move.MERCHANT_ACCEPT: frozenset({Phase.AGREED, Phase.CLOSED}),
     Move.WITHDRAW: frozenset({Phase.CLOSED}),
+    Move.REVEAL: frozenset({Phase.SETTLING, Phase.AGREED, Phase.CLOSED}),
 }
 
 
@@ -186,6 +204,11 @@ class SessionState:
     #: The merchant countered in the last round: the buyer's final answer is due
     #: (docs/protocol.md §5), and the round's verdict waits for it.
     final_answer: bool = False
+    #: ``"reveal"`` when the session was opened for settlement by reveal and acked.
+    settlement: str | None = None
+    #: The limits revealed to settle: the buyer's true_ceiling, the merchant's floor_price.
+    revealed_ceiling: Decimal | None = None
+    revealed_floor: Decimal | None = None
 
     @property
     def terminal(self) -> bool:
@@ -206,6 +229,11 @@ class SessionState:
 
     def commitment_of(self, role: Role) -> str | None:
         return self.buyer_commit if role is B else self.merchant_commit
+
+    @property
+    def buyer_standing(self) -> Decimal | None:
+        """The buyer's latest price: this round's, or before it proposes, the last round's."""
+        return self.buyer_price if self.buyer_price is not None else self.previous_buyer_price
 
 
 _STATE_FIELDS = tuple(f.name for f in fields(SessionState))
@@ -252,6 +280,8 @@ class Negotiation:
                     )
                 ],
             )
+        if payload.settlement is not None and is_weak(payload.constraints_commit):
+            raise WeakCommitment(WEAK_FOR_SETTLEMENT.format(role="buyer"))
         if payload.deadline is not None and not (
             received_at < payload.deadline <= received_at + MAX_DEADLINE_AHEAD
         ):
@@ -275,6 +305,7 @@ class Negotiation:
             buyer_commit=payload.constraints_commit,
             merchant_commit=None,
             opened_at=received_at,
+            settlement=payload.settlement,
         )
         step = _Step(state, arbiter, received_at)
         step.log(envelope, turn_deadline=step.window_end())
@@ -476,7 +507,7 @@ class _Step:
             **changes,
         )
 
-    def agree(self, price: Decimal) -> None:
+    def agree(self, price: Decimal, settlement: JsonObject | None = None) -> None:
         state, arbiter = self.state, self.arbiter
         agreement: JsonObject = {
             "oanp_version": OANP_VERSION,
@@ -492,6 +523,8 @@ class _Step:
             "invariants_satisfied": list(INVARIANTS),
             "agreed_at": format_timestamp(self.now),
         }
+        if settlement is not None:
+            agreement["settlement"] = settlement
         signature = arbiter.signer.sign_detached(canonical_bytes(agreement), typ=AGREEMENT_TYP)
         self._emit(
             T.SESSION_AGREE,
@@ -574,7 +607,93 @@ COMMITMENT_DETAIL = "the {role}'s constraints_commit differs from the one it com
 def _ack(step: _Step, envelope: Envelope) -> None:
     payload = envelope.payload
     assert isinstance(payload, Ack)
+    if step.state.settlement is not None and is_weak(payload.constraints_commit):
+        raise WeakCommitment(WEAK_FOR_SETTLEMENT.format(role="merchant"))
     step.log(envelope, merchant_commit=payload.constraints_commit, round=1, **step.moving(B))
+
+
+WEAK_FOR_SETTLEMENT = (
+    "the session asks for settlement by reveal, which needs the {role}'s commitment salted "
+    '("sha256:…"), not the unsalted reference form ("0x…")'
+)
+
+
+def _reveal(step: _Step, envelope: Envelope) -> None:
+    """``settle.reveal`` (docs/protocol.md §5, settlement): the first puts the session in
+    SETTLING, the second settles at the midpoint or finds no zone. A reveal that does not open
+    its commitment, or whose limit the party's own prices broke, is evidence of a breach."""
+    reveal = envelope.payload
+    assert isinstance(reveal, SettleReveal)
+    state, role = step.state, envelope.role
+    if state.settlement is None:
+        raise SettlementNotEnabled("the session was not opened with settlement: reveal")
+    if reveal.round != state.round:
+        raise WrongRound(f"this is round {state.round}, not {reveal.round}")
+    party: CommitRole = "buyer" if role is B else "merchant"
+    limit = limit_of(party, reveal.constraints)
+    if limit is None or limit <= 0:
+        raise NotSettleable(
+            f"the {party}'s constraints name no positive {LIMIT_KEYS[party]} to settle on"
+        )
+    committed = state.commitment_of(role)
+    assert committed is not None  # a live session past OPENING has both commitments
+    standing = {"buyer_price": state.buyer_standing, "merchant_price": state.merchant_price}
+    if reveal.constraints_commit != committed or not opens(
+        committed,
+        constraints=reveal.constraints,
+        item=state.item,
+        max_rounds=state.max_rounds,
+        salt=reveal.salt,
+    ):
+        detail = f"the {party}'s reveal does not open the commitment it made"
+        step.violated(envelope, Reason.COMMITMENT_MISMATCH, detail, **standing)
+        return
+    own = state.buyer_standing if role is B else state.merchant_price
+    if own is not None and limit_breaches(party, reveal.constraints, [(state.round, own)]):
+        side = "above its ceiling" if role is B else "below its floor"
+        detail = f"the {party} offered {own}, {side} {limit}"
+        step.violated(envelope, Reason.LIMIT_BREACHED, detail, **standing)
+        return
+    limits = {"revealed_ceiling": limit} if role is B else {"revealed_floor": limit}
+    if state.phase is Phase.NEGOTIATING:
+        other = M if role is B else B
+        step.log(envelope, **{**step.moving(other), "phase": Phase.SETTLING, **limits})
+        return
+    step.log(envelope, **limits)
+    _settle(step)
+
+
+def _settle(step: _Step) -> None:
+    """Both limits are in the log: the midpoint within the standing prices, or no zone."""
+    state = step.state
+    ceiling, floor = state.revealed_ceiling, state.revealed_floor
+    assert ceiling is not None and floor is not None
+    if ceiling < floor:
+        step.verdict(
+            Judgement(VerdictStatus.FAIR_BUT_STUCK, Reason.NO_ZONE),
+            buyer_price=ceiling,
+            merchant_price=floor,
+        )
+        step.close(Reason.NO_ZONE, f"the buyer's ceiling {ceiling} is under the floor {floor}")
+        return
+    price = settlement_price(
+        ceiling,
+        floor,
+        currency=state.currency,
+        buyer_standing=state.buyer_standing,
+        merchant_standing=state.merchant_price,
+    )
+    step.verdict(
+        Judgement(VerdictStatus.FAIR, Reason.SETTLED), buyer_price=price, merchant_price=price
+    )
+    step.agree(
+        price,
+        settlement={
+            "rule": SETTLEMENT_RULE,
+            "ceiling": price_to_json(ceiling),
+            "floor": price_to_json(floor),
+        },
+    )
 
 
 def _breached(
@@ -680,4 +799,5 @@ _MOVES = {
     Move.BUYER_ACCEPT: _accept,
     Move.MERCHANT_ACCEPT: _accept,
     Move.WITHDRAW: _withdraw,
+    Move.REVEAL: _reveal,
 }

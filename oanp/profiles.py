@@ -36,11 +36,15 @@ class Reason(StrEnum):
     RESPONSE_TIMEOUT = "response_timeout"
     DEADLINE_EXPIRED = "deadline_expired"
     OPERATOR_TERMINATED = "operator_terminated"
+    SETTLED = "settled"
+    NO_ZONE = "no_zone"
+    LIMIT_BREACHED = "limit_breached"
 
 
 def breach_invariant(reason: Reason) -> str:
-    """The invariant a breach of this kind falls under: I3 for commitments, I4 for reneging."""
-    return "I3" if reason is Reason.COMMITMENT_MISMATCH else "I4"
+    """The invariant a breach of this kind falls under: I3 for commitments (a reveal that does
+    not open one, or one whose limit the party's own prices broke), I4 for reneging."""
+    return "I3" if reason in (Reason.COMMITMENT_MISMATCH, Reason.LIMIT_BREACHED) else "I4"
 
 
 @dataclass(frozen=True, slots=True)

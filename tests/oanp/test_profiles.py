@@ -43,6 +43,10 @@ V01_REASONS = [
     "response_timeout",
     "deadline_expired",
     "operator_terminated",
+    # Settlement by reveal (docs/protocol.md §5, settlement).
+    "settled",
+    "no_zone",
+    "limit_breached",
 ]
 
 
