@@ -55,6 +55,8 @@ _LOADERS: Mapping[str, Callable[[Any], Any]] = {
     "merchant_price": _optional(Decimal),
     "last_spread": _optional(Decimal),
     "final_price": _optional(Decimal),
+    "revealed_ceiling": _optional(Decimal),
+    "revealed_floor": _optional(Decimal),
     "head": lambda raw: Head(raw["seq"], raw["entry_hash"]),
     "message_ids": frozenset,
 }

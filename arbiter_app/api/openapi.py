@@ -19,6 +19,7 @@ from oanp.envelope import (
     PARTY_CLOSE_REASON,
     RESPONSE_WINDOW_RANGE,
     SENDERS,
+    SETTLEMENTS,
     MessageType,
     Role,
 )
@@ -100,11 +101,31 @@ PAYLOADS: dict[str, Schema] = {
                 "default": DEFAULT_RESPONSE_WINDOW_S,
             },
             "deadline": {**UTC_TIMESTAMP, "nullable": True, "description": "At most 24 h ahead."},
+            "settlement": {
+                "type": "string",
+                "enum": list(SETTLEMENTS),
+                "nullable": True,
+                "description": "Allow settlement by simultaneous reveal (needs salted "
+                "commitments); the merchant agrees by acking.",
+            },
         },
         required=["merchant_agent_id", "item", "currency", "constraints_commit"],
     ),
     "AckPayload": _object({"constraints_commit": COMMITMENT}),
     "OfferPayload": OFFER,
+    "SettleRevealPayload": _object(
+        {
+            "round": ROUND,
+            "constraints": {
+                "type": "object",
+                "description": "The sender's committed constraints, with its limit: the "
+                "buyer's true_ceiling, the merchant's floor_price. At most 4 KiB.",
+            },
+            "salt": {**_text(128), "description": "The commitment's salt, base64url."},
+            "constraints_commit": COMMITMENT,
+        },
+        description="A party opens its own commitment to settle at once.",
+    ),
     "WithdrawPayload": _object(
         {
             "reason": {"type": "string", "enum": [PARTY_CLOSE_REASON]},
@@ -142,7 +163,8 @@ PAYLOADS: dict[str, Schema] = {
                 "type": "object",
                 "description": "The signed object: oanp_version, session_id, arbiter_id, "
                 "buyer_agent_id, merchant_agent_id, item, currency, final_price, "
-                "session_digest, log_length, invariants_satisfied, agreed_at.",
+                "session_digest, log_length, invariants_satisfied, agreed_at; and, for a "
+                "settled session, settlement {rule, ceiling, floor}.",
             },
             "signature": {
                 **_text(4096),
@@ -172,6 +194,7 @@ TYPE_PAYLOADS: dict[MessageType, str] = {
     MessageType.OFFER_ACCEPT: "OfferPayload",
     MessageType.ROUND_VERDICT: "VerdictPayload",
     MessageType.SESSION_AGREE: "AgreePayload",
+    MessageType.SETTLE_REVEAL: "SettleRevealPayload",
 }
 
 

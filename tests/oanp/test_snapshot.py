@@ -183,6 +183,16 @@ def test_a_snapshot_missing_a_field_is_refused():
         load_state(document)
 
 
+def test_a_snapshot_stored_before_later_fields_existed_takes_their_defaults():
+    original = agreed()[-1]
+    document = dump_state(original)
+    for later in ("final_answer", "settlement", "revealed_ceiling", "revealed_floor"):
+        del document[later]
+    state = load_state(document)
+    assert (state.final_answer, state.settlement, state.revealed_ceiling) == (False, None, None)
+    assert state == original
+
+
 def test_a_field_it_cannot_represent_exactly_is_refused():
     # A float price would round-trip as another decimal: refuse rather than store it.
     state = dataclasses.replace(agreed()[-1], final_price=339.99)
@@ -227,6 +237,10 @@ states = st.builds(
     message_ids=st.frozensets(ids, max_size=6),
     final_price=st.none() | amounts,
     close_reason=st.none() | st.sampled_from(Reason),
+    final_answer=st.booleans(),
+    settlement=st.none() | st.just("reveal"),
+    revealed_ceiling=st.none() | amounts,
+    revealed_floor=st.none() | amounts,
 )
 
 
@@ -235,5 +249,12 @@ def test_any_state_survives_a_trip_through_json(state):
     back = through_json(state)
     assert back == state
     # Equal is not enough for decimals (340 == 340.00): the digits must be the same too.
-    for name in ("buyer_price", "merchant_price", "last_spread", "final_price"):
+    for name in (
+        "buyer_price",
+        "merchant_price",
+        "last_spread",
+        "final_price",
+        "revealed_ceiling",
+        "revealed_floor",
+    ):
         assert str(getattr(back, name)) == str(getattr(state, name))
