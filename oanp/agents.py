@@ -450,10 +450,21 @@ class PartyAgent(ABC, Generic[V]):
 
 
 class BuyerAgent(PartyAgent[BuyerVault]):
-    """Opens a session, proposes first in every round, and accepts a standing counter."""
+    """Opens a session, proposes first in every round, and accepts a standing counter.
+
+    ``decline`` is how it turns down a last counter it will not take as its final answer:
+    ``"withdraw"`` at once (the default: nobody waits), or ``"lapse"``, saying nothing until
+    the answer's window closes the session as ``max_rounds_reached``.
+    """
 
     role = "buyer"
     offer_type = MessageType.OFFER_PROPOSE
+
+    def __init__(self, *, decline: Literal["withdraw", "lapse"] = "withdraw", **party: Any) -> None:
+        if decline not in ("withdraw", "lapse"):
+            raise ValueError(f"decline by {decline!r}: withdraw or lapse")
+        super().__init__(**party)
+        self._decline = decline
 
     def open(
         self,
@@ -498,10 +509,11 @@ class BuyerAgent(PartyAgent[BuyerVault]):
         if kind is MessageType.SESSION_ACK:
             return [self._move(1, now)]
         if kind is MessageType.OFFER_COUNTER and int(payload["round"]) >= self._session.max_rounds:
-            # The final answer (docs/protocol.md §5): accept the last counter, or say nothing
-            # and let its window close the session as max_rounds_reached.
+            # The final answer (docs/protocol.md §5): accept the last counter, or decline it.
             answer = self._move(int(payload["round"]), now)
-            return [answer] if answer["type"] == MessageType.OFFER_ACCEPT.value else []
+            if answer["type"] == MessageType.OFFER_ACCEPT.value:
+                return [answer]
+            return [self.withdraw(now)] if self._decline == "withdraw" else []
         if kind is not MessageType.ROUND_VERDICT or self._settling:
             return []
         round_ = int(payload["round"])

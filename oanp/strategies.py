@@ -125,7 +125,7 @@ class Situation:
     @property
     def is_final_answer(self) -> bool:
         """True for the buyer once the merchant countered in the last round: its accept is the
-        only move left (docs/protocol.md §5), and without one the session ends unagreed."""
+        only move left (docs/protocol.md §5); anything else the agent declines by withdrawing."""
         return (
             self.role == "buyer"
             and self.round == self.max_rounds

@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from oanp.agents import (
+    NEVER_SETTLE,
     BuyerAgent,
     MerchantAgent,
     MerchantVault,
     Outcome,
+    SettlePolicy,
 )
 from oanp.audit import Report, verify_log
 from oanp.canonical import JsonObject
@@ -233,11 +235,13 @@ class Merchant:
         new_salt: Callable[[], str],
         new_message_id: Callable[[], str],
         report: Callable[[str], None] = lambda line: None,
+        settle: SettlePolicy = NEVER_SETTLE,
     ) -> None:
         self.api = api
         self.agent_id = agent_id
         self.vault = vault
         self.strategy = strategy
+        self.settle = settle
         self.state = state
         self.clock = clock
         self.new_salt = new_salt
@@ -252,6 +256,7 @@ class Merchant:
             strategy=self.strategy,
             salt=salt,
             new_message_id=self.new_message_id,
+            settle=self.settle,
         )
 
     def recover(self) -> None:

@@ -500,7 +500,9 @@ def test_no_zone_of_agreement_ends_at_max_rounds_with_the_buyer_at_its_ceiling()
     m = merchant(Boulware())
     log = run_session(b, m, open_session(b))
     assert log[-1]["type"] == "session.close"
-    assert b.outcome == m.outcome == Closed("max_rounds_reached")
+    # The last counter is above its ceiling: the buyer's final answer is to withdraw.
+    assert b.outcome == m.outcome == Closed("withdrawn_by_buyer")
+    assert (log[-2]["type"], log[-2]["sender"]["role"]) == ("session.close", "buyer")
     proposes = [p for role, kind, p in moves(log) if kind == "offer.propose"]
     counters = [p for role, kind, p in moves(log) if kind == "offer.counter"]
     assert proposes[-1] == 250  # time-dependent buyers name their ceiling in the last round

@@ -103,7 +103,7 @@ def test_every_pair_finishes_within_its_limits(pair, floor, spread, rounds, curr
     state = result.negotiation.state
     assert state.terminal
     assert state.round <= rounds
-    assert state.close_reason is None or state.close_reason.value == "max_rounds_reached"
+    assert state.close_reason is None or state.close_reason.value == "withdrawn_by_buyer"
     assert buyer.finished
     assert merchant.finished
     assert not limit_breaches(
@@ -174,5 +174,7 @@ def test_no_pair_agrees_when_the_limits_do_not_overlap(buyer_strategy, merchant_
     )
     state = result.negotiation.state
     assert state.close_reason is not None
-    assert state.close_reason.value == "max_rounds_reached"
-    assert buyer.outcome == Closed("max_rounds_reached")
+    # The buyer declines the merchant's last counter as its final answer: it withdraws.
+    assert state.close_reason.value == "withdrawn_by_buyer"
+    assert state.round == 5
+    assert buyer.outcome == Closed("withdrawn_by_buyer")

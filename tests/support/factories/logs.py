@@ -141,6 +141,8 @@ def session_log(scenario: Scenario = SFO_JFK, *, key: ArbiterKey | None = None) 
         strategy=scenario.buyer_strategy,
         salt=encode_salt(b"\x01" * 32),
         new_message_id=counter_ids("b"),
+        # The window closes a declined last counter: the logs keep max_rounds_reached.
+        decline="lapse",
     )
     merchant = MerchantAgent(
         agent_id="merchant-sfo",
