@@ -300,6 +300,8 @@ class PartyAgent(ABC, Generic[V]):
             self._settling = True
             return []
         if kind is MessageType.SETTLE_REVEAL:
+            # The round now ends in a settlement or no zone: no offer follows either way.
+            self._settling = True
             if sender_role == self.role or self._revealed:
                 return []  # its own, or the second: the arbiter's outcome follows
             # The other side revealed: its own reveal settles; without one, nothing can.

@@ -13,7 +13,14 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.agents import (
+    NEVER_SETTLE,
+    BuyerAgent,
+    BuyerVault,
+    MerchantAgent,
+    MerchantVault,
+    SettlePolicy,
+)
 from oanp.canonical import JsonObject
 from oanp.commitments import encode_salt
 from oanp.envelope import envelope_from_json
@@ -91,6 +98,7 @@ def sfo_jfk_agents(
     new_message_id: Callable[[], str],
     buyer_salt: bytes = b"\x01" * 32,
     merchant_salt: bytes = b"\x02" * 32,
+    buyer_settles: SettlePolicy = NEVER_SETTLE,
 ) -> tuple[BuyerAgent, MerchantAgent]:
     """The agents of the published SFO→JFK session (docs/protocol.md §5): a reference buyer
     with ceiling 420 and a reference merchant with floor 280, each kept in its vault.
@@ -104,6 +112,7 @@ def sfo_jfk_agents(
         strategy=ReferenceBuyer(),
         salt=encode_salt(buyer_salt),
         new_message_id=new_message_id,
+        settle=buyer_settles,
     )
     merchant = MerchantAgent(
         agent_id=merchant_id,

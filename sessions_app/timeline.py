@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from oanp.commitments import is_weak
@@ -38,6 +39,24 @@ class Check:
 
 
 @dataclass
+class Settlement:
+    """Settlement by reveal as the log shows it: who revealed which limit, and what came of
+    it (``settled``, ``no_zone``, a breach's code, or ``None`` while one reveal waits)."""
+
+    ceiling: Any = None
+    floor: Any = None
+    revealed_by: list[str] = field(default_factory=list)
+    outcome: str | None = None
+    price: Any = None
+
+    @property
+    def midpoint(self) -> Any:
+        if self.ceiling is None or self.floor is None:
+            return None
+        return (Decimal(str(self.ceiling)) + Decimal(str(self.floor))) / 2
+
+
+@dataclass
 class Timeline:
     rounds: list[RoundRow]
     checks: list[Check]
@@ -47,6 +66,7 @@ class Timeline:
     close: dict[str, Any] | None
     head_seq: int
     violations: int
+    settlement: Settlement | None = None
 
 
 def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
@@ -56,6 +76,7 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
     agreement = close = None
     violations = 0
     max_rounds = None
+    settlement: Settlement | None = None
     for entry in entries:
         envelope = entry["envelope"]
         kind, payload = envelope["type"], envelope["payload"]
@@ -80,6 +101,14 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
                 row.final_answer = "due"
         elif kind == "session.close" and role != "arbiter" and due is not None:
             due.final_answer = "withdrawn"
+        elif kind == "settle.reveal":
+            settlement = settlement or Settlement()
+            settlement.revealed_by.append(role)
+            limits = payload["constraints"]
+            if role == "buyer":
+                settlement.ceiling = limits.get("true_ceiling")
+            else:
+                settlement.floor = limits.get("floor_price")
         elif kind == "round.verdict":
             row = rounds.setdefault(payload["round"], RoundRow(payload["round"]))
             if row is due:
@@ -88,6 +117,10 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
             row.buyer_price, row.merchant_price = payload["buyer_price"], payload["merchant_price"]
             row.verdict_seq = entry["seq"]
             violations += payload["status"] == "violated"
+            if settlement is not None:
+                settlement.outcome = payload["rationale"]
+                if payload["rationale"] == "settled":
+                    settlement.price = payload["buyer_price"]
         elif kind == "session.agree":
             agreement = payload
         elif kind == "session.close" and role == "arbiter":
@@ -110,4 +143,5 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
         close=close,
         head_seq=entries[-1]["seq"] if entries else 0,
         violations=violations,
+        settlement=settlement,
     )

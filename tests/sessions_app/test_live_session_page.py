@@ -12,6 +12,7 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 
+from oanp.agents import NEVER_SETTLE, SettlePolicy
 from sessions_app.models import Membership, Role
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
@@ -26,9 +27,15 @@ SESSION = "sess-live-page"
 class Stepper:
     """Two reference agents; each call to :meth:`step` posts exactly one envelope."""
 
-    def __init__(self, client: httpx.Client, buyer_key: Agent, merchant_key: Agent) -> None:
+    def __init__(
+        self,
+        client: httpx.Client,
+        buyer_key: Agent,
+        merchant_key: Agent,
+        buyer_settles: SettlePolicy = NEVER_SETTLE,
+    ) -> None:
         self.client = client
-        self.buyer, self.merchant = sfo_jfk_agents(tag="live-")
+        self.buyer, self.merchant = sfo_jfk_agents(tag="live-", buyer_settles=buyer_settles)
         self.keys = {"buyer": buyer_key, "merchant": merchant_key}
         self.outbox: deque[tuple[str, dict[str, Any]]] = deque()
         self.log: list[dict[str, Any]] = []
@@ -112,3 +119,28 @@ def test_an_operator_watches_each_round_arrive(
         for v in verdicts
     ]
     assert [[row[0], row[1], row[2].split(" ")[0], row[4]] for row in shown] == logged
+
+
+def test_a_settlement_shows_both_limits_and_the_midpoint(
+    live_arbiter: LiveServer, operator: tuple[str, str]
+) -> None:
+    buyer_key = make_agent("buyer-001", "buyer")
+    merchant_key = make_agent("merchant-sfo", "merchant")
+    with live_arbiter.client() as client, chromium() as browser:
+        run = Stepper(client, buyer_key, merchant_key, buyer_settles=SettlePolicy("round", 2))
+        run.open()
+        while run.outbox:
+            run.step()
+        assert run.log[-1]["envelope"]["type"] == "session.agree"
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        sign_in(page, live_arbiter.url, *operator)
+        page.goto(f"{live_arbiter.url}/sessions/{SESSION}/")
+        panel = page.locator("#settlement")
+        panel.wait_for()
+        page.wait_for_load_state("networkidle")  # the chart draws after the page loads
+        text = " ".join(panel.inner_text().split())
+        screenshot(page, "session-settled")
+    assert "Buyer's ceiling 420" in text
+    assert "Merchant's floor 280" in text
+    assert "Midpoint 350" in text
+    assert "settled at 350 USD" in text

@@ -53,3 +53,27 @@ def test_a_final_answer_that_never_came() -> None:
     assert due is not None
     session.entries.extend(session.negotiation.expire(due + timedelta(seconds=1)))
     assert last_round(session) == ("lapsed", "fair")
+
+
+def test_a_settlement_shows_both_limits_the_midpoint_and_the_price() -> None:
+    from tests.oanp.test_settlement import Settling
+
+    s = Settling({"true_ceiling": 401}, {"floor_price": 280})
+    s.propose(320)
+    s.counter(370)
+    s.reveal("buyer")
+    waiting = timeline(s.session.log(), JWKS).settlement
+    assert waiting is not None
+    assert (waiting.ceiling, waiting.floor, waiting.outcome) == (401, None, None)
+    s.reveal("merchant")
+    view = timeline(s.session.log(), JWKS)
+    assert view.settlement is not None
+    settled = view.settlement
+    assert (settled.ceiling, settled.floor, settled.outcome) == (401, 280, "settled")
+    assert str(settled.midpoint) == "340.5"
+    assert settled.price == 340.5  # half-even to the cent: 340.50
+    assert view.rounds[-1].verdict == "fair"
+
+
+def test_no_settlement_panel_without_a_reveal() -> None:
+    assert timeline(at_final_answer().log(), JWKS).settlement is None

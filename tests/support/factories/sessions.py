@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from oanp import rehearsal
-from oanp.agents import BuyerAgent, MerchantAgent
+from oanp.agents import NEVER_SETTLE, BuyerAgent, MerchantAgent, SettlePolicy
 from oanp.envelope import Envelope, envelope_from_json
 from oanp.log import Entry
 from oanp.machine import Arbiter, Negotiation
@@ -137,7 +137,11 @@ def negotiating(**open_overrides: Any) -> Session:
 
 
 def sfo_jfk_agents(
-    tag: str = "", *, buyer_id: str = "buyer-001", merchant_id: str = "merchant-sfo"
+    tag: str = "",
+    *,
+    buyer_id: str = "buyer-001",
+    merchant_id: str = "merchant-sfo",
+    buyer_settles: SettlePolicy = NEVER_SETTLE,
 ) -> tuple[BuyerAgent, MerchantAgent]:
     """The published example's agents, with message ids ``{tag}msg-0001``, ... ."""
     numbers = itertools.count(1)
@@ -145,4 +149,5 @@ def sfo_jfk_agents(
         buyer_id=buyer_id,
         merchant_id=merchant_id,
         new_message_id=lambda: f"{tag}msg-{next(numbers):04d}",
+        buyer_settles=buyer_settles,
     )
