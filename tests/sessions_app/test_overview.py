@@ -29,6 +29,7 @@ def test_every_stored_state_is_counted(operator: Client) -> None:
     assert selectors.counts_by_state(scope_of(operator)) == {
         "OPENING": 1,
         "NEGOTIATING": 0,
+        "SETTLING": 0,
         "AGREED": 1,
         "CLOSED": 1,
     }
