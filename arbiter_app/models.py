@@ -306,6 +306,37 @@ class DeliveryAttempt(models.Model):
         return f"attempt {self.number} ({self.status_code or self.error or 'running'})"
 
 
+# Discovery (docs/protocol.md §14.10) ----------------------------------------------------------
+
+
+class Listing(models.Model):
+    """A merchant agent's entry in the directory buyers' agents search, as its owner chose it.
+
+    Public by nature, so it holds nothing private: no limit, strategy or key. Kept while the
+    agent is unlisted, so that listing it again restores what was written.
+    """
+
+    merchant_agent_id = models.CharField(max_length=64, unique=True)
+    #: The merchant's display name, as its owner registered it.
+    merchant = models.CharField(max_length=200)
+    listed = models.BooleanField(default=False)
+    description = models.TextField(blank=True)
+    currencies = models.JSONField(default=list, blank=True)
+    #: JCS text of the catalog's items. Text, not jsonb: an item may carry strings
+    #: (``\u0000``) that PostgreSQL's jsonb refuses, as envelopes may.
+    catalog = models.TextField(default="[]")
+    #: The catalog's keys and values as plain lines (:func:`oanp.discovery.catalog_text`),
+    #: what ``?q=`` searches besides the id, the merchant and the description.
+    catalog_text = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["merchant_agent_id"]
+
+    def __str__(self) -> str:
+        return f"{self.merchant_agent_id} ({'listed' if self.listed else 'unlisted'})"
+
+
 # The machinery's own records: what operators read to tell whether the background runs. -------
 
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import IO
 
 from django.conf import settings
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from arbiter_app import keys
@@ -30,6 +30,7 @@ from arbiter_app.models import (
     IntegrityAlarm,
     IntegrityCheck,
     KeyState,
+    Listing,
     ProcessKind,
     Role,
     Session,
@@ -212,6 +213,37 @@ def agent_id_in_use(agent_id: str) -> bool:
 
 def session_named(session_id: str) -> Session | None:
     return Session.objects.filter(session_id=session_id).first()
+
+
+# Discovery (docs/protocol.md §14.10) ----------------------------------------------------------
+
+
+def listing_of(merchant_agent_id: str) -> Listing | None:
+    """The agent's listing, listed or not."""
+    return Listing.objects.filter(merchant_agent_id=merchant_agent_id).first()
+
+
+def listed_merchants(*, query: str, after: str | None, limit: int) -> list[Listing]:
+    """Up to ``limit`` listed merchant agents, in agent id order after ``after``, whose id,
+    merchant, description or catalog holds ``query`` (case-insensitively; ``""``: any).
+
+    Only agents a ``session.open`` may name are listed: a merchant key was issued for the id
+    (:func:`arbiter_app.services.receive_envelope` refuses any other as ``unknown_merchant``).
+    """
+    registered = AgentCredential.objects.filter(
+        agent_id=OuterRef("merchant_agent_id"), role=Role.MERCHANT
+    )
+    found = Listing.objects.filter(Exists(registered), listed=True)
+    if query:
+        found = found.filter(
+            Q(merchant_agent_id__icontains=query)
+            | Q(merchant__icontains=query)
+            | Q(description__icontains=query)
+            | Q(catalog_text__icontains=query)
+        )
+    if after is not None:
+        found = found.filter(merchant_agent_id__gt=after)
+    return list(found.order_by("merchant_agent_id")[:limit])
 
 
 # Handoffs and reveals, for the dashboard: the caller has already scoped the session --------

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from arbiter_app import health
-from arbiter_app.api.views import JwksView
+from arbiter_app.api.views import DiscoveryView, JwksView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -12,6 +12,7 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics, name="metrics"),
     path(".well-known/jwks.json", JwksView.as_view(), name="jwks"),
+    path(".well-known/oanp.json", DiscoveryView.as_view(), name="discovery"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("sessions_app.urls")),

@@ -1,4 +1,5 @@
-"""Forms of the merchant side: an agent with its private limits, and an API key's label.
+"""Forms of the merchant side: an agent with its private limits, an API key's label, the ACP
+target and the agent's listing in the arbiter's directory.
 
 Limit fields never render a value, not even back into a form that failed validation: a floor
 price typed once goes into the vault and is never shown again.
@@ -6,16 +7,24 @@ price typed once goes into the vault and is never shown again.
 
 from __future__ import annotations
 
+import json
+import re
 from decimal import Decimal
 from typing import Any
 
 from django import forms
 from django.db.models import QuerySet
 
-from oanp.envelope import IDENTIFIER_RULE, is_identifier
+from arbiter_app.models import Listing
+from oanp import discovery
+from oanp.canonical import read_json
+from oanp.envelope import IDENTIFIER_RULE, MAX_ITEM_BYTES, is_identifier
+from oanp.errors import ProtocolError, SchemaInvalid
+from oanp.money import MINOR_UNITS
 from oanp.strategies import STRATEGIES
 from sessions_app import services
 from sessions_app.models import Merchant, Mode
+from sessions_app.strategy_forms import TacticsFields
 from sessions_app.vault import Limits
 
 # Wide enough for any ISO 4217 minor unit (KWD has 3) and the protocol's 10^12 ceiling.
@@ -37,7 +46,7 @@ def _price(label: str) -> forms.DecimalField:
     )
 
 
-class AgentForm(forms.Form):
+class AgentForm(TacticsFields):
     agent_id = forms.CharField(
         label="Agent id",
         max_length=64,
@@ -84,6 +93,7 @@ class AgentForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        self.clean_tactics(data)
         floor, ideal = data.get("floor_price"), data.get("ideal_price")
         if (floor is None) != (ideal is None) and not self.has_error("floor_price"):
             raise forms.ValidationError("Enter both the floor and the ideal price, or neither.")
@@ -180,3 +190,97 @@ class AcpForm(forms.Form):
         "one, shown once.",
         widget=forms.PasswordInput(attrs={"autocomplete": "off"}, render_value=False),
     )
+
+
+_CATALOG_ITEM = re.compile(r"catalog\[(\d+)\]\.?(.*)")
+
+
+def _listing_error(field: str, message: str) -> str:
+    """A refusal of :func:`oanp.discovery.parse_listing` as the form shows it: a catalog item
+    by its place in the list, counted from 1."""
+    found = _CATALOG_ITEM.fullmatch(field)
+    if found is None:
+        return message[:1].upper() + message[1:] + "."
+    where = f"Item {int(found.group(1)) + 1}" + (f", {found.group(2)}" if found.group(2) else "")
+    return f"{where}: {message}."
+
+
+class ListingForm(forms.Form):
+    """The agent's entry in the arbiter's directory of merchant agents. Public by nature, so,
+    unlike the limits, rendered back as saved."""
+
+    listed = forms.BooleanField(
+        label="List this agent: buyers' agents find it in the arbiter's directory",
+        required=False,
+    )
+    description = forms.CharField(
+        label="Description",
+        max_length=discovery.MAX_DESCRIPTION_CHARS,
+        required=False,
+        help_text="What the agent sells, in a few lines.",
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+    )
+    currencies = forms.CharField(
+        label="Currencies",
+        # Room for every known code, each with its separator ("USD, ").
+        max_length=5 * len(MINOR_UNITS),
+        required=False,
+        help_text="ISO 4217 codes, separated by spaces or commas: USD, EUR.",
+        widget=forms.TextInput(attrs={"placeholder": "USD, EUR", "size": 30}),
+    )
+    catalog = forms.CharField(
+        label="Catalog",
+        # Room for indentation around the largest catalog, and no more to parse.
+        max_length=4 * discovery.MAX_CATALOG_BYTES,
+        required=False,
+        help_text=f"A JSON list of at most {discovery.MAX_CATALOG_ITEMS} items, each an object "
+        f"of at most {MAX_ITEM_BYTES} bytes, as a buyer names one in session.open: "
+        '[{"route": "SFO-JFK", "cabin": "economy"}].',
+        widget=forms.Textarea(attrs={"rows": 8, "cols": 60, "spellcheck": "false"}),
+    )
+
+    def clean_currencies(self) -> list[str]:
+        return [
+            code.upper() for code in re.split(r"[\s,]+", self.cleaned_data["currencies"]) if code
+        ]
+
+    def clean_catalog(self) -> object:
+        text: str = self.cleaned_data["catalog"]
+        if not text:
+            return []
+        try:
+            return read_json(text)
+        except ProtocolError as exc:
+            why = exc.__cause__ if isinstance(exc.__cause__, ValueError) else exc.detail
+            raise forms.ValidationError(f"The catalog is not valid JSON: {why}.") from None
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            data["listing"] = discovery.parse_listing(
+                listed=data["listed"],
+                description=data["description"],
+                currencies=data["currencies"],
+                catalog=data["catalog"],
+            )
+        except SchemaInvalid as invalid:
+            for error in invalid.errors:
+                self.add_error(
+                    error.field.split("[", 1)[0], _listing_error(error.field, error.message)
+                )
+        return data
+
+
+def listing_initial(listing: Listing | None) -> dict[str, Any]:
+    """The listing form as the agent's listing stands, the catalog indented for editing."""
+    if listing is None:
+        return {}
+    catalog = json.loads(listing.catalog)
+    return {
+        "listed": listing.listed,
+        "description": listing.description,
+        "currencies": ", ".join(listing.currencies),
+        "catalog": json.dumps(catalog, indent=2, ensure_ascii=False) if catalog else "",
+    }

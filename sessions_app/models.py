@@ -10,6 +10,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from oanp.agents import SettlePolicy
+from oanp.strategies import STRATEGIES, Strategy
+
 
 class Merchant(models.Model):
     """A merchant organisation: the tenant its members, agents and sessions belong to."""
@@ -61,7 +64,45 @@ class Mode(models.TextChoices):
     HOSTED = "hosted", "Hosted here with a strategy"
 
 
-class AgentProfile(models.Model):
+class SettleWhen(models.TextChoices):
+    """When a hosted agent reveals its floor first to settle (:class:`oanp.agents.SettlePolicy`)."""
+
+    NEVER = "never", "Never first (a buyer's reveal is still answered)"
+    STUCK = "stuck", "Once the spread stops narrowing"
+    ROUND = "round", "From a round on"
+
+
+class HostedTactics(models.Model):
+    """How a hosted merchant agent negotiates: a strategy of :data:`oanp.strategies.STRATEGIES`
+    with its parameters (as :meth:`~oanp.strategies.NamedStrategy.stored` keeps them), and
+    when it reveals to settle. An agent's profile holds the current choice; each of its
+    sessions a copy taken at open."""
+
+    strategy = models.CharField(max_length=32, default="reference")
+    parameters = models.JSONField(default=dict, blank=True)
+    settle_when = models.CharField(
+        max_length=8, choices=SettleWhen.choices, default=SettleWhen.NEVER
+    )
+    settle_from_round = models.PositiveSmallIntegerField(default=1)
+
+    class Meta:
+        abstract = True
+
+    def merchant_strategy(self) -> Strategy:
+        return STRATEGIES[self.strategy].build("merchant", self.parameters)
+
+    def settle_policy(self) -> SettlePolicy:
+        return SettlePolicy(self.settle_when, self.settle_from_round)
+
+    def tactics(self) -> dict[str, object]:
+        """The fields a session copies at its open."""
+        return {name: getattr(self, name) for name in TACTICS_FIELDS}
+
+
+TACTICS_FIELDS = ("strategy", "parameters", "settle_when", "settle_from_round")
+
+
+class AgentProfile(HostedTactics):
     """A merchant's agent. ``vault`` holds its private limits, Fernet-encrypted with
     ``settings.OANP_VAULT_KEY``: no page, API answer or arbiter table shows them in clear."""
 
@@ -69,7 +110,6 @@ class AgentProfile(models.Model):
     agent_id = models.CharField(max_length=64, unique=True)
     display_name = models.CharField(max_length=200, blank=True)
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.HOSTED)
-    strategy = models.CharField(max_length=32, default="reference")
     vault = models.BinaryField(default=b"")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -81,19 +121,19 @@ class AgentProfile(models.Model):
         return self.agent_id
 
 
-class HostedSession(models.Model):
+class HostedSession(HostedTactics):
     """A hosted agent's side of one session: the salt of its commitment, sealed like the
     vault, so the agent can be rebuilt to answer the next envelope.
 
-    The limits and strategy are copied here when the session opens: the commitment is made
-    over those limits, so a merchant editing its agent mid-session must not change them.
+    The limits, strategy, parameters and settle policy are copied here when the session
+    opens: the commitment is made over those limits, and an agent rebuilt for every move must
+    play one way throughout, so a merchant editing its agent mid-session changes neither.
     """
 
     agent = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="sessions")
     session_id = models.CharField(max_length=64, unique=True)
     sealed_salt = models.BinaryField()
     sealed_limits = models.BinaryField(default=b"")
-    strategy = models.CharField(max_length=32, default="reference")
     created_at = models.DateTimeField(auto_now_add=True)
 
 

@@ -3,9 +3,9 @@
 A hosted agent is not a process that lives between envelopes. When a buyer's envelope to a
 hosted agent commits, :func:`on_entries_committed` queues :func:`answer`, which rebuilds the
 agent from scratch (limits and salt from the sealed :class:`~sessions_app.models.HostedSession`,
-strategy by name), feeds it the session's whole log in seq order, and submits whatever it still
-has to say through :func:`arbiter_app.services.receive_envelope`, exactly as an external agent
-would over the API.
+with the strategy, parameters and settle policy copied there at open), feeds it the session's
+whole log in seq order, and submits whatever it still has to say through
+:func:`arbiter_app.services.receive_envelope`, exactly as an external agent would over the API.
 
 Running :func:`answer` twice is harmless: an answer's ``message_id`` is derived from the seq it
 answers and its ``timestamp`` is that entry's ``received_at``, so a second run submits the very
@@ -25,7 +25,6 @@ from oanp.agents import LimitGuard, MerchantAgent
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.envelope import parse_envelope, parse_timestamp
 from oanp.errors import OutOfTurn, ProtocolError, SessionTerminal, TimerExpired
-from oanp.strategies import strategy_named
 from sessions_app import services
 from sessions_app.models import AgentProfile, HostedSession, Mode
 from sessions_app.vault import unseal, unseal_text
@@ -82,9 +81,10 @@ def pending_answers(hosted: HostedSession, entries: Sequence[JsonObject]) -> lis
     agent = MerchantAgent(
         agent_id=hosted.agent.agent_id,
         vault=unseal(hosted.sealed_limits).for_item({}),
-        strategy=strategy_named(hosted.strategy, "merchant"),
+        strategy=hosted.merchant_strategy(),
         salt=unseal_text(hosted.sealed_salt),
         new_message_id=ids,
+        settle=hosted.settle_policy(),
     )
     answers: list[JsonObject] = []
     for entry in entries:

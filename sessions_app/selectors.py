@@ -18,7 +18,14 @@ from django.db.models.functions import Coalesce
 from django.http import Http404, QueryDict
 
 from arbiter_app import selectors as arbiter
-from arbiter_app.models import AgentCredential, DeliveryAttempt, Handoff, HandoffTarget, Session
+from arbiter_app.models import (
+    AgentCredential,
+    DeliveryAttempt,
+    Handoff,
+    HandoffTarget,
+    Listing,
+    Session,
+)
 from oanp.machine import Phase
 from sessions_app.filters import STATES, VIOLATED, SessionFilter
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Membership, Mode, Role
@@ -125,6 +132,11 @@ def limit_items(profile: AgentProfile) -> list[str] | None:
     if not profile.vault:
         return None
     return sorted(unseal(profile.vault).per_item)
+
+
+def listing(profile: AgentProfile) -> Listing | None:
+    """The agent's entry in the arbiter's directory, listed or not: public, unlike its limits."""
+    return arbiter.listing_of(profile.agent_id)
 
 
 # The ACP handoff -----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Every write of the merchant side: agents, their API keys, hosted agents' sessions.
+"""Every write of the merchant side: agents, their API keys and directory listings, hosted
+agents' sessions.
 
 API keys are the arbiter's business (who may speak for which agent id), so these services ask
 :mod:`arbiter_app.services` for them; private limits are not, so they are sealed here with the
@@ -9,6 +10,7 @@ vault key and never leave this package in clear. Key actions are recorded as
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -17,9 +19,12 @@ from django.db import transaction
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import AgentCredential
+from oanp import discovery
+from oanp.agents import NEVER_SETTLE, SettlePolicy
 from oanp.commitments import SALT_BYTES, encode_salt
 from oanp.envelope import IDENTIFIER_RULE, is_identifier
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Mode
+from sessions_app.tactics import changed_tactics, settle_text, tactics_fields
 from sessions_app.vault import Limits, seal, seal_text, unseal
 
 MERCHANT_ROLE = "merchant"
@@ -65,21 +70,35 @@ def create_agent(
     mode: str,
     strategy: str,
     limits: Limits | None,
+    parameters: Mapping[str, object] | None = None,
+    settle: SettlePolicy = NEVER_SETTLE,
 ) -> AgentProfile:
+    """A new agent; ``parameters`` tune its ``strategy`` (none: the defaults). Refuses an
+    unknown strategy or a bad parameter (``ValueError``), as :func:`update_agent` does."""
     check_agent_id(agent_id)
     if mode == Mode.HOSTED and limits is None:
         raise NoLimits("a hosted agent needs its limits")
+    tactics = tactics_fields(strategy=strategy, parameters=parameters or {}, settle=settle)
     profile = AgentProfile.objects.create(
         merchant=merchant,
         agent_id=agent_id,
         display_name=display_name,
         mode=mode,
-        strategy=strategy,
         vault=b"" if limits is None else seal(limits),
+        **tactics,
     )
     if mode == Mode.HOSTED:
         hosted_credential(agent_id)  # the arbiter opens sessions only to a registered merchant
-    _audit(actor, "agent.created", agent_id, merchant=merchant.slug, mode=mode, strategy=strategy)
+    _audit(
+        actor,
+        "agent.created",
+        agent_id,
+        merchant=merchant.slug,
+        mode=mode,
+        strategy=strategy,
+        parameters=tactics["parameters"],
+        settle=settle_text(tactics),
+    )
     return profile
 
 
@@ -92,24 +111,34 @@ def update_agent(
     mode: str,
     strategy: str,
     limits: Limits | None,
+    parameters: Mapping[str, object] | None = None,
+    settle: SettlePolicy = NEVER_SETTLE,
 ) -> AgentProfile:
     """Change an agent; ``limits`` ``None`` keeps the sealed ones. The agent id never changes:
-    it is the identity its keys and sessions are bound to."""
+    it is the identity its keys and sessions are bound to. Running sessions keep the tactics
+    they opened with (:func:`open_hosted_session`)."""
     if mode == Mode.HOSTED and limits is None and not profile.vault:
         raise NoLimits("a hosted agent needs its limits")
+    tactics = tactics_fields(strategy=strategy, parameters=parameters or {}, settle=settle)
     changed = [
         name
-        for name, value in (("display_name", display_name), ("mode", mode), ("strategy", strategy))
+        for name, value in (("display_name", display_name), ("mode", mode))
         if getattr(profile, name) != value
     ]
-    profile.display_name, profile.mode, profile.strategy = display_name, mode, strategy
+    changed += changed_tactics(profile.tactics(), tactics)
+    profile.display_name, profile.mode = display_name, mode
+    for name, value in tactics.items():
+        setattr(profile, name, value)
     if limits is not None:
         profile.vault = seal(limits)
         changed.append("limits")
     profile.save()
     if mode == Mode.HOSTED:
         hosted_credential(profile.agent_id)
-    _audit(actor, "agent.updated", profile.agent_id, changed=changed)
+    detail: dict[str, Any] = {"changed": changed}
+    if {"strategy", "parameters", "settle"} & set(changed):
+        detail |= {"parameters": tactics["parameters"], "settle": settle_text(tactics)}
+    _audit(actor, "agent.updated", profile.agent_id, **detail)
     return profile
 
 
@@ -156,7 +185,8 @@ def open_hosted_session(
     *, profile: AgentProfile, session_id: str, item: dict[str, Any]
 ) -> HostedSession:
     """The hosted agent's side of ``session_id``, created on its first answer with a fresh salt
-    and a copy of today's limits for ``item`` and strategy; the same row on every later call."""
+    and a copy of today's limits for ``item`` and tactics (strategy, parameters, settle
+    policy); the same row on every later call."""
     existing = HostedSession.objects.filter(session_id=session_id).select_related("agent").first()
     if existing is not None:
         return existing
@@ -169,7 +199,7 @@ def open_hosted_session(
             "agent": profile,
             "sealed_salt": seal_text(encode_salt(secrets.token_bytes(SALT_BYTES))),
             "sealed_limits": seal(Limits(vault.floor_price, vault.ideal_price, {})),
-            "strategy": profile.strategy,
+            **profile.tactics(),
         },
     )
     return hosted
@@ -229,3 +259,37 @@ def send_acp_test(*, actor: AbstractBaseUser, profile: AgentProfile) -> dict[str
     }
     _audit(actor, "acp.tested", profile.agent_id, **result)
     return result
+
+
+# The directory listing -------------------------------------------------------------------
+
+
+@transaction.atomic
+def save_listing(
+    *, actor: AbstractBaseUser, profile: AgentProfile, listing: discovery.Listing
+) -> None:
+    """Whether and how buyers' agents find this agent in the arbiter's directory, under its
+    merchant's name.
+
+    The directory is the arbiter's to publish, so the arbiter keeps the listing; the audit
+    records what changed, not the catalog, which the listing itself holds.
+    """
+    before = arbiter.listing_of(profile.agent_id)
+    saved = arbiter_services.save_listing(
+        merchant_agent_id=profile.agent_id, merchant=profile.merchant.name, listing=listing
+    )
+    # Catalogs are kept canonical (JCS), so equal text is an equal catalog.
+    changed = [
+        name
+        for name in ("listed", "description", "currencies", "catalog")
+        if before is None or getattr(before, name) != getattr(saved, name)
+    ]
+    _audit(
+        actor,
+        "listing.saved",
+        profile.agent_id,
+        listed=listing.listed,
+        currencies=list(listing.currencies),
+        catalog_items=len(listing.catalog),
+        changed=changed,
+    )

@@ -21,6 +21,7 @@ urlpatterns = [
     path("sessions/<str:session_id>/redeliver/", sessions.redeliver, name="redeliver"),
     path("agents/<str:agent_id>/acp/", agents.acp_configure, name="agent-acp"),
     path("agents/<str:agent_id>/acp/test/", agents.acp_test, name="agent-acp-test"),
+    path("agents/<str:agent_id>/listing/", agents.listing_save, name="agent-listing"),
     path("keys/", admin.keys_page, name="keys"),
     path("keys/rotate/", admin.rotate_key, name="rotate-key"),
     path("exports/", admin.exports_page, name="exports"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oanp.discovery import MAX_CATALOG_ITEMS, MAX_DESCRIPTION_CHARS, MAX_QUERY_CHARS
 from oanp.envelope import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_PROFILE,
@@ -432,6 +433,63 @@ SCHEMAS: dict[str, Schema] = {
             },
         }
     ),
+    "Discovery": _object(
+        {
+            "arbiter_id": {"type": "string"},
+            "oanp_versions": {"type": "array", "items": {"type": "string", "enum": [OANP_VERSION]}},
+            "profiles": {"type": "array", "items": {"type": "string", "enum": list(PROFILES)}},
+            "settlement": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(SETTLEMENTS)},
+            },
+            "endpoints": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Absolute URLs by name (envelopes, session, session_log, "
+                "session_events, reveal, inbox, callback, merchants, keys, openapi, "
+                "envelope_schema); those of one session are URI templates over {session_id}.",
+            },
+            "jwks_uri": {"type": "string", "format": "uri"},
+            "limits": _object(
+                {
+                    "max_rounds": {"type": "integer"},
+                    "response_window_s": {
+                        "type": "array",
+                        "items": {"type": "integer"},
+                        "minItems": 2,
+                        "maxItems": 2,
+                        "description": "The least and the most seconds a window may be.",
+                    },
+                    "deadline_max_s": {"type": "integer"},
+                    "max_envelope_bytes": {"type": "integer"},
+                    "max_issues": {"type": "integer"},
+                }
+            ),
+        },
+        description="Who the arbiter is and what it accepts, read before opening a session.",
+    ),
+    "MerchantListing": _object(
+        {
+            "agent_id": ID,
+            "merchant": {"type": "string", "description": "The merchant's display name."},
+            "description": _text(MAX_DESCRIPTION_CHARS),
+            "currencies": {"type": "array", "items": CURRENCY},
+            "profiles": {"type": "array", "items": {"type": "string", "enum": list(PROFILES)}},
+            "settlement": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(SETTLEMENTS)},
+            },
+            "catalog": {
+                "type": "array",
+                "maxItems": MAX_CATALOG_ITEMS,
+                "items": {
+                    "type": "object",
+                    "description": "An item, as a session.open names one; at most 4 KiB.",
+                },
+            },
+        },
+        description="A merchant agent its owner listed; never its limits, strategy or keys.",
+    ),
     "Problem": _object(
         {
             "type": {"type": "string", "format": "uri"},
@@ -514,6 +572,29 @@ GUARDED = {"400": _problem(400, INVALID_CHARACTERS)}
 
 
 SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": ID}
+
+
+MERCHANT_SEARCH = [
+    {
+        "name": "q",
+        "in": "query",
+        "required": False,
+        "schema": {
+            "type": "string",
+            "maxLength": MAX_QUERY_CHARS,
+            "pattern": "^[^\\u0000-\\u001f\\u007f]*$",
+        },
+        "description": "Only the merchant agents whose id, merchant name, description or "
+        "catalog holds this text, case-insensitively; blanks around it are ignored.",
+    },
+    {
+        "name": "after",
+        "in": "query",
+        "required": False,
+        "schema": ID,
+        "description": "The page after this agent id: follow the Link header, not build it.",
+    },
+]
 
 
 def _last_event_id(pattern: str) -> Schema:
@@ -675,6 +756,50 @@ PATHS: dict[str, Schema] = {
                 **_problems(400, 401, 429, 503),
             },
         ),
+    },
+    "/oanp/v0.1/merchants": {
+        "get": _operation(
+            "listMerchants",
+            "The merchant agents their owners listed, in agent id order, a page at a time",
+            {
+                "200": {
+                    "description": "One page of listings (empty when none matches).",
+                    "headers": {
+                        "Link": {
+                            "description": 'The next page, as `<URL>; rel="next"`; absent '
+                            "on the last page.",
+                            "schema": {"type": "string"},
+                        }
+                    },
+                    "content": {
+                        "application/json": {
+                            "schema": {"type": "array", "items": _ref("MerchantListing")}
+                        }
+                    },
+                },
+                **_problems(
+                    400,
+                    401,
+                    429,
+                    503,
+                    _400="A bad parameter: `q` too long or holding a control character, an "
+                    "unknown or repeated parameter (`schema_invalid`, naming it), an `after` "
+                    "that is not an agent id (`bad_cursor`). " + INVALID_CHARACTERS,
+                ),
+            },
+            parameters=MERCHANT_SEARCH,
+        )
+    },
+    "/.well-known/oanp.json": {
+        "get": {
+            **_operation(
+                "getDiscovery",
+                "The arbiter's discovery document: versions, profiles, settlement rules, "
+                "endpoints and limits",
+                {"200": _json("Discovery", "The document."), **GUARDED},
+            ),
+            "security": [],
+        }
     },
     ENVELOPE_SCHEMA_PATH: {
         "get": {

@@ -13,6 +13,7 @@ urlpatterns = [
     path("sessions/<str:session_id>/reveal", views.RevealView.as_view(), name="reveal"),
     path("inbox", streams.inbox_events, name="inbox"),
     path("callback", views.CallbackView.as_view(), name="callback"),
+    path("merchants", views.MerchantsView.as_view(), name="merchants"),
     path("keys", views.KeysView.as_view(), name="keys"),
     path("envelope.schema.json", views.EnvelopeSchemaView.as_view(), name="envelope-schema"),
     path(

@@ -10,20 +10,25 @@ other checks passed, just before it acts.
 from __future__ import annotations
 
 import json
+from urllib.parse import unquote, urlencode
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpResponse
+from django.http import HttpResponse, QueryDict
 from django.http.request import RawPostDataException
+from django.urls import reverse
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from arbiter_app import limits, selectors, services
 from arbiter_app.api.openapi import ENVELOPE_SCHEMA_PATH, json_schema
-from arbiter_app.models import AgentCredential
+from arbiter_app.api.streams import BadCursor
+from arbiter_app.models import AgentCredential, Listing
 from arbiter_app.selectors import key_history, published_jwks
+from oanp import discovery
 from oanp.canonical import read_json
-from oanp.envelope import MAX_ENVELOPE_BYTES, parse_envelope
+from oanp.envelope import MAX_ENVELOPE_BYTES, SETTLEMENTS, is_identifier, parse_envelope
 from oanp.errors import (
     EnvelopeTooLarge,
     FieldError,
@@ -160,6 +165,117 @@ class CallbackView(AgentView):
         services.remove_callback(agent=_agent(request))
         response = HttpResponse(status=204)
         del response["Content-Type"]  # a 204 has no content, so no type of content either
+        return response
+
+
+# Discovery (docs/protocol.md §14.10) ----------------------------------------------------------
+
+#: Listings per page of the directory; a longer answer links to the next page.
+MERCHANTS_PAGE_SIZE = 50
+_DIRECTORY_PARAMETERS = ("q", "after")
+
+
+def _directory_query(params: QueryDict) -> tuple[str, str | None]:
+    """The directory's ``?q=`` and ``?after=``, each at most once, and nothing else: a
+    misspelt parameter would otherwise list every merchant as if it had matched."""
+    errors = [
+        FieldError(name, "is not a parameter of this endpoint (q, after)")
+        for name in sorted(set(params) - set(_DIRECTORY_PARAMETERS))
+    ]
+    errors += [
+        FieldError(name, "is given more than once")
+        for name in _DIRECTORY_PARAMETERS
+        if len(params.getlist(name)) > 1
+    ]
+    if errors:
+        raise SchemaInvalid("the query string is not one this endpoint reads", errors=errors)
+    query = discovery.parse_query(params.get("q", ""))
+    after = params.get("after")
+    if after is not None and not is_identifier(after):
+        raise BadCursor(f"after {after[:40]!r} is not an agent id from a next link")
+    return query, after
+
+
+def _merchant_entry(row: Listing, profiles: list[str]) -> dict[str, object]:
+    return discovery.merchant_entry(
+        agent_id=row.merchant_agent_id,
+        merchant=row.merchant,
+        description=row.description,
+        currencies=row.currencies,
+        catalog=json.loads(row.catalog),
+        profiles=profiles,
+        settlement=SETTLEMENTS,
+    )
+
+
+class MerchantsView(AgentView):
+    """The listed merchant agents matching ``?q=``, in agent id order, a page at a time."""
+
+    def get(self, request: Request) -> HttpResponse:
+        query, after = _directory_query(request.GET)
+        self.charge.admit()
+        page = selectors.listed_merchants(query=query, after=after, limit=MERCHANTS_PAGE_SIZE + 1)
+        profiles = list(services.arbiter().profiles)
+        shown = page[:MERCHANTS_PAGE_SIZE]
+        response = _json_response(json.dumps([_merchant_entry(row, profiles) for row in shown]))
+        if len(page) > len(shown):
+            following = {"q": query} if query else {}
+            following["after"] = shown[-1].merchant_agent_id
+            # Built from this request, so that following it reaches the server that answered.
+            url = request.build_absolute_uri(f"{request.path}?{urlencode(following)}")
+            response["Link"] = f'<{url}>; rel="next"'
+        return response
+
+
+#: The endpoints the discovery document names, by their routes.
+DISCOVERED = {
+    "envelopes": "oanp:envelopes",
+    "session": "oanp:session",
+    "session_log": "oanp:session-log",
+    "session_events": "oanp:session-events",
+    "reveal": "oanp:reveal",
+    "inbox": "oanp:inbox",
+    "callback": "oanp:callback",
+    "merchants": "oanp:merchants",
+    "keys": "oanp:keys",
+    "openapi": "oanp:openapi",
+    "envelope_schema": "oanp:envelope-schema",
+}
+#: Those of one session, named as URI templates (RFC 6570) over its id.
+PER_SESSION = frozenset({"session", "session_log", "session_events", "reveal"})
+
+
+def _endpoints() -> dict[str, str]:
+    # Under the public URL, as the jwks_uri of every signed agreement: the arbiter's name for
+    # itself, not whatever host a request came in by.
+    base = settings.OANP_PUBLIC_URL
+    template = {"session_id": "{session_id}"}
+    return {
+        # reverse() percent-encodes the template's braces, which must stay as they are.
+        name: base + unquote(reverse(route, kwargs=template if name in PER_SESSION else None))
+        for name, route in DISCOVERED.items()
+    }
+
+
+class DiscoveryView(APIView):
+    """``/.well-known/oanp.json``: the versions, profiles, settlement rules, endpoints and
+    limits of this arbiter, read before an agent has a key."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    schema = None
+
+    def get(self, request: Request) -> HttpResponse:
+        arbiter = services.arbiter()
+        document = discovery.arbiter_document(
+            arbiter_id=arbiter.arbiter_id,
+            profiles=list(arbiter.profiles),
+            settlement=SETTLEMENTS,
+            endpoints=_endpoints(),
+            jwks_uri=arbiter.jwks_uri,
+        )
+        response = _json_response(json.dumps(document))
+        response["Cache-Control"] = "public, max-age=300"
         return response
 
 

@@ -1,6 +1,6 @@
 """Writes to the arbiter's records, by area: sessions (envelopes, timers, terminations),
-credentials (API keys), deliveries (handoff targets, callbacks, redelivery), reveals and signing
-keys (rotation). Views,
+credentials (API keys), deliveries (handoff targets, callbacks, redelivery), reveals, signing
+keys (rotation) and listings (the directory of merchant agents). Views,
 commands and tasks call these; each runs in one transaction and announces what it committed
 only after the commit.
 
@@ -27,6 +27,7 @@ from arbiter_app.services.deliveries import (
     send_test_handoff,
 )
 from arbiter_app.services.keys import maintain_signing_keys, rotate_signing_key
+from arbiter_app.services.listings import save_listing
 from arbiter_app.services.reveals import reveal_constraints
 from arbiter_app.services.sessions import (
     EXPIRY_BATCH,
@@ -63,6 +64,7 @@ __all__ = [
     "revoke_credential",
     "revoke_credentials",
     "rotate_signing_key",
+    "save_listing",
     "send_test_handoff",
     "terminate_session",
 ]

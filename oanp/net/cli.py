@@ -1,5 +1,5 @@
 """The ``oanp`` command: ``demo``, ``verify``, ``extract``, and the agent commands of
-:mod:`oanp.net.commands` (``negotiate``, ``merchant``, ``mcp``).
+:mod:`oanp.net.commands` (``negotiate``, ``merchant``, ``merchants``, ``mcp``).
 
 This is the edge of the package where clocks, randomness and files are allowed: it draws the
 demo's key, salts and message ids and hands them to the pure core.
@@ -278,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return demo(as_json=args.json, bundle_path=args.bundle, out=sys.stdout, err=sys.stderr)
         if args.command == "extract":
             return extract_sessions(args.file, args.session, args.output)
-        if args.command in ("negotiate", "merchant", "mcp"):
+        if args.command in ("negotiate", "merchant", "merchants", "mcp"):
             return run_command(args, sys.stdout, sys.stderr)
         return verify(args.file, jwks_path=args.jwks, since_path=args.since, out=sys.stdout)
     except UnreadableInput as exc:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, cast
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -365,6 +365,38 @@ class ArbiterClient:
     def keys(self) -> dict[str, Any]:
         """Every public key the arbiter ever signed with, with its validity window."""
         return cast("dict[str, Any]", self._get_json(f"{API_PREFIX}/keys"))
+
+    def discovery(self) -> dict[str, Any]:
+        """The arbiter's discovery document (``/.well-known/oanp.json``): its id, versions,
+        profiles, settlement rules, endpoints, ``jwks_uri`` and limits."""
+        return cast("dict[str, Any]", self._get_json("/.well-known/oanp.json"))
+
+    def merchants(self, q: str | None = None) -> list[dict[str, Any]]:
+        """Every listed merchant agent whose id, merchant name, description or catalog holds
+        ``q`` (case-insensitively; all of them without it), every page of the directory.
+
+        Pages are followed by their ``Link: rel="next"`` header, only on this client's own
+        origin: the API key is never sent to another host a header names.
+        """
+        base = self._http.base_url
+        page = f"{API_PREFIX}/merchants" + (f"?{urlencode({'q': q})}" if q else "")
+        found: list[dict[str, Any]] = []
+        seen: set[httpx.URL] = set()
+        while True:
+            response = self._request("GET", page)
+            found.extend(response.json())
+            seen.add(response.url)
+            following = response.links.get("next", {}).get("url")
+            if following is None:
+                return found
+            url = response.url.join(following)
+            if (url.scheme, url.netloc) != (base.scheme, base.netloc) or url in seen:
+                raise ProblemError(
+                    f"the next page {str(url)[:200]!r} is not a new page of {self.base_url}",
+                    code="bad_link",
+                    status=response.status_code,
+                )
+            page = str(url)
 
     # Streams -------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """The agent commands of ``oanp``: ``negotiate`` (a buyer), ``merchant`` (a long-running
-merchant) and ``mcp`` (the MCP tool server).
+merchant), ``merchants`` (the arbiter's directory) and ``mcp`` (the MCP tool server).
 
 The network client and the MCP SDK are imported inside the commands, so that ``import
 oanp.net.cli`` stays as light as the pure core. Private limits come from flags or a local JSON
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import secrets
 import signal
 import time
@@ -20,12 +21,27 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from oanp.agents import Agreed, BuyerAgent, BuyerVault, Closed, MerchantVault
-from oanp.commitments import encode_salt
+from oanp.agents import (
+    NEVER_SETTLE,
+    Agreed,
+    BuyerAgent,
+    BuyerVault,
+    Closed,
+    MerchantVault,
+    SettlePolicy,
+)
+from oanp.commitments import Role, encode_salt
+from oanp.discovery import parse_query
 from oanp.errors import ProtocolError
 from oanp.ids import new_ulid
 from oanp.log import Entry
-from oanp.strategies import STRATEGIES, canonical_name, strategy_named
+from oanp.strategies import (
+    STRATEGIES,
+    ParameterError,
+    Strategy,
+    canonical_name,
+    strategy_named,
+)
 from oanp.transcript import describe_entry
 
 #: Exit codes of ``oanp negotiate``: agreed, verification failed, bad input, closed.
@@ -124,7 +140,7 @@ def _required(value: str | None, flag: str, variable: str) -> str:
     return value
 
 
-def _connection_flags(command: argparse.ArgumentParser) -> None:
+def _connection_flags(command: argparse.ArgumentParser, *, agent_id: bool = True) -> None:
     env = os.environ.get
     command.add_argument(
         "--server",
@@ -134,13 +150,15 @@ def _connection_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--api-key", default=env("OANP_API_KEY"), help="this agent's API key (OANP_API_KEY)"
     )
-    command.add_argument(
-        "--agent-id", default=env("OANP_AGENT_ID"), help="this agent's id (OANP_AGENT_ID)"
-    )
+    if agent_id:
+        command.add_argument(
+            "--agent-id", default=env("OANP_AGENT_ID"), help="this agent's id (OANP_AGENT_ID)"
+        )
 
 
 def add_commands(commands: Any) -> None:
-    """Register ``negotiate``, ``merchant`` and ``mcp`` on the ``oanp`` subparsers."""
+    """Register ``negotiate``, ``merchant``, ``merchants`` and ``mcp`` on the ``oanp``
+    subparsers."""
     buy = commands.add_parser(
         "negotiate", help="negotiate one session as a buyer through an arbiter, then verify it"
     )
@@ -151,7 +169,7 @@ def add_commands(commands: Any) -> None:
     )
     buy.add_argument("--currency", default="USD")
     buy.add_argument("--max-rounds", type=int, default=5)
-    buy.add_argument("--strategy", default="reference", type=canonical_name, choices=STRATEGIES)
+    _strategy_flags(buy)
     buy.add_argument("--ceiling", help="true_ceiling: the most the buyer will ever pay")
     buy.add_argument("--budget", help="budget_cap: the soft target (default: the ceiling)")
     buy.add_argument("--urgency", help="committed with the limits (default: medium)")
@@ -159,6 +177,14 @@ def add_commands(commands: Any) -> None:
     buy.add_argument("--session-id", help="default: a new ULID")
     buy.add_argument("--profile", default="default/v0.1")
     buy.add_argument("--response-window", type=int, metavar="SECONDS")
+    buy.add_argument(
+        "--settle",
+        type=settle_policy,
+        default=NEVER_SETTLE,
+        metavar="stuck|ROUND",
+        help="open for settlement by reveal, and reveal the ceiling once the spread stops "
+        "narrowing (stuck) or from round ROUND on; the merchant's reveal settles at the midpoint",
+    )
     buy.add_argument("--save-log", type=Path, metavar="FILE", help="write the session's log")
     buy.add_argument("--quiet", action="store_true", help="print only the outcome")
 
@@ -166,10 +192,18 @@ def add_commands(commands: Any) -> None:
         "merchant", help="answer every session opened with this merchant, until stopped"
     )
     _connection_flags(sell)
-    sell.add_argument("--strategy", default="reference", type=canonical_name, choices=STRATEGIES)
+    _strategy_flags(sell)
     sell.add_argument("--floor", help="floor_price: the least the merchant will ever take")
     sell.add_argument("--ideal", help="ideal_price: its list price, where it opens")
     sell.add_argument("--limits", type=Path, metavar="FILE", help="JSON with the limits instead")
+    sell.add_argument(
+        "--settle",
+        type=settle_policy,
+        default=NEVER_SETTLE,
+        metavar="stuck|ROUND",
+        help="in sessions opened for settlement, reveal the floor first once the spread stops "
+        "narrowing (stuck) or from round ROUND on (a buyer's reveal is always answered)",
+    )
     sell.add_argument(
         "--state",
         type=Path,
@@ -177,6 +211,18 @@ def add_commands(commands: Any) -> None:
         metavar="FILE",
         help="where the inbox cursor and each session's salt are kept across restarts",
     )
+
+    find = commands.add_parser(
+        "merchants", help="list the merchant agents listed in the arbiter's directory"
+    )
+    _connection_flags(find, agent_id=False)
+    find.add_argument(
+        "--q",
+        default="",
+        metavar="TEXT",
+        help="only those whose id, merchant, description or catalog holds TEXT (any case)",
+    )
+    find.add_argument("--json", action="store_true", help="print the listings as JSON")
 
     tools = commands.add_parser("mcp", help="serve the arbiter as MCP tools over stdio")
     _connection_flags(tools)
@@ -188,6 +234,46 @@ def add_commands(commands: Any) -> None:
     )
 
 
+def _strategy_flags(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--strategy", default="reference", type=canonical_name, choices=STRATEGIES)
+    command.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="tune the strategy (repeatable), e.g. exponent=0.5; see docs/agents.md",
+    )
+
+
+def tuned_strategy(args: argparse.Namespace, role: Role) -> Strategy:
+    """``--strategy`` for ``role``, tuned by every ``--param NAME=VALUE``: the registry checks
+    each name and value (:meth:`oanp.strategies.NamedStrategy.parse`)."""
+    parameters: dict[str, str] = {}
+    for text in args.param:
+        name, equals, value = text.partition("=")
+        if not equals or not name:
+            raise UsageError(f"--param {text!r}: expected NAME=VALUE")
+        if name in parameters:
+            raise UsageError(f"--param {name} is given twice")
+        parameters[name] = value
+    try:
+        return strategy_named(args.strategy, role, parameters)
+    except ParameterError as exc:
+        raise UsageError(f"--param: {exc}") from None
+
+
+def settle_policy(text: str) -> SettlePolicy:
+    """``--settle stuck`` or ``--settle ROUND`` (an integer from 1)."""
+    if text == "stuck":
+        return SettlePolicy("stuck")
+    try:
+        return SettlePolicy("round", int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: say stuck, or the round to reveal from (1 or more)"
+        ) from None
+
+
 def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run one of the agent commands; 2 with a message on ``err`` for bad input."""
     try:
@@ -195,6 +281,8 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return negotiate_command(args, out, err)
         if args.command == "merchant":
             return merchant_command(args, out, err)
+        if args.command == "merchants":
+            return merchants_command(args, out, err)
         return mcp_command(args)
     except UsageError as exc:
         print(f"oanp {args.command}: {exc}", file=err)
@@ -226,9 +314,10 @@ def negotiate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     buyer = BuyerAgent(
         agent_id=agent_id,
         vault=vault,
-        strategy=strategy_named(args.strategy, "buyer"),
+        strategy=tuned_strategy(args, "buyer"),
         salt=_new_salt(),
         new_message_id=new_ulid,
+        settle=args.settle,
     )
     try:
         opening = buyer.open(
@@ -301,7 +390,7 @@ def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
     api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")
     vault = merchant_vault(args)
-    strategy = strategy_named(args.strategy, "merchant")
+    strategy = tuned_strategy(args, "merchant")
     try:
         state = MerchantState.load(args.state, agent_id)
     except (OSError, ValueError) as exc:
@@ -325,6 +414,7 @@ def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             new_salt=_new_salt,
             new_message_id=new_ulid,
             report=report,
+            settle=args.settle,
         )
         while True:
             try:
@@ -340,6 +430,73 @@ def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 # The arbiter is unreachable: the state file holds everything; start over.
                 report(f"merchant {agent_id}: {exc!r}; recovering in 1 s")
                 time.sleep(1)
+
+
+#: How much of a description fits on a line of the table.
+DESCRIPTION_WIDTH = 60
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _cell(text: str, width: int | None = None) -> str:
+    # A terminal must not run what an arbiter sends: control characters become blanks.
+    text = " ".join(_UNPRINTABLE.sub(" ", text).split())
+    if width is not None and len(text) > width:
+        return text[: width - 1] + "…"
+    return text
+
+
+def merchant_table(listings: list[dict[str, Any]]) -> list[str]:
+    """The directory as lines of a table: agent id, merchant, currencies, catalog items,
+    the description's start."""
+    rows = [("AGENT ID", "MERCHANT", "CURRENCIES", "ITEMS", "DESCRIPTION")]
+    rows += [
+        (
+            _cell(str(entry.get("agent_id", ""))),
+            _cell(str(entry.get("merchant", ""))),
+            _cell(" ".join(map(str, entry.get("currencies", [])))),
+            str(len(entry.get("catalog", []))),
+            _cell(str(entry.get("description", "")), DESCRIPTION_WIDTH),
+        )
+        for entry in listings
+    ]
+    # Every column as wide as its widest cell, but the last, which ends the line.
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]])
+        for row in rows
+    ]
+
+
+def merchants_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``oanp merchants``: the listed merchant agents matching ``--q``, every page of them."""
+    from oanp.net.client import UNREACHABLE, ArbiterClient
+
+    api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")
+    try:
+        query = parse_query(args.q)
+    except ProtocolError as exc:
+        raise UsageError(f"--q {exc.errors[0].message}") from None
+    with ArbiterClient(args.server, api_key) as client:
+        try:
+            listings = client.merchants(query or None)
+        except ProtocolError as exc:
+            print(f"oanp merchants: the arbiter refused: {exc}", file=err)
+            return EXIT_UNVERIFIED
+        except UNREACHABLE as exc:
+            print(f"oanp merchants: the arbiter is unreachable: {exc!r}", file=err)
+            return EXIT_UNVERIFIED
+    if args.json:
+        print(json.dumps(listings, indent=1, ensure_ascii=False), file=out)
+        return 0
+    if not listings:
+        matching = f" matches {query!r}" if query else " is listed"
+        print(f"no merchant agent{matching}", file=out)
+        return 0
+    for line in merchant_table(listings):
+        print(line.rstrip(), file=out)
+    count = len(listings)
+    print(f"{count} merchant agent{'' if count == 1 else 's'}", file=out)
+    return 0
 
 
 def mcp_command(args: argparse.Namespace) -> int:

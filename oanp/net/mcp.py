@@ -30,6 +30,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
 from oanp.canonical import json_value
 from oanp.commitments import commit, encode_salt
+from oanp.discovery import parse_query
 from oanp.envelope import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_PROFILE,
@@ -48,6 +49,8 @@ from oanp.net.client import ArbiterClient, ProblemError, ServerEvent
 SETTLE_SECONDS = 0.3
 INSTRUCTIONS = """\
 Negotiate a price through a neutral OANP v0.1 arbiter.
+0. A buyer that knows no merchant agent yet finds one with find_merchants(q): what it sells
+   (catalog), in which currencies; its agent_id is open_session's merchant_agent_id.
 1. make_commitment(constraints, item, max_rounds): your private limits stay here; you get a
    constraints_commit back. A buyer commits e.g. {"true_ceiling": 420, "budget_cap": 400};
    a merchant {"floor_price": 280, "ideal_price": 400}.
@@ -60,6 +63,9 @@ Negotiate a price through a neutral OANP v0.1 arbiter.
    a final answer: accept that counter (same round), withdraw, or let its window close the
    session unagreed.
 4. wait_for_events(session_id) returns the entries you have not seen yet and whose turn it is.
+5. A buyer may open with settlement=true; then, on its turn, either side may settle: its
+   committed limit is revealed, and once both are, the arbiter settles at their midpoint
+   (or closes with no_zone). After the end, reveal shares your limits for analytics.
 Never put a private limit in a tool argument other than make_commitment's constraints.
 """
 
@@ -214,6 +220,35 @@ class Desk:
         }
         return self.send(session_id, kind, payload)
 
+    def opening(self, session_id: str) -> _Sealed:
+        """The sealed constraints and salt of this agent's commitment in ``session_id``."""
+        sealed = self.sealed.get(self.commitment_for(session_id))
+        if sealed is None:
+            raise ToolError(
+                f"the constraints of this {self.role}'s commitment in session {session_id} "
+                "are not kept here (made with make_commitment in another state file?)"
+            )
+        return sealed
+
+    def settle(self, session_id: str) -> dict[str, Any]:
+        """``settle.reveal`` in the current round, opening this agent's own commitment."""
+        sealed = self.opening(session_id)
+        payload = {
+            "round": self.read(session_id)["round"],
+            "constraints": sealed.constraints,
+            "salt": sealed.salt,
+            "constraints_commit": self.commitment_for(session_id),
+        }
+        return self.send(session_id, "settle.reveal", payload)
+
+    def reveal_after_end(self, session_id: str) -> dict[str, Any]:
+        """Reveal this agent's constraints after the session ended."""
+        sealed = self.opening(session_id)
+        try:
+            return self.client.reveal(session_id, sealed.constraints, sealed.salt)
+        except ProblemError as exc:
+            raise _refused(exc, "by the arbiter") from None
+
     # Reading -----------------------------------------------------------------------------
 
     def read(self, session_id: str) -> dict[str, Any]:
@@ -227,6 +262,17 @@ class Desk:
         """Every entry of the session."""
         try:
             return self.client.log(session_id)
+        except ProblemError as exc:
+            raise _refused(exc, "by the arbiter") from None
+
+    def find_merchants(self, q: str) -> list[dict[str, Any]]:
+        """The listed merchant agents matching ``q``, checked here as the arbiter checks it."""
+        try:
+            query = parse_query(q)
+        except ProtocolError as exc:
+            raise _refused(exc, "locally") from None
+        try:
+            return self.client.merchants(query or None)
         except ProblemError as exc:
             raise _refused(exc, "by the arbiter") from None
 
@@ -312,6 +358,14 @@ def build_server(desk: Desk) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer("oanp", instructions=INSTRUCTIONS)
 
     @server.tool()
+    def find_merchants(q: str = "") -> dict[str, Any]:
+        """Find merchant agents to negotiate with: those listed in the arbiter's directory
+        whose id, merchant name, description or catalog holds q (any case; empty: all). Each
+        has agent_id (open_session's merchant_agent_id), merchant, description, currencies,
+        profiles, settlement and catalog (items to open a session over)."""
+        return {"merchants": desk.find_merchants(q)}
+
+    @server.tool()
     def make_commitment(
         constraints: dict[str, Any], item: dict[str, Any], max_rounds: int = DEFAULT_MAX_ROUNDS
     ) -> dict[str, Any]:
@@ -331,9 +385,11 @@ def build_server(desk: Desk) -> MCPServer[Any]:
         response_window_s: int | None = None,
         deadline: str | None = None,
         session_id: str | None = None,
+        settlement: bool = False,
     ) -> dict[str, Any]:
         """(buyer) Open a session with a merchant agent over an item, committing your
-        constraints (from make_commitment). Returns the session id and the arbiter's answer."""
+        constraints (from make_commitment). With settlement=true either side may later call
+        settle to end the haggle at once. Returns the session id and the arbiter's answer."""
         sealed = desk.sealed.get(constraints_commit)
         if sealed is not None and (sealed.item != item or sealed.max_rounds != max_rounds):
             raise ToolError(
@@ -353,6 +409,8 @@ def build_server(desk: Desk) -> MCPServer[Any]:
             payload["response_window_s"] = response_window_s
         if deadline is not None:
             payload["deadline"] = deadline
+        if settlement:
+            payload["settlement"] = "reveal"
         answer = desk.send(session_id, "session.open", payload)
         desk.remember(session_id, constraints_commit)
         return {"session_id": session_id, **answer}
@@ -390,6 +448,21 @@ def build_server(desk: Desk) -> MCPServer[Any]:
             "constraints_commit": desk.commitment_for(session_id),
         }
         return desk.send(session_id, "session.close", payload)
+
+    @server.tool()
+    def settle(session_id: str) -> dict[str, Any]:
+        """In a session opened with settlement, on your turn: reveal your committed limit
+        (a buyer's true_ceiling, a merchant's floor_price) to settle at once. When the other
+        side reveals too, the arbiter settles at the midpoint of the two limits (within the
+        standing prices) if the ceiling reaches the floor, else closes with no_zone. Both
+        limits then stand in the log for anyone to see."""
+        return desk.settle(session_id)
+
+    @server.tool()
+    def reveal(session_id: str) -> dict[str, Any]:
+        """After the session ended: reveal your constraints and salt, checked against your
+        commitment and your own prices, for the zone of agreement and surplus analytics."""
+        return desk.reveal_after_end(session_id)
 
     @server.tool()
     def read_session(session_id: str, include_log: bool = False) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Who may do what: a merchant member manages its own merchant's agents and nothing else (another
 merchant's agent is a 404, as an unknown one); an admin manages every merchant's agents;
 an operator may look (list and agent pages) but changes nothing, since its job is watching
-sessions. Private limits are never shown: pages say only whether they are set.
+sessions. Private limits are never shown: pages say only whether they are set. The edit form's
+preview is the edit form's too: its prices tell a good deal about the limits.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from django.views.decorators.http import require_POST
 
 from sessions_app import forms, selectors, services
 from sessions_app.models import AgentProfile, Merchant
+from sessions_app.preview import preview_form
+from sessions_app.strategy_forms import tactics_initial
 from sessions_app.vault import Limits, seal_text, unseal_text
 from sessions_app.views import scope_or_denied
 
@@ -48,10 +51,12 @@ def _agent_page(
     key_form: forms.KeyForm | None = None,
     acp_form: forms.AcpForm | None = None,
     acp_secret: str | None = None,
+    listing_form: forms.ListingForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
     profile = selectors.agent(scope, agent_id)
     can_manage = scope.may_manage_agents
+    listing = selectors.listing(profile)
     response = render(
         request,
         "sessions_app/agents_detail.html",
@@ -68,6 +73,9 @@ def _agent_page(
             "acp_form": acp_form or forms.AcpForm(),
             "acp_secret": acp_secret,
             "acp_test": selectors.last_acp_test(profile) if can_manage else None,
+            "listing": listing,
+            "listing_form": listing_form
+            or forms.ListingForm(initial=forms.listing_initial(listing)),
         },
         status=status,
     )
@@ -105,23 +113,30 @@ def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) ->
         "merchants": merchants,
     }
     initial = (
-        {}
+        {"mode": "hosted"}
         if profile is None
         else {
             "display_name": profile.display_name,
             "mode": profile.mode,
             "strategy": profile.strategy,
         }
-    )
+    ) | tactics_initial(profile)
+    played = None
     if request.method == "POST":
         form = forms.AgentForm(request.POST, **options)
         items = forms.ItemLimitFormSet(request.POST, prefix="items")
         if form.is_valid() and items.is_valid():
             limits = forms.limits_from(form, items)
-            if not form.errors:
+            if not form.errors and "preview" not in request.POST:
                 return _save(request, scope, form, limits, profile)
+            if not form.errors:
+                # The agent as the form stands, played without saving anything.
+                try:
+                    played = preview_form(form.cleaned_data, limits, profile)
+                except services.NoLimits as missing:
+                    form.add_error(None, str(missing))
     else:
-        form = forms.AgentForm(initial=initial or {"mode": "hosted"}, **options)
+        form = forms.AgentForm(initial=initial, **options)
         items = forms.ItemLimitFormSet(prefix="items")
     return render(
         request,
@@ -132,8 +147,9 @@ def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) ->
             "form": form,
             "items": items,
             "limit_items": None if profile is None else selectors.limit_items(profile),
+            "preview": played,
         },
-        status=400 if request.method == "POST" else 200,
+        status=400 if request.method == "POST" and played is None else 200,
     )
 
 
@@ -149,6 +165,8 @@ def _save(
         "display_name": data["display_name"],
         "mode": data["mode"],
         "strategy": data["strategy"],
+        "parameters": data["parameters"],
+        "settle": data["settle"],
         "limits": limits,
     }
     if profile is None:
@@ -250,3 +268,23 @@ def acp_test(request: HttpRequest, agent_id: str) -> HttpResponse:
         answered = result["status"] or "no answer"
         messages.success(request, f"Test sent: {answered}; the result is below.")
     return redirect(f"{reverse('agent', args=[profile.agent_id])}#acp-h")
+
+
+# The directory listing -------------------------------------------------------------------
+
+
+@login_required
+@require_POST
+def listing_save(request: HttpRequest, agent_id: str) -> HttpResponse:
+    scope = _manager(request)
+    profile = selectors.agent(scope, agent_id)
+    form = forms.ListingForm(request.POST)
+    if not form.is_valid():
+        return _agent_page(request, scope, agent_id, listing_form=form, status=400)
+    listing = form.cleaned_data["listing"]
+    services.save_listing(actor=request.user, profile=profile, listing=listing)
+    messages.success(
+        request,
+        "Listed in the arbiter's directory." if listing.listed else "Listing saved, not listed.",
+    )
+    return redirect(f"{reverse('agent', args=[profile.agent_id])}#listing-h")

@@ -37,6 +37,7 @@ ENDPOINTS: dict[tuple[str, str], set[int]] = {
     ("/oanp/v0.1/callback", "put"): {400, 401, 413, 422, 429, 503},
     ("/oanp/v0.1/callback", "get"): {400, 401, 404, 429, 503},
     ("/oanp/v0.1/callback", "delete"): {400, 401, 429, 503},
+    ("/oanp/v0.1/merchants", "get"): {400, 401, 429, 503},
     ("/oanp/v0.1/keys", "get"): {400, 503},
     ("/.well-known/jwks.json", "get"): {400, 503},
 }
@@ -44,7 +45,7 @@ STREAMS = [("/oanp/v0.1/sessions/{session_id}/events", "get"), ("/oanp/v0.1/inbo
 #: What operators' probes and scrapers read, outside the protocol; no API key.
 OPERATIONS = [("/healthz", "get"), ("/readyz", "get"), ("/metrics", "get")]
 #: Documents served as they are, touching nothing that could be away.
-DOCUMENTS = [(ENVELOPE_SCHEMA_PATH, "get")]
+DOCUMENTS = [(ENVELOPE_SCHEMA_PATH, "get"), ("/.well-known/oanp.json", "get")]
 
 #: One envelope of every party type and role, as the parser accepts them (a withdraw last).
 PARTY_ENVELOPES = [

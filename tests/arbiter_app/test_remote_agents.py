@@ -247,6 +247,35 @@ def test_twenty_negotiate_commands_against_two_merchant_processes(
     assert sum(outcomes.values()) == 20
 
 
+def test_negotiate_settles_by_reveal_with_a_merchant_process(
+    live_arbiter: LiveServer, merchants: Any, tmp_path: Path
+) -> None:
+    seller = make_agent("merchant-settle", "merchant")
+    merchants(seller, tmp_path / "settle.json")
+    buyer = make_agent("buyer-settle", "buyer")
+    run = negotiate(
+        live_arbiter.url,
+        buyer,
+        seller.agent_id,
+        tmp_path,
+        "--ceiling",
+        "420",
+        "--budget",
+        "400",
+        "--settle",
+        "2",
+    )
+    assert run.code == commands.EXIT_AGREED, run.out + run.err
+    types = [e["envelope"]["type"] for e in run.log]
+    assert types[-4:] == ["settle.reveal", "settle.reveal", "round.verdict", "session.agree"]
+    agreement = run.log[-1]["envelope"]["payload"]["agreement"]
+    # The merchant process answers with its floor (280): the midpoint of 420 and 280.
+    assert agreement["settlement"] == {"rule": "midpoint/v0.1", "ceiling": 420, "floor": 280}
+    assert agreement["final_price"] == 350
+    assert verify_log(run.log, ArbiterClient(live_arbiter.url).jwks()).ok
+    assert_answered_once(run.log)
+
+
 def test_negotiate_command_line_prints_rounds_and_refuses_bad_limits(
     live_arbiter: LiveServer, merchants: Any, tmp_path: Path
 ) -> None:
@@ -441,13 +470,9 @@ def _tool_json(result: Any) -> Any:
     return json.loads(result.content[0].text)
 
 
-def test_mcp_server_negotiates_a_whole_session_over_stdio(
-    live_arbiter: LiveServer, merchants: Any, tmp_path: Path
-) -> None:
-    seller = make_agent("merchant-mcp", "merchant")
-    merchants(seller, tmp_path / "mcp-merchant.json")
-    buyer = make_agent("buyer-llm", "buyer")
-    params = StdioServerParameters(
+def mcp_buyer(server: LiveServer, buyer: Agent, tmp_path: Path) -> StdioServerParameters:
+    """``oanp mcp`` as a buyer's tool server over stdio, its state in ``tmp_path``."""
+    return StdioServerParameters(
         command=sys.executable,
         args=[
             "-m",
@@ -459,13 +484,81 @@ def test_mcp_server_negotiates_a_whole_session_over_stdio(
             str(tmp_path / "mcp.json"),
         ],
         env={
-            "OANP_SERVER": live_arbiter.url,
+            "OANP_SERVER": server.url,
             "OANP_API_KEY": buyer.api_key,
             "OANP_AGENT_ID": buyer.agent_id,
             "PYTHONPATH": str(ROOT),
         },
         cwd=str(ROOT),
     )
+
+
+def test_mcp_settle_and_reveal(live_arbiter: LiveServer, merchants: Any, tmp_path: Path) -> None:
+    seller = make_agent("merchant-mcp-settle", "merchant")
+    merchants(seller, tmp_path / "mcp-settle-merchant.json")
+    params = mcp_buyer(live_arbiter, make_agent("buyer-llm-settle", "buyer"), tmp_path)
+    item = {"route": "SFO-JFK", "date": "2026-04-28"}
+
+    async def drive() -> dict[str, Any]:
+        async with stdio_client(params) as streams, ClientSession(*streams) as mcp:
+            await mcp.initialize()
+            tools = {tool.name for tool in (await mcp.list_tools()).tools}
+            assert {"settle", "reveal"} <= tools
+
+            async def call(name: str, **arguments: Any) -> Any:
+                return _tool_json(await mcp.call_tool(name, arguments))
+
+            commitment = (
+                await call(
+                    "make_commitment",
+                    constraints={"true_ceiling": 420, "budget_cap": 400},
+                    item=item,
+                    max_rounds=5,
+                )
+            )["constraints_commit"]
+            session_id = (
+                await call(
+                    "open_session",
+                    merchant_agent_id=seller.agent_id,
+                    item=item,
+                    currency="USD",
+                    constraints_commit=commitment,
+                    settlement=True,
+                )
+            )["session_id"]
+            early = await mcp.call_tool("reveal", {"session_id": session_id})
+            assert early.is_error
+            assert "reveal_too_early" in early.content[0].text
+            for _ in range(20):
+                session = (await call("wait_for_events", session_id=session_id, timeout_s=10))[
+                    "session"
+                ]
+                if session["your_turn"] and session["round"] == 1:
+                    await call("propose", session_id=session_id, round=1, price=320)
+                elif session["your_turn"] and session["round"] == 2:
+                    await call("settle", session_id=session_id)
+                elif session["outcome"] is not None:
+                    break
+            revealed = await call("reveal", session_id=session_id)
+            summary = (await call("read_session", session_id=session_id))["summary"]
+            return {"summary": summary, "revealed": revealed}
+
+    result = anyio.run(drive)
+    assert result["summary"]["outcome"] == {
+        "result": "agreed",
+        "final_price": 350,
+        "close_reason": None,
+    }
+    assert result["revealed"]["opens"] is True
+
+
+def test_mcp_server_negotiates_a_whole_session_over_stdio(
+    live_arbiter: LiveServer, merchants: Any, tmp_path: Path
+) -> None:
+    seller = make_agent("merchant-mcp", "merchant")
+    merchants(seller, tmp_path / "mcp-merchant.json")
+    buyer = make_agent("buyer-llm", "buyer")
+    params = mcp_buyer(live_arbiter, buyer, tmp_path)
     item = {"route": "SFO-JFK", "date": "2026-04-28"}
 
     async def drive() -> dict[str, Any]:

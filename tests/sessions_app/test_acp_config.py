@@ -15,23 +15,13 @@ from arbiter_app.deliveries import outbound
 from arbiter_app.models import HandoffTarget
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, acp_signed_by, signed_by
-from tests.support.factories.accounts import hosted_agent, member, merchant, signed_in
+from tests.support.factories.accounts import member, merchant, signed_in
 
 pytestmark = pytest.mark.django_db
 
 API_KEY = "acp_live_key_never_shown_9f3a"
 ACP = "/agents/hosted-a/acp/"
 TEST = "/agents/hosted-a/acp/test/"
-
-
-@pytest.fixture
-def shop_a() -> Merchant:
-    return merchant("a")
-
-
-@pytest.fixture
-def agent_a(shop_a: Merchant) -> AgentProfile:
-    return hosted_agent(shop_a, "hosted-a")
 
 
 @pytest.fixture

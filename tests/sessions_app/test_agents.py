@@ -21,21 +21,6 @@ from tests.support.factories.agents import make_agent
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def shop_a() -> Merchant:
-    return merchant("a")
-
-
-@pytest.fixture
-def alice(shop_a: Merchant) -> User:
-    return member("alice", Role.MERCHANT, shop_a)
-
-
-@pytest.fixture
-def browser(alice: User) -> Client:
-    return signed_in(alice)
-
-
 def agent_form(**overrides: Any) -> dict[str, Any]:
     data = {
         "agent_id": "hosted-a",

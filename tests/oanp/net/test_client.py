@@ -240,3 +240,70 @@ def test_importing_the_cli_loads_neither_the_network_nor_the_mcp_sdk() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == ""
+
+
+# The directory -------------------------------------------------------------------------------
+
+
+def directory_server(pages: dict[str, tuple[list[str], str | None]]) -> Any:
+    """An arbiter whose directory answers ``pages``: by query string, the agent ids of the
+    page and its next link; the requests it saw, with their Authorization headers."""
+    seen: list[tuple[str, str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((str(request.url), request.headers.get("authorization")))
+        assert request.url.path == "/base/oanp/v0.1/merchants"
+        ids, following = pages[request.url.query.decode()]
+        headers = {"Link": f'<{following}>; rel="next"'} if following else {}
+        return httpx.Response(200, json=[{"agent_id": i} for i in ids], headers=headers)
+
+    return handler, seen
+
+
+def test_merchants_follows_every_next_link_with_the_search() -> None:
+    handler, seen = directory_server(
+        {
+            "q=flights+%26+trains": (["a", "b"], "/base/oanp/v0.1/merchants?q=x&after=b"),
+            "q=x&after=b": (["c"], "http://arbiter.test/base/oanp/v0.1/merchants?after=c"),
+            "after=c": (["d"], None),
+        }
+    )
+    client = ArbiterClient(
+        "http://arbiter.test/base", "key", transport=httpx.MockTransport(handler)
+    )
+    found = client.merchants("flights & trains")
+    assert [entry["agent_id"] for entry in found] == ["a", "b", "c", "d"]
+    assert [authorization for _, authorization in seen] == ["Bearer key"] * 3
+
+
+def test_merchants_never_sends_the_key_to_another_origin_or_round_in_circles() -> None:
+    handler, seen = directory_server(
+        {"": (["a"], "https://elsewhere.test/base/oanp/v0.1/merchants?after=a")}
+    )
+    client = ArbiterClient(
+        "http://arbiter.test/base", "key", transport=httpx.MockTransport(handler)
+    )
+    with pytest.raises(ProblemError) as refused:
+        client.merchants()
+    assert refused.value.code == "bad_link"
+    assert len(seen) == 1
+    handler, seen = directory_server(
+        {
+            "": (["a"], "/base/oanp/v0.1/merchants?after=a"),
+            "after=a": (["b"], "/base/oanp/v0.1/merchants"),
+        }
+    )
+    client = ArbiterClient(
+        "http://arbiter.test/base", "key", transport=httpx.MockTransport(handler)
+    )
+    with pytest.raises(ProblemError, match="not a new page"):
+        client.merchants()
+    assert len(seen) == 2
+
+
+def test_discovery_reads_the_well_known_document() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/.well-known/oanp.json"
+        return httpx.Response(200, json={"arbiter_id": "arbiter.test"})
+
+    assert client_with(handler).discovery() == {"arbiter_id": "arbiter.test"}

@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.test import Client
 
-from oanp.agents import BuyerAgent, BuyerVault
+from oanp.agents import NEVER_SETTLE, BuyerAgent, BuyerVault, SettlePolicy
 from oanp.commitments import encode_salt
 from oanp.strategies import ReferenceBuyer
 from sessions_app import services
@@ -56,6 +56,8 @@ def hosted_agent(
     floor: str = "280",
     ideal: str = "400",
     strategy: str = "reference",
+    parameters: dict[str, str] | None = None,
+    settle: SettlePolicy = NEVER_SETTLE,
 ) -> AgentProfile:
     return services.create_agent(
         actor=admin(),
@@ -65,6 +67,8 @@ def hosted_agent(
         mode=Mode.HOSTED,
         strategy=strategy,
         limits=Limits(Decimal(floor), Decimal(ideal), {}),
+        parameters=parameters,
+        settle=settle,
     )
 
 
@@ -74,7 +78,8 @@ def now() -> datetime:
 
 @dataclass
 class HostedNegotiation:
-    """A reference buyer (ceiling 420) negotiating over the API with a hosted merchant agent.
+    """A reference buyer (ceiling 420) negotiating over the API with a hosted merchant agent;
+    with a ``settle`` policy it opens the session for settlement by reveal.
 
     The buyer reads the log and posts its moves through Django's test client; the merchant's
     moves come from the hosted runner, a Celery worker's or one ``nudge`` calls in-process.
@@ -84,6 +89,7 @@ class HostedNegotiation:
     merchant_agent_id: str
     session_id: str = "sess-hosted"
     buyer_key: Agent = field(default_factory=lambda: make_agent("buyer-001", "buyer"))
+    settle: SettlePolicy = NEVER_SETTLE
     buyer: BuyerAgent = field(init=False)
     seen: int = 0
     #: Seconds the buyer waited for each merchant move.
@@ -97,6 +103,7 @@ class HostedNegotiation:
             strategy=ReferenceBuyer(),
             salt=encode_salt(b"\x01" * 32),
             new_message_id=lambda: f"buyer-{next(numbers)}",
+            settle=self.settle,
         )
 
     def post(self, envelope: dict[str, Any]) -> Any:

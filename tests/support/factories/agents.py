@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 
 from arbiter_app import services
+from oanp import discovery
 from oanp.agents import BuyerAgent, MerchantAgent
 from tests.support.factories.sessions import sfo_jfk_agents
 
@@ -31,6 +33,22 @@ class Agent:
 def make_agent(agent_id: str, role: str) -> Agent:
     issued = services.issue_credential(agent_id=agent_id, role=role)
     return Agent(agent_id, role, issued.api_key)
+
+
+def list_merchant(
+    agent_id: str,
+    *,
+    merchant: str = "Skyways",
+    description: str = "",
+    currencies: Sequence[str] = ("USD",),
+    catalog: Sequence[dict[str, Any]] = (),
+    listed: bool = True,
+) -> None:
+    """``agent_id``'s entry in the arbiter's directory, as its owner would save it."""
+    listing = discovery.parse_listing(
+        listed=listed, description=description, currencies=list(currencies), catalog=list(catalog)
+    )
+    services.save_listing(merchant_agent_id=agent_id, merchant=merchant, listing=listing)
 
 
 #: The envelope types of the published SFO→JFK session, in log order.

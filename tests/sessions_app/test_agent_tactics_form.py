@@ -1,0 +1,312 @@
+"""The agent form's tactics (each strategy's parameters, the settle policy) and its preview
+against the reference buyers: validation, what is saved, who may preview, nothing written."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils.html import escape
+
+from arbiter_app.models import Entry, Session
+from oanp.agents import SettlePolicy
+from oanp.strategies import STRATEGIES
+from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Role
+from tests.sessions_app.test_agents import agent_form, errors_of
+from tests.support.factories.accounts import hosted_agent, member, merchant, signed_in
+
+pytestmark = pytest.mark.django_db
+
+
+def written() -> list[int]:
+    """Rows of every table a preview must leave alone."""
+    models = (AgentProfile, HostedSession, AuditEvent, Session, Entry)
+    return [model.objects.count() for model in models]
+
+
+def preview_rows(page: str) -> dict[str, str]:
+    """The preview table's rows by buyer: the row's text, tags dropped."""
+    body = page.split('id="preview-runs"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r'<tr data-buyer="([^"]+)">(.*?)</tr>', body, re.S)
+    return {
+        f"{buyer} {n}": " ".join(re.sub(r"<[^>]+>", " ", row).split())
+        for n, (buyer, row) in enumerate(rows)
+    }
+
+
+# The form ------------------------------------------------------------------------------------
+
+
+def test_a_new_agent_is_saved_with_its_parameters_and_settle_policy(browser: Client) -> None:
+    response = browser.post(
+        "/agents/new/",
+        agent_form(
+            strategy="boulware",
+            **{
+                "boulware__exponent": "0.5",
+                "boulware__last_round": "counter",
+                "boulware__inventory_pressure": "",  # empty: the default
+                # Another strategy's fields are not read, whatever they hold.
+                "linear__exponent": "999",
+                "settle_when": "round",
+                "settle_from_round": "3",
+            },
+        ),
+    )
+    assert response.status_code == 302
+    profile = AgentProfile.objects.get(agent_id="hosted-a")
+    assert profile.parameters == {
+        "exponent": "0.5",
+        "acceptance": "next",
+        "last_round": "counter",
+        "inventory_pressure": "0",
+    }
+    assert (profile.settle_when, profile.settle_from_round) == ("round", 3)
+    detail = AuditEvent.objects.get(action="agent.created").detail
+    assert (detail["parameters"]["exponent"], detail["settle"]) == ("0.5", "round 3")
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        (
+            {"boulware__exponent": "50"},
+            "boulware__exponent",
+            "exponent is a number from 0.05 to 20.",
+        ),
+        ({"boulware__exponent": "soft"}, "boulware__exponent", "exponent is a number from"),
+        ({"boulware__exponent": "1e999999"}, "boulware__exponent", "from 0.05 to 20"),
+        (
+            {"strategy": "reference", "reference__step_share": "0.75"},
+            "reference__step_share",
+            "step_share is a number from 0.01 to 0.5.",
+        ),
+        (
+            {"strategy": "tit-for-tat", "tit-for-tat__min_share": "-1"},
+            "tit-for-tat__min_share",
+            "min_share is a number from 0 to 0.5.",
+        ),
+        (
+            {"boulware__inventory_pressure": "2"},
+            "boulware__inventory_pressure",
+            "inventory_pressure is a number from 0 to 1.",
+        ),
+        (
+            {"boulware__acceptance": "always"},
+            "boulware__acceptance",
+            "acceptance is one of next, prev.",
+        ),
+        (
+            {"boulware__last_round": "walk away"},
+            "boulware__last_round",
+            "last_round is one of take, counter.",
+        ),
+        ({"settle_when": "round"}, "settle_from_round", "Say from which round it settles: 1 to 20"),
+        (
+            {"settle_when": "round", "settle_from_round": "21"},
+            "settle_from_round",
+            "less than or equal to 20",
+        ),
+        ({"settle_when": "round", "settle_from_round": "x"}, "settle_from_round", "whole number"),
+        ({"settle_when": "sometimes"}, "settle_when", "Select a valid choice"),
+    ],
+)
+def test_a_bad_tactic_gets_an_error_on_its_field_and_saves_nothing(
+    browser: Client, shop_a: Merchant, fields: dict[str, str], field: str, message: str
+) -> None:
+    page = errors_of(browser.post("/agents/new/", agent_form(**fields)))
+    # The error follows its field (the radios of settle_when: their fieldset).
+    start = '<fieldset class="settle">' if field == "settle_when" else f'id="id_{field}"'
+    errors = page.split(start, 1)[1].split('<div class="field"', 1)[0]
+    assert message in errors
+    assert not AgentProfile.objects.exists()
+    # An edit refused the same way changes nothing either.
+    profile = hosted_agent(shop_a, "hosted-b")
+    before = (profile.strategy, profile.parameters, profile.settle_when)
+    errors_of(browser.post("/agents/hosted-b/edit/", agent_form(**fields)))
+    profile.refresh_from_db()
+    assert (profile.strategy, profile.parameters, profile.settle_when) == before
+    assert not AuditEvent.objects.filter(action="agent.updated").exists()
+    profile.delete()
+
+
+def test_the_form_shows_every_strategys_group_labelled_and_the_saved_values(
+    browser: Client, shop_a: Merchant
+) -> None:
+    page = browser.get("/agents/new/").content.decode()
+    for named in STRATEGIES.values():
+        assert f'data-strategy="{named.name}"' in page
+        assert f"<legend>{escape(named.label)}</legend>" in page
+    assert 'placeholder="0.25"' in page  # the reference merchant's step, not the buyer's
+    assert "js/agent_form.js" in page
+    hosted_agent(
+        shop_a, "hosted-a", strategy="conceder", parameters={"exponent": "7", "acceptance": "prev"}
+    )
+    page = browser.get("/agents/hosted-a/edit/").content.decode()
+    assert re.search(r'name="conceder__exponent" value="7"', page)
+    assert re.search(r'<option value="prev" selected>', page)
+    # The other groups start at their defaults.
+    assert re.search(r'name="boulware__exponent" value="0.2"', page)
+
+
+def test_editing_the_parameters_is_audited_by_what_changed(
+    browser: Client, shop_a: Merchant
+) -> None:
+    hosted_agent(shop_a, "hosted-a", strategy="linear")
+    response = browser.post(
+        "/agents/hosted-a/edit/",
+        agent_form(
+            strategy="linear",
+            floor_price="",
+            ideal_price="",
+            display_name="",
+            **{"linear__exponent": "2", "settle_when": "stuck"},
+        ),
+    )
+    assert response.status_code == 302
+    event = AuditEvent.objects.get(action="agent.updated")
+    assert event.detail["changed"] == ["parameters", "settle"]
+    assert event.detail["parameters"]["exponent"] == "2"
+    assert event.detail["settle"] == "stuck"
+
+
+# The preview ---------------------------------------------------------------------------------
+
+
+def test_the_preview_plays_the_unsaved_form_against_each_reference_buyer(browser: Client) -> None:
+    before = written()
+    response = browser.post(
+        "/agents/new/",
+        agent_form(strategy="reference", preview="1", **{"reference__step_share": "0.5"}),
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert written() == before
+    rows = preview_rows(page)
+    assert list(rows) == [f"{name} {n}" for n, name in enumerate(STRATEGIES)] + ["reference 5"]
+    # Floor 280, ideal 400: the ceiling is 340 (halfway), the buyer opens at 80% of it, 272,
+    # and steps 5% of it, 17. The merchant gives up half its range per round: 340 at once,
+    # and 280 next, so it takes the buyer's 289.
+    assert rows["reference 0"] == (
+        "reference halfway between floor and ideal 2 buyer 272 → merchant 340 buyer 289 → "
+        "merchant accepts agreed at 289 USD"
+    )
+    # Ceiling 252: its last propose; the merchant's last counter, its floor, is declined.
+    assert rows["reference 5"].startswith("reference a tenth under the floor 5 buyer 201.6 →")
+    assert rows["reference 5"].endswith(
+        "buyer 252 → merchant 280 → buyer withdraws no deal: withdrawn_by_buyer"
+    )
+    assert 'id="preview-limits"' in page  # the typed limits were played, and are not kept
+    assert 'value="280"' not in page
+    assert "340" not in page.split('id="preview"')[0]  # no limit or ceiling outside the moves
+
+
+def test_the_preview_plays_the_sealed_limits_when_none_are_typed(
+    browser: Client, shop_a: Merchant
+) -> None:
+    profile = hosted_agent(shop_a, "hosted-a", floor="280", ideal="400")
+    before = written()
+    response = browser.post(
+        "/agents/hosted-a/edit/",
+        agent_form(
+            strategy="boulware",
+            floor_price="",
+            ideal_price="",
+            preview="1",
+            **{
+                "boulware__inventory_pressure": "1",
+                "settle_when": "round",
+                "settle_from_round": "2",
+            },
+        ),
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert written() == before
+    assert 'id="preview-limits"' not in page
+    rows = preview_rows(page)
+    # Pressure 1: the floor at once, which every buyer halfway up takes in round 2.
+    assert rows["linear 3"] == (
+        "linear halfway between floor and ideal 2 buyer 272 → merchant 280 buyer accepts "
+        "agreed at 280 USD"
+    )
+    # The buyer under the floor: round 2 is the agent's to settle in, and there is no zone.
+    assert rows["reference 5"].endswith(
+        "merchant reveals its limit → buyer reveals its limit no deal: no_zone"
+    )
+    profile.refresh_from_db()
+    assert (profile.strategy, profile.settle_when) == ("reference", "never")
+    # The form comes back as it was posted, to be saved or tuned further.
+    assert re.search(r'name="boulware__inventory_pressure" value="1"', page)
+
+
+def test_the_preview_shows_the_settlement_by_the_agents_policy(browser: Client) -> None:
+    page = browser.post(
+        "/agents/new/",
+        agent_form(strategy="linear", preview="1", settle_when="round", settle_from_round="1"),
+    ).content.decode()
+    rows = preview_rows(page)
+    assert rows["tit-for-tat 4"] == (
+        "tit-for-tat halfway between floor and ideal 1 buyer 272 → merchant reveals its limit → "
+        "buyer reveals its limit settled by reveal at 310 USD"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"boulware__exponent": "0"}, "exponent is a number from 0.05 to 20."),
+        ({"floor_price": "", "ideal_price": "", "mode": "external"}, "The preview plays"),
+        ({"floor_price": "500"}, "The floor cannot be above the ideal price."),
+    ],
+)
+def test_a_preview_of_a_bad_form_shows_the_errors_and_plays_nothing(
+    browser: Client, fields: dict[str, str], message: str
+) -> None:
+    page = errors_of(browser.post("/agents/new/", agent_form(preview="1", **fields)))
+    assert message in page
+    assert 'id="preview-runs"' not in page
+    assert not AgentProfile.objects.exists()
+
+
+def test_only_those_who_may_change_an_agent_may_preview_it(shop_a: Merchant) -> None:
+    hosted_agent(shop_a, "hosted-a")
+    hosted_agent(merchant("b"), "hosted-b")
+    form: dict[str, Any] = agent_form(floor_price="", ideal_price="", preview="1")
+    alice = signed_in(member("alice", Role.MERCHANT, shop_a))
+    assert alice.post("/agents/hosted-a/edit/", form).status_code == 200
+    # Another merchant's agent is unknown to her, as on the agent page.
+    assert alice.post("/agents/hosted-b/edit/", form).status_code == 404
+    # Operators watch sessions: the preview's prices would tell them the agent's floor.
+    operator = signed_in(member("olga", Role.OPERATOR))
+    assert operator.post("/agents/hosted-a/edit/", form).status_code == 403
+    assert operator.post("/agents/new/", agent_form(preview="1")).status_code == 403
+    admin = signed_in(member("ada", Role.ADMIN))
+    assert admin.post("/agents/hosted-b/edit/", form).status_code == 200
+    signed_out = Client().post("/agents/hosted-a/edit/", form)
+    assert signed_out.status_code == 302
+    assert signed_out["Location"].startswith("/login/")
+    assert not AuditEvent.objects.exclude(action="agent.created").exists()
+
+
+def test_the_agent_page_shows_the_tactics_and_leads_managers_to_tune_them(
+    browser: Client, shop_a: Merchant
+) -> None:
+    hosted_agent(
+        shop_a,
+        "hosted-a",
+        strategy="boulware",
+        parameters={"exponent": "0.5"},
+        settle=SettlePolicy("round", 3),
+    )
+    page = browser.get("/agents/hosted-a/").content.decode()
+    strategy = page.split('id="agent-strategy">', 1)[1].split("</dd>", 1)[0]
+    assert strategy.startswith("boulware")
+    assert '<span class="kv">exponent 0.5</span>' in strategy
+    assert 'href="/agents/hosted-a/edit/#tactics"' in strategy
+    assert "from round 3" in page.split('id="agent-settle">', 1)[1].split("</dd>", 1)[0]
+    operator = signed_in(member("olga", Role.OPERATOR)).get("/agents/hosted-a/").content.decode()
+    assert "exponent 0.5" in operator
+    assert "Tune and preview" not in operator
