@@ -36,7 +36,7 @@ from oanp.rehearsal import rehearse
 from oanp.signing import ArbiterKey
 from oanp.strategies import STRATEGIES
 from sessions_app.analytics import plain
-from sessions_app.models import AgentProfile
+from sessions_app.models import AgentProfile, Mode
 from sessions_app.services import NoLimits
 from sessions_app.vault import Limits, unseal
 
@@ -95,6 +95,21 @@ def preview_form(
         floor=limits.floor_price,
         ideal=limits.ideal_price,
         typed_limits=typed is not None,
+    )
+
+
+def preview_saved(profile: AgentProfile) -> Preview:
+    """The saved agent, as new sessions will meet it; :class:`~sessions_app.services.NoLimits`
+    for an agent that is not hosted here or has no limits yet."""
+    if profile.mode != Mode.HOSTED or not profile.vault:
+        raise NoLimits("Only a hosted agent with its floor and ideal price set can be previewed.")
+    limits = unseal(profile.vault)
+    return play(
+        strategy=profile.strategy,
+        parameters=profile.parameters,
+        settle=profile.settle_policy(),
+        floor=limits.floor_price,
+        ideal=limits.ideal_price,
     )
 
 

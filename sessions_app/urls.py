@@ -11,6 +11,7 @@ urlpatterns = [
     path("agents/new/", agents.agent_new, name="agent-new"),
     path("agents/<str:agent_id>/", agents.agent_page, name="agent"),
     path("agents/<str:agent_id>/edit/", agents.agent_edit, name="agent-edit"),
+    path("agents/<str:agent_id>/preview/", agents.agent_preview, name="agent-preview"),
     path("agents/<str:agent_id>/keys/", agents.key_issue, name="agent-key-issue"),
     path(
         "agents/<str:agent_id>/keys/<int:key_id>/revoke/",

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from sessions_app import forms, selectors, services
 from sessions_app.models import AgentProfile, Merchant
-from sessions_app.preview import preview_form
+from sessions_app.preview import Preview, preview_form, preview_saved
 from sessions_app.strategy_forms import tactics_initial
 from sessions_app.vault import Limits, seal_text, unseal_text
 from sessions_app.views import scope_or_denied
@@ -52,6 +52,7 @@ def _agent_page(
     acp_form: forms.AcpForm | None = None,
     acp_secret: str | None = None,
     listing_form: forms.ListingForm | None = None,
+    preview: Preview | None = None,
     status: int = 200,
 ) -> HttpResponse:
     profile = selectors.agent(scope, agent_id)
@@ -76,6 +77,7 @@ def _agent_page(
             "listing": listing,
             "listing_form": listing_form
             or forms.ListingForm(initial=forms.listing_initial(listing)),
+            "preview": preview,
         },
         status=status,
     )
@@ -268,6 +270,21 @@ def acp_test(request: HttpRequest, agent_id: str) -> HttpResponse:
         answered = result["status"] or "no answer"
         messages.success(request, f"Test sent: {answered}; the result is below.")
     return redirect(f"{reverse('agent', args=[profile.agent_id])}#acp-h")
+
+
+@login_required
+@require_POST
+def agent_preview(request: HttpRequest, agent_id: str) -> HttpResponse:
+    """The saved agent, as new sessions will meet it, played against the preview buyers.
+    Managers only, as the edit form's preview: the prices tell a good deal about the limits."""
+    scope = _manager(request)
+    profile = selectors.agent(scope, agent_id)
+    try:
+        played = preview_saved(profile)
+    except services.NoLimits as missing:
+        messages.error(request, str(missing))
+        return redirect(reverse("agent", args=[profile.agent_id]))
+    return _agent_page(request, scope, agent_id, preview=played)
 
 
 # The directory listing -------------------------------------------------------------------

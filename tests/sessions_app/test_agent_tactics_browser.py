@@ -116,6 +116,16 @@ def test_a_merchant_tunes_previews_and_saves_a_hosted_agent(live_arbiter: LiveSe
         assert page.is_visible("#id_settle_from_round")
         screenshot(page, "agent-tactics-edit")
 
+        # The agent page plays the agent as saved, as new sessions will meet it.
+        page.goto(f"{base}/agents/skyways-boulware/")
+        page.click("#preview-saved")
+        saved_runs = page.locator("#preview-runs tbody tr")
+        saved_runs.first.wait_for()
+        assert saved_runs.count() == 6
+        assert "merchant 376" in saved_runs.nth(0).inner_text()
+        assert "as the agent is saved" in page.inner_text("#preview")
+        screenshot(page, "agent-page-preview")
+
         # Without script, every strategy's group shows, each under its name.
         bare = browser.new_context(
             java_script_enabled=False, viewport={"width": 1280, "height": 900}

@@ -310,3 +310,32 @@ def test_the_agent_page_shows_the_tactics_and_leads_managers_to_tune_them(
     operator = signed_in(member("olga", Role.OPERATOR)).get("/agents/hosted-a/").content.decode()
     assert "exponent 0.5" in operator
     assert "Tune and preview" not in operator
+
+
+def test_the_agent_page_previews_the_saved_agent(browser: Client, shop_a: Merchant) -> None:
+    hosted_agent(shop_a, "hosted-a")
+    before = written()
+    page = browser.post("/agents/hosted-a/preview/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="preview-runs"' in html
+    assert "as the agent is saved" in html
+    assert html.count("<tr data-buyer=") == 6
+    assert written() == before  # nothing stored, nothing sent
+
+
+def test_an_external_agent_has_nothing_to_preview(browser: Client, shop_a: Merchant) -> None:
+    profile = hosted_agent(shop_a, "hosted-a")
+    AgentProfile.objects.filter(pk=profile.pk).update(mode="external")
+    answer = browser.post("/agents/hosted-a/preview/")
+    assert answer.status_code == 302
+    assert "can be previewed" in browser.get(answer["Location"]).content.decode()
+
+
+def test_the_saved_preview_is_for_managers_of_the_agent(shop_a: Merchant) -> None:
+    hosted_agent(shop_a, "hosted-a")
+    stranger = signed_in(member("bob", Role.MERCHANT, merchant("b")))
+    assert stranger.post("/agents/hosted-a/preview/").status_code == 404
+    operator = signed_in(member("olga", Role.OPERATOR))
+    assert operator.post("/agents/hosted-a/preview/").status_code == 403
+    assert Client().post("/agents/hosted-a/preview/").status_code == 302  # to sign in
