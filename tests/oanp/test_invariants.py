@@ -689,3 +689,22 @@ def test_a_final_answer_in_the_last_round_passes():
     assert "I7" not in failures(report)
     assert report.outcome == "agreed"
     assert failures(report) == {}
+
+
+def test_a_log_written_before_the_final_answer_still_verifies():
+    # Before the final answer, the last counter's verdict and max_rounds_reached followed the
+    # counter in the same step, at the same moment, with this detail.
+    log = copy.deepcopy(session_log(NO_DEAL))
+    counter_at = log[-3]["received_at"]
+    assert [e["envelope"]["type"] for e in log[-3:]] == [
+        "offer.counter",
+        "round.verdict",
+        "session.close",
+    ]
+    for entry in log[-2:]:
+        entry["received_at"] = counter_at
+        entry["envelope"]["timestamp"] = counter_at
+    log[-1]["envelope"]["payload"]["detail"] = "no agreement after 3 rounds"
+    report = audit(rechain(log))
+    assert report.ok, failures(report)
+    assert report.outcome == "max_rounds_reached"
