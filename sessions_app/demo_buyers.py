@@ -4,6 +4,10 @@ external client, so the dashboard has live sessions to show.
 A hosted merchant answers through the Celery worker, not in the reply to the buyer's POST, so
 a buyer reads the session's log until the merchant's move (or the arbiter's) arrives. Only the
 arbiter API is used here: the buyers hold nothing but their API keys and their own limits.
+
+So that the dashboard shows all it can, the background buyers do more than haggle: most
+reveal their constraints after the end (the session page's analytics), some settle by reveal
+(its settlement panel), and a few break a rule on purpose (a violation the arbiter catches).
 """
 
 from __future__ import annotations
@@ -19,14 +23,19 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from oanp.agents import Agreed, BuyerAgent, BuyerVault
+from oanp.agents import NEVER_SETTLE, Agreed, BuyerAgent, BuyerVault, SettlePolicy
 from oanp.commitments import encode_salt
+from oanp.envelope import MessageType
 from oanp.ids import new_ulid
+from oanp.money import price_to_json
 from oanp.net.client import ArbiterClient
 from oanp.strategies import strategy_named
 
 #: Seconds between two reads of a log while waiting for the other side.
 POLL_SECONDS = 0.3
+#: A settling buyer reveals its ceiling in round 2, after one round of haggling has set
+#: standing prices that the midpoint must respect.
+SETTLE = SettlePolicy("round", from_round=2)
 
 
 @dataclass(frozen=True)
@@ -55,13 +64,76 @@ class Stalled(Exception):
     """Nothing new arrived in a session for longer than the buyer's patience."""
 
 
-def buyer_agent(agent_id: str, vault: BuyerVault, strategy: str) -> BuyerAgent:
+@dataclass(frozen=True)
+class Plan:
+    """What the buyer of one background session does besides haggling."""
+
+    #: Falls silent after its first offer, for the worker's timer to close the session.
+    falls_silent: bool
+    #: Opens the session for settlement and reveals its ceiling in round 2.
+    settles: bool
+    #: Lowers its price in round 2: a renege, for the arbiter to catch (I4).
+    reneges: bool
+    #: Reveals its constraints after the end, for the session page's analytics.
+    reveals: bool
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """How often each kind of session comes, by the session's number in the run, so a run's
+    mix is the same every time: one in ``renege`` breaks a rule, else one in ``time_out``
+    falls silent, else one in ``settle`` settles by reveal; all but one in ``conceal``
+    reveal after the end."""
+
+    renege: int = 15
+    time_out: int = 6
+    settle: int = 3
+    conceal: int = 5
+
+    def plan(self, number: int) -> Plan:
+        reneges = number % self.renege == 0
+        falls_silent = not reneges and number % self.time_out == 0
+        return Plan(
+            falls_silent=falls_silent,
+            settles=not (reneges or falls_silent) and number % self.settle == 0,
+            reneges=reneges,
+            reveals=number % self.conceal != 0,
+        )
+
+
+class TakeBack:
+    """Turns a buyer's move after its first offer into an offer below that one: a renege,
+    sent as the agent's own envelope with the price changed, since the agent's guard refuses
+    to build one."""
+
+    def __init__(self) -> None:
+        self.first: Decimal | None = None
+
+    def __call__(self, envelope: dict[str, Any]) -> dict[str, Any]:
+        if envelope["type"] not in (MessageType.OFFER_PROPOSE, MessageType.OFFER_ACCEPT):
+            return envelope
+        if self.first is None:
+            self.first = Decimal(str(envelope["payload"]["price"]))
+            return envelope
+        lower = (self.first * Decimal("0.9")).quantize(Decimal(1))
+        payload = {**envelope["payload"], "price": price_to_json(lower)}
+        return {**envelope, "type": MessageType.OFFER_PROPOSE.value, "payload": payload}
+
+
+def unchanged(envelope: dict[str, Any]) -> dict[str, Any]:
+    return envelope
+
+
+def buyer_agent(
+    agent_id: str, vault: BuyerVault, strategy: str, settle: SettlePolicy = NEVER_SETTLE
+) -> BuyerAgent:
     return BuyerAgent(
         agent_id=agent_id,
         vault=vault,
         strategy=strategy_named(strategy, "buyer"),
         salt=encode_salt(secrets.token_bytes(32)),
         new_message_id=new_ulid,
+        settle=settle,
     )
 
 
@@ -74,13 +146,15 @@ def negotiate(
     moves: int | None = None,
     think: Callable[[], float] = lambda: 0.0,
     on_entry: Callable[[dict[str, Any]], None] = lambda entry: None,
+    outgoing: Callable[[dict[str, Any]], dict[str, Any]] = unchanged,
     patience: float = 30.0,
 ) -> list[dict[str, Any]]:
     """Submit ``opening``, then the buyer's answer to each new entry of the log, until the
     arbiter agrees or closes the session; the whole log.
 
     ``moves`` caps the buyer's submissions (then it falls silent, for a timer to close the
-    session); ``think`` gives the seconds to wait before each move after the opening.
+    session); ``think`` gives the seconds to wait before each move after the opening;
+    ``outgoing`` may change each envelope before it is sent (see :class:`TakeBack`).
     """
     session_id = opening["session_id"]
     outbox = [opening]
@@ -91,7 +165,7 @@ def negotiate(
         for envelope in outbox:
             if sent and stop.wait(think()):
                 raise Stopped
-            client.submit(envelope)
+            client.submit(outgoing(envelope))
             sent += 1
         outbox = []
         log = client.log(session_id)
@@ -111,21 +185,30 @@ def negotiate(
 
 
 def describe_outcome(buyer: BuyerAgent, log: list[dict[str, Any]]) -> str:
-    rounds = sum(entry["envelope"]["type"] == "round.verdict" for entry in log)
+    verdicts = [e["envelope"]["payload"] for e in log if e["envelope"]["type"] == "round.verdict"]
+    rounds = len(verdicts)
     outcome = buyer.outcome
     if isinstance(outcome, Agreed):
         currency = log[0]["envelope"]["payload"]["currency"]
-        return f"agreed at {outcome.price:.2f} {currency} after {rounds} round(s)"
-    return f"closed ({getattr(outcome, 'reason', '?')}) after {rounds} round(s)"
+        settled = "settlement" in log[-1]["envelope"]["payload"]["agreement"]
+        how = "settled by reveal" if settled else "agreed"
+        return f"{how} at {outcome.price:.2f} {currency} after {rounds} round(s)"
+    violated = [verdict for verdict in verdicts if verdict["status"] == "violated"]
+    if violated:
+        return f"violation caught: {violated[0]['rationale']} in round {violated[0]['round']}"
+    reason = getattr(outcome, "reason", "?")
+    if reason == "no_zone":
+        return f"no zone: the revealed ceiling is under the floor, after {rounds} round(s)"
+    return f"closed ({reason}) after {rounds} round(s)"
 
 
 class BackgroundBuyers:
     """Buyers that keep opening sessions with the hosted merchants: a new one every few
-    seconds, at most ``concurrency`` at a time, until :meth:`close`.
+    seconds, at most ``concurrency`` at a time, until :meth:`close` (or ``sessions`` of them).
 
     Their ceilings are drawn around each route's list price, so some meet the merchant's
-    floor and some do not; one session in ``timeout_every`` gets a short deadline and a buyer
-    that falls silent after its first offer, for the worker's timer to close.
+    floor and some do not; what else each buyer does follows ``cadence`` (:class:`Cadence`).
+    A buyer that falls silent gets a short deadline, for the worker's timer to close.
     """
 
     def __init__(
@@ -137,7 +220,8 @@ class BackgroundBuyers:
         *,
         concurrency: int = 3,
         every: tuple[float, float] = (2.0, 5.0),
-        timeout_every: int = 6,
+        cadence: Cadence = Cadence(),
+        sessions: int | None = None,
     ) -> None:
         self.url = url
         self.keys = keys
@@ -145,7 +229,8 @@ class BackgroundBuyers:
         self.write = write
         self.concurrency = concurrency
         self.every = every
-        self.timeout_every = timeout_every
+        self.cadence = cadence
+        self.sessions = sessions
         self.stop = threading.Event()
         self._random = random.Random()  # noqa: S311 - demo variety, not secrets
         self._slots = threading.BoundedSemaphore(concurrency)
@@ -159,13 +244,19 @@ class BackgroundBuyers:
     def close(self, timeout: float = 10.0) -> None:
         """Stop opening sessions and abandon the running ones; wait for their threads."""
         self.stop.set()
+        self.join(timeout)
+
+    def join(self, timeout: float) -> None:
+        """Wait for the sessions to end: all of them, when ``sessions`` caps their number."""
         give_up = time.monotonic() + timeout
-        for thread in [self._main, *self._threads]:
-            if thread.ident is not None:
-                thread.join(max(0.0, give_up - time.monotonic()))
+        if self._main.ident is not None:
+            self._main.join(timeout)
+        # Read once the main thread is done (or given up on): it is the one adding threads.
+        for thread in self._threads:
+            thread.join(max(0.0, give_up - time.monotonic()))
 
     def _run(self) -> None:
-        while not self.stop.is_set():
+        while not self.stop.is_set() and self._count != self.sessions:
             if not self._slots.acquire(timeout=0.5):
                 continue
             self._count += 1
@@ -184,8 +275,9 @@ class BackgroundBuyers:
         ceiling = (route.list_price * Decimal(pick.uniform(0.5, 1.0))).quantize(Decimal(1))
         budget = (ceiling * Decimal(pick.uniform(0.8, 1.0))).quantize(Decimal(1))
         strategy = self.strategies[buyer_id]
-        buyer = buyer_agent(buyer_id, BuyerVault(true_ceiling=ceiling, budget_cap=budget), strategy)
-        left_to_time_out = number % self.timeout_every == 0
+        plan = self.cadence.plan(number)
+        vault = BuyerVault(true_ceiling=ceiling, budget_cap=budget)
+        buyer = buyer_agent(buyer_id, vault, strategy, SETTLE if plan.settles else NEVER_SETTLE)
         now = datetime.now(UTC)
         opening = buyer.open(
             session_id=new_ulid(),
@@ -194,9 +286,12 @@ class BackgroundBuyers:
             currency="USD",
             max_rounds=pick.choice((4, 5, 6, 8)),
             now=now,
-            deadline=now + timedelta(seconds=12) if left_to_time_out else None,
+            deadline=now + timedelta(seconds=12) if plan.falls_silent else None,
         )
-        what = f"{buyer_id} ({strategy}) with {route.merchant_agent_id}, {route.route}"
+        what = (
+            f"{opening['session_id']} {buyer_id} ({strategy}) with {route.merchant_agent_id}, "
+            f"{route.route}"
+        )
         try:
             with ArbiterClient(self.url, self.keys[buyer_id], retries=2) as client:
                 try:
@@ -205,15 +300,21 @@ class BackgroundBuyers:
                         buyer,
                         opening,
                         stop=self.stop,
-                        moves=2 if left_to_time_out else None,
+                        moves=2 if plan.falls_silent else None,
                         think=lambda: pick.uniform(0.3, 1.5),
+                        outgoing=TakeBack() if plan.reneges else unchanged,
                         patience=60.0,
                     )
                 except Stopped:
                     self._withdraw(client, buyer)
                     return
-            quiet = ", the buyer silent from round 1" if left_to_time_out else ""
-            self.write(f"  background: {what}: {describe_outcome(buyer, log)}{quiet}")
+                notes = [describe_outcome(buyer, log)]
+                if plan.falls_silent:
+                    notes.append("the buyer silent from round 1")
+                if plan.reveals:
+                    client.reveal(opening["session_id"], **buyer.reveal())
+                    notes.append("the buyer revealed its limits after the end")
+            self.write(f"  background: {what}: {'; '.join(notes)}")
         except Exception as failure:  # one session's trouble must not stop the others
             if not self.stop.is_set():
                 self.write(f"  background: {what}: gave up: {failure}")

@@ -158,10 +158,13 @@ class Command(BaseCommand):
             self.stdout.write(f"\nThe arbiter is serving at {url}/")
             self.stdout.write(f"  Dashboard: {url}/  (sign in at {url}/login/)")
             self.stdout.write(
+                f"  Admin:   {url}/keys/ (signing keys), {url}/exports/ (audit exports), "
+                f"{url}/audit/ (who did what), for the admin account"
+            )
+            self.stdout.write(
                 f"  API:     {url}/oanp/v0.1/  (OpenAPI: {url}/oanp/v0.1/openapi.json)"
             )
             self.stdout.write(f"  JWKS:    {url}/.well-known/jwks.json")
-            self.stdout.write(f"  Admin:   {url}/admin/")
             self.stdout.write("  Timers:  a Celery worker and beat")
             self.stdout.write(f"  Health:  {url}/readyz  (metrics: {url}/metrics)")
             self.stdout.write("  Each process is restarted when it exits; their logs:")
@@ -190,7 +193,9 @@ class Command(BaseCommand):
                 background.start()
                 self.stdout.write(
                     f"\nBackground buyers ({', '.join(strategies)}) keep negotiating with the "
-                    f"hosted merchants, {buyers} session(s) at a time."
+                    f"hosted merchants, {buyers} session(s) at a time. Most reveal their limits "
+                    "after the end (the session page's zone and surplus), some settle by "
+                    "reveal, and a few renege on purpose for the arbiter to catch."
                 )
             self.stdout.write(f"\nStill serving at {url}/ - press Ctrl-C to stop.")
             while True:  # the children are watched by threads; here we only wait for a signal

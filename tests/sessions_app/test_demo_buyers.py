@@ -1,0 +1,97 @@
+"""The demo's background buyers: which sessions reveal, settle or break a rule, and what a
+handful of them leave on a live arbiter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from arbiter_app import selectors as arbiter
+from oanp.audit import verify_log
+from oanp.net.client import ArbiterClient
+from sessions_app.demo_buyers import BackgroundBuyers, Cadence, Plan, TakeBack
+from sessions_app.management.commands.seed_demo import DEMO_BUYERS, issue_buyer_keys, seed
+from tests.conftest import LiveServer, Worker
+
+
+def test_the_default_cadence_mixes_every_kind_of_session_the_same_way_each_run() -> None:
+    plans = [Cadence().plan(number) for number in range(1, 31)]
+
+    assert plans == [Cadence().plan(number) for number in range(1, 31)]
+    assert [n for n, plan in enumerate(plans, 1) if plan.reneges] == [15, 30]
+    assert [n for n, plan in enumerate(plans, 1) if plan.falls_silent] == [6, 12, 18, 24]
+    assert [n for n, plan in enumerate(plans, 1) if plan.settles] == [3, 9, 21, 27]
+    assert sum(plan.reveals for plan in plans) == 24  # 80 %
+    assert Cadence().plan(1) == Plan(falls_silent=False, settles=False, reneges=False, reveals=True)
+
+
+def test_a_session_does_one_thing_besides_haggling_at_most() -> None:
+    for number in range(1, 200):
+        plan = Cadence(renege=4, time_out=2, settle=1).plan(number)
+        assert plan.reneges + plan.falls_silent + plan.settles == 1
+
+
+def _move(kind: str, price: int, round_: int) -> dict[str, Any]:
+    return {"type": kind, "payload": {"round": round_, "price": price, "constraints_commit": "c"}}
+
+
+def test_take_back_sends_the_second_move_below_the_first_offer() -> None:
+    take_back = TakeBack()
+    ack = {"type": "session.ack", "payload": {}}
+
+    assert take_back(ack) is ack
+    assert take_back(_move("offer.propose", 300, 1)) == _move("offer.propose", 300, 1)
+    # Even an accept becomes the lower offer: the round-2 move must be a renege.
+    assert take_back(_move("offer.accept", 350, 2)) == _move("offer.propose", 270, 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_handful_of_background_sessions_reveal_settle_and_get_caught(
+    live_arbiter: LiveServer, celery_worker_process: Worker
+) -> None:
+    seed()
+    keys = issue_buyer_keys()
+    strategies = {buyer.agent_id: buyer.strategy for buyer in DEMO_BUYERS}
+    lines: list[str] = []
+    buyers = BackgroundBuyers(
+        live_arbiter.url,
+        keys,
+        strategies,
+        lines.append,
+        concurrency=4,
+        every=(0.0, 0.1),
+        # 1 haggles and reveals, 2 settles and reveals, 3 reneges, 4 settles and keeps quiet.
+        cadence=Cadence(renege=3, time_out=1000, settle=2, conceal=4),
+        sessions=4,
+    )
+    buyers.start()
+    buyers.join(90)
+
+    assert len(lines) == 4, lines
+    assert not any("gave up" in line for line in lines), lines
+    assert sum("revealed its limits after the end" in line for line in lines) == 3, lines
+    assert any("violation caught: buyer_reneged in round 2" in line for line in lines), lines
+    sessions = {s.session_id: s for s in arbiter.sessions_of(None)}
+    assert len(sessions) == 4
+    logs = {}
+    with ArbiterClient(live_arbiter.url, keys["buyer-ana"]) as anyone:
+        jwks = anyone.jwks()
+    for session_id, session in sessions.items():
+        with ArbiterClient(live_arbiter.url, keys[session.buyer_agent_id]) as client:
+            logs[session_id] = client.log(session_id)
+        assert verify_log(logs[session_id], jwks).ok, session_id
+    kinds = [[e["envelope"]["type"] for e in log] for log in logs.values()]
+    # Both sides revealed in the settling sessions: settled at the midpoint, or no zone.
+    assert sum(k.count("settle.reveal") == 2 for k in kinds) == 2, kinds
+    verdicts = [
+        e["envelope"]["payload"]
+        for log in logs.values()
+        for e in log
+        if e["envelope"]["type"] == "round.verdict"
+    ]
+    assert [(v["status"], v["rationale"]) for v in verdicts if v["status"] == "violated"] == [
+        ("violated", "buyer_reneged")
+    ]
+    revealed = [arbiter.revealed_constraints(s) for s in sessions.values()]
+    assert sorted(set(r) for r in revealed) == [set(), {"buyer"}, {"buyer"}, {"buyer"}]
