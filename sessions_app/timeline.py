@@ -48,6 +48,9 @@ class Settlement:
     revealed_by: list[str] = field(default_factory=list)
     outcome: str | None = None
     price: Any = None
+    #: Each revealing party's whole constraints, as its reveal opened them: in the log, so
+    #: the analytics need no reveal after the end from it.
+    constraints: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def midpoint(self) -> Any:
@@ -105,6 +108,7 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
             settlement = settlement or Settlement()
             settlement.revealed_by.append(role)
             limits = payload["constraints"]
+            settlement.constraints[role] = limits
             if role == "buyer":
                 settlement.ceiling = limits.get("true_ceiling")
             else:

@@ -78,7 +78,14 @@ def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
         "chart_json": json.dumps(chart),
         "handoff": handoff,
         "attempts": attempts,
-        "analysis": analyse(selectors.revealed(found), found.final_price),
+        # A settlement's reveals are in the log; reveals after the end complete them.
+        "analysis": analyse(
+            {
+                **(view.settlement.constraints if view.settlement else {}),
+                **selectors.revealed(found),
+            },
+            found.final_price,
+        ),
     }
 
 

@@ -139,8 +139,11 @@ def test_a_settlement_shows_both_limits_and_the_midpoint(
         panel.wait_for()
         page.wait_for_load_state("networkidle")  # the chart draws after the page loads
         text = " ".join(panel.inner_text().split())
+        # The settlement's reveals feed the analytics: no reveal after the end is needed.
+        zone = " ".join(page.locator(".zone-scale").inner_text().split())
         screenshot(page, "session-settled")
     assert "Buyer's ceiling 420" in text
     assert "Merchant's floor 280" in text
     assert "Midpoint 350" in text
     assert "settled at 350 USD" in text
+    assert zone == "floor 280 Nash 350 · agreed 350 ceiling 420"
