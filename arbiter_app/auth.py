@@ -10,11 +10,12 @@ from rest_framework.request import Request
 
 from arbiter_app import credential_cache, limits
 from arbiter_app.models import AgentCredential
-from arbiter_app.services.credentials import KEY_PREFIX, key_digest
+from arbiter_app.services.credentials import KEY_PREFIX, key_digest, record_use
 
 
 def credential_for(header: str) -> AgentCredential | None:
-    """The live credential an ``Authorization`` header names, or ``None``."""
+    """The live (neither revoked nor expired) credential an ``Authorization`` header names, or
+    ``None``. Its use is recorded at most once a minute per process."""
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer":
         return None
@@ -25,12 +26,17 @@ def credential_for(header: str) -> AgentCredential | None:
         return None
     digest = key_digest(key)
     credential = credential_cache.recall(digest)
-    if credential is not None:
-        return credential
-    credential = AgentCredential.objects.filter(prefix=prefix, revoked_at__isnull=True).first()
-    if credential is None or not hmac.compare_digest(credential.digest, digest):
-        return None
-    credential_cache.remember(digest, credential)
+    if credential is None:
+        credential = AgentCredential.objects.filter(prefix=prefix, revoked_at__isnull=True).first()
+        if (
+            credential is None
+            or credential.expired
+            or not hmac.compare_digest(credential.digest, digest)
+        ):
+            return None
+        credential_cache.remember(digest, credential)
+    if credential_cache.use_record_due(credential.prefix):
+        record_use(credential=credential)
     return credential
 
 
@@ -57,7 +63,7 @@ class ApiKeyAuthentication(BaseAuthentication):
             return credential, credential
         if not header:
             raise NotAuthenticated("send Authorization: Bearer <api key>")
-        raise AuthenticationFailed("the API key is unknown or revoked")
+        raise AuthenticationFailed("the API key is unknown, revoked or expired")
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="oanp"'

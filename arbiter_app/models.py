@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from django.db import models
+from django.utils import timezone
 
 from oanp.machine import Phase
 from oanp.profiles import VerdictStatus
@@ -29,6 +30,10 @@ class AgentCredential(models.Model):
     label = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    #: Past this moment the key is refused like a revoked one; ``None`` never expires.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    #: When the key last authenticated a request, to the minute (:mod:`arbiter_app.auth`).
+    last_used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["agent_id", "-created_at"]
@@ -38,7 +43,11 @@ class AgentCredential(models.Model):
 
     @property
     def active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and not self.expired
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
 
     #: A credential authenticates a request in the role of a user (DRF's ``request.user``).
     is_authenticated = True
@@ -263,6 +272,7 @@ class CallbackCursor(models.Model):
     #: Attempts at the entry after ``delivered_seq``.
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         constraints = [
@@ -284,12 +294,20 @@ class DeliveryAttempt(models.Model):
     )
     #: The entry a callback attempt carried.
     seq = models.PositiveIntegerField(null=True, blank=True)
+    #: 1, 2, 3… over the delivery's whole life (a callback's: per entry), redeliveries included.
     number = models.PositiveIntegerField()
     started_at = models.DateTimeField()
+    #: The request as sent, with its credentials and signatures masked before they were kept;
+    #: empty while it runs, when it was abandoned, or when no request went out.
+    request_method = models.CharField(max_length=8, blank=True)
+    request_url = models.TextField(blank=True)
+    request_headers = models.JSONField(default=dict, blank=True)
+    request_body = models.TextField(blank=True)
     #: ``None``: no answer (a network error, a refused target, or still running).
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     outcome = models.CharField(max_length=16, blank=True)
+    response_headers = models.JSONField(default=dict, blank=True)
     response_excerpt = models.TextField(blank=True)
     error = models.TextField(blank=True)
 

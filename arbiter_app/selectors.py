@@ -17,6 +17,16 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from arbiter_app import keys
+from arbiter_app.delivery_log import KINDS as DELIVERY_KINDS  # noqa: F401 - for the dashboard
+from arbiter_app.delivery_log import STATES as DELIVERY_STATES  # noqa: F401 - for the dashboard
+from arbiter_app.delivery_log import (  # noqa: F401 - the dashboard's reads of deliveries
+    BadPosition,
+    Delivery,
+    Position,
+    delivery_of,
+    delivery_page,
+    failed_handoffs,
+)
 from arbiter_app.models import (
     AgentCallback,
     AgentCredential,
@@ -202,8 +212,13 @@ def credentials_of(*, agent_id: str, role: str) -> QuerySet[AgentCredential]:
 
 
 def credential_is_live(credential_id: int) -> bool:
-    """Whether the credential has not been revoked (nor deleted) since it was loaded."""
-    return AgentCredential.objects.filter(pk=credential_id, revoked_at__isnull=True).exists()
+    """Whether the credential has not been revoked (nor deleted) since it was loaded, nor
+    expired: a stream opened with a key ends when the key does."""
+    return (
+        AgentCredential.objects.filter(pk=credential_id, revoked_at__isnull=True)
+        .exclude(expires_at__lte=timezone.now())
+        .exists()
+    )
 
 
 def agent_id_in_use(agent_id: str) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import QuerySet
 
 from arbiter_app import selectors as arbiter
 from arbiter_app import services
@@ -79,6 +78,40 @@ def redeliver_handoff(*, actor: AbstractBaseUser, scope: Scope, session_id: str)
         raise ValueError(refused)
 
 
+#: The most handoffs one bulk redelivery takes: a page of the deliveries list.
+BULK_REDELIVER_MAX = 50
+
+
+def redeliverable(scope: Scope, handoff_ids: list[int]) -> list[arbiter.Delivery]:
+    """The handoffs ``handoff_ids``, when each may be redelivered in bulk by this user: failed
+    and in scope, at most a page of them. ``ValueError`` otherwise; operators and admins only."""
+    require_staff(scope)
+    wanted = set(handoff_ids)
+    if not wanted:
+        raise ValueError("select at least one failed delivery")
+    if len(wanted) > BULK_REDELIVER_MAX:
+        raise ValueError(f"select at most {BULK_REDELIVER_MAX} deliveries at once")
+    failed = selectors.failed_handoffs(scope, sorted(wanted))
+    if len(failed) != len(wanted):
+        raise ValueError("a selected delivery is not a failed handoff any more; reload the list")
+    return failed
+
+
+def redeliver_handoffs(
+    *, actor: AbstractBaseUser, scope: Scope, handoff_ids: list[int]
+) -> dict[str, str]:
+    """Redeliver each of the failed handoffs ``handoff_ids``, each as one
+    :func:`redeliver_handoff` (audited one by one); what the arbiter refused, by session id.
+    Checked first by :func:`redeliverable`, so a bad selection redelivers nothing."""
+    refused = {}
+    for handoff in redeliverable(scope, handoff_ids):
+        try:
+            redeliver_handoff(actor=actor, scope=scope, session_id=handoff.session_id)
+        except ValueError as exc:
+            refused[handoff.session_id] = str(exc)
+    return refused
+
+
 def rotate_signing_key(*, actor: AbstractBaseUser, scope: Scope, alg: str) -> SigningKey:
     """Make a fresh key active now; the one it replaces stays in the JWKS while it retires."""
     require_admin(scope)
@@ -94,9 +127,3 @@ def rotate_signing_key(*, actor: AbstractBaseUser, scope: Scope, alg: str) -> Si
             detail={"alg": fresh.alg, "replaced": replaced},
         )
     return fresh
-
-
-def audit_log(scope: Scope, limit: int = 200) -> QuerySet[AuditEvent]:
-    """The latest admin audit events, newest first: admins only."""
-    require_admin(scope)
-    return AuditEvent.objects.select_related("actor")[:limit]

@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.files import File
 from django.db import transaction
 from django.db.models import QuerySet
+from django.db.models.fields.files import FieldFile
 from django.http import Http404
 from django.utils import timezone
 
@@ -56,7 +57,12 @@ CSV_COLUMNS = (
 
 
 class ExportRefused(ValueError):
-    """A request that names nothing the requester may export; the message is for the form."""
+    """A request that names nothing the requester may export; the message is for the form,
+    beside ``field`` (``None``: the form as a whole)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def _require_export(scope: Scope) -> None:
@@ -83,22 +89,31 @@ def request_export(
     tenant = None
     if scope.is_merchant:
         tenant = Merchant.objects.get(pk=scope.merchant_id).slug
+    session_id = session_id.strip()
     if kind == "session":
+        if not session_id:
+            raise ExportRefused("Enter a session id.", "session_id")
         try:
-            found = selectors.session(scope, session_id.strip())
+            found = selectors.session(scope, session_id)
         except Http404:
-            raise ExportRefused(f"no session {session_id.strip()!r}") from None
+            # Another tenant's session reads exactly as one that never was.
+            unknown = f"No session {session_id!r} in your sessions."
+            raise ExportRefused(unknown, "session_id") from None
         request: dict[str, Any] = {"kind": kind, "session_id": found.session_id}
     elif kind == "merchant":
         slug = tenant or merchant
+        if not slug:
+            raise ExportRefused("Choose a merchant.", "merchant")
         if not Merchant.objects.filter(slug=slug).exists():
-            raise ExportRefused(f"no merchant {merchant!r}")
+            raise ExportRefused(f"No merchant {merchant!r}.", "merchant")
         request = {"kind": kind, "merchant": slug}
-    elif kind == "range" and preset in PRESETS:
+    elif kind == "range":
+        if preset not in PRESETS:
+            raise ExportRefused("Choose a time range.", "preset")
         start = now - PRESETS[preset][1]
         request = {"kind": kind, "preset": preset, "from": start.isoformat(), "to": now.isoformat()}
     else:
-        raise ExportRefused("choose a session, a merchant or a time range")
+        raise ExportRefused("Choose a session, a merchant or a time range.", "kind")
     request["tenant"] = tenant
     with transaction.atomic():
         export = Export.objects.create(requested_by=actor, scope=request)
@@ -133,6 +148,17 @@ def export_of(scope: Scope, export_id: int) -> Export:
     if found is None:
         raise Http404("no such export")
     return found
+
+
+def stored_size(stored: FieldFile) -> int | None:
+    """The size in bytes of one of an export's files; ``None`` when it has none or storage
+    lost it, so that a page listing exports still shows the others."""
+    if not stored:
+        return None
+    try:
+        return int(stored.size)
+    except OSError:
+        return None
 
 
 def record_download(*, actor: AbstractBaseUser, export: Export, part: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -152,10 +153,29 @@ def limits_from(form: AgentForm, items: BaseItemLimitFormSet) -> Limits | None:
     return Limits(floor_price=floor, ideal_price=ideal, per_item=per_item)
 
 
+#: The lifetimes a new API key may be issued with; "" never expires.
+KEY_LIFETIMES = {
+    "": ("Never", None),
+    "7d": ("In 7 days", timedelta(days=7)),
+    "30d": ("In 30 days", timedelta(days=30)),
+    "90d": ("In 90 days", timedelta(days=90)),
+    "365d": ("In a year", timedelta(days=365)),
+}
+
+
 class KeyForm(forms.Form):
     label = forms.CharField(
         label="Label", max_length=200, required=False, help_text="Where this key will be used."
     )
+    expires = forms.ChoiceField(
+        label="Expires",
+        required=False,
+        choices=[(key, label) for key, (label, _) in KEY_LIFETIMES.items()],
+        help_text="From then on the API refuses it, as a revoked key.",
+    )
+
+    def lifetime(self) -> timedelta | None:
+        return KEY_LIFETIMES[self.cleaned_data["expires"]][1]
 
     def clean_label(self) -> str:
         label: str = self.cleaned_data["label"]

@@ -165,6 +165,40 @@ def revealed(found: Session) -> dict[str, dict[str, Any]]:
     return arbiter.revealed_constraints(found)
 
 
+# Deliveries across sessions: handoffs and callbacks --------------------------------------------
+
+
+def deliveries(
+    scope: Scope,
+    *,
+    kind: str,
+    state: str,
+    target: str,
+    after: arbiter.Position | None,
+    limit: int,
+) -> tuple[list[arbiter.Delivery], arbiter.Position | None]:
+    """A page of the deliveries in scope, newest first, and where the next page starts."""
+    return arbiter.delivery_page(
+        scope.agent_ids,
+        kind=kind or None,
+        state=state or None,
+        target=target,
+        after=after,
+        limit=limit,
+    )
+
+
+def delivery(scope: Scope, kind: str, pk: int) -> tuple[arbiter.Delivery, list[DeliveryAttempt]]:
+    found = arbiter.delivery_of(scope.agent_ids, kind, pk)
+    if found is None:
+        raise Http404("no such delivery")
+    return found
+
+
+def failed_handoffs(scope: Scope, pks: list[int]) -> list[arbiter.Delivery]:
+    return arbiter.failed_handoffs(scope.agent_ids, pks)
+
+
 # Across sessions -----------------------------------------------------------------------------
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.utils import timezone
 
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
@@ -144,12 +146,21 @@ def update_agent(
 
 @transaction.atomic
 def issue_key(
-    *, actor: AbstractBaseUser, profile: AgentProfile, label: str
+    *, actor: AbstractBaseUser, profile: AgentProfile, label: str, lifetime: timedelta | None = None
 ) -> arbiter_services.IssuedKey:
+    """A new key for the agent, expiring ``lifetime`` from now (``None``: never)."""
+    expires_at = None if lifetime is None else timezone.now() + lifetime
     issued = arbiter_services.issue_credential(
-        agent_id=profile.agent_id, role=MERCHANT_ROLE, label=label
+        agent_id=profile.agent_id, role=MERCHANT_ROLE, label=label, expires_at=expires_at
     )
-    _audit(actor, "key.issued", profile.agent_id, prefix=issued.credential.prefix, label=label)
+    _audit(
+        actor,
+        "key.issued",
+        profile.agent_id,
+        prefix=issued.credential.prefix,
+        label=label,
+        expires_at=None if expires_at is None else expires_at.isoformat(),
+    )
     return issued
 
 

@@ -1,12 +1,15 @@
 from django.urls import path
 
-from sessions_app.views import admin, agents, overview, sessions
+from sessions_app.views import admin, agents, deliveries, overview, sessions
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("sessions/", sessions.session_list, name="sessions"),
     path("sessions/<str:session_id>/", sessions.session_page, name="session"),
     path("sessions/<str:session_id>/head/", sessions.session_head, name="session-head"),
+    path("deliveries/", deliveries.delivery_list, name="deliveries"),
+    path("deliveries/redeliver/", deliveries.bulk_redeliver, name="deliveries-redeliver"),
+    path("deliveries/<str:kind>/<int:pk>/", deliveries.delivery_page, name="delivery"),
     path("agents/", agents.agent_list, name="agents"),
     path("agents/new/", agents.agent_new, name="agent-new"),
     path("agents/<str:agent_id>/", agents.agent_page, name="agent"),

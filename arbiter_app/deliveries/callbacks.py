@@ -91,14 +91,15 @@ def deliver(cursor_id: int) -> int:
         if claimed is None:
             return posts
         attempt, callback, entry = claimed
+        body = entry_text(entry).encode()
         answer = outbound.deliver(
             url=callback.url,
-            body=entry_text(entry).encode(),
+            body=body,
             secret=outbound.unseal(callback.secret_encrypted),
             message_id=f"oanp-{entry.session.session_id}-{entry.seq}",
             headers={},
         )
-        outbound.record(attempt, answer)
+        outbound.record(attempt, answer, url=callback.url, body=body)
         posts += 1
         if not _settle(cursor_id, attempt, answer):
             return posts
@@ -134,7 +135,10 @@ def _claim(cursor_id: int) -> tuple[DeliveryAttempt, AgentCallback, Entry] | Non
         cursor.next_attempt_at = outbound.lease_until(now)
         cursor.save(update_fields=["attempts", "next_attempt_at"])
         attempt = DeliveryAttempt.objects.create(
-            cursor=cursor, seq=entry.seq, number=cursor.attempts, started_at=now
+            cursor=cursor,
+            seq=entry.seq,
+            number=outbound.next_number(cursor.attempt_log.filter(seq=entry.seq)),
+            started_at=now,
         )
     return attempt, cursor.callback, entry
 
@@ -144,7 +148,9 @@ def _settle(cursor_id: int, attempt: DeliveryAttempt, answer: Answer) -> bool:
     now = timezone.now()
     with transaction.atomic():
         cursor = CallbackCursor.objects.select_for_update().get(pk=cursor_id)
-        if cursor.delivered_seq + 1 != attempt.seq or cursor.attempts != attempt.number:
+        if cursor.delivered_seq + 1 != attempt.seq or not outbound.is_latest(
+            cursor.attempts, cursor.attempt_log.filter(seq=attempt.seq), attempt.number
+        ):
             return False  # the callback was registered again meanwhile
         cursor.next_attempt_at = None
         if answer.outcome in (Outcome.DELIVERED, Outcome.REJECTED):

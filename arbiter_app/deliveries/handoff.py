@@ -128,12 +128,16 @@ def acp_signature_headers(*, secret: str, body: bytes, now: datetime) -> dict[st
     }
 
 
+def checkout_url(target: HandoffTarget) -> str:
+    return target.endpoint.rstrip("/") + "/checkout_sessions"
+
+
 def _post(target: HandoffTarget, *, body: bytes, key: str, **headers: str) -> Answer:
     """POST ``body`` to the target's ``/checkout_sessions`` as ACP asks: its key, the
     Idempotency-Key, the API version, and both signatures."""
     secret = outbound.unseal(target.webhook_secret_encrypted)
     return outbound.deliver(
-        url=target.endpoint.rstrip("/") + "/checkout_sessions",
+        url=checkout_url(target),
         body=body,
         secret=secret,
         message_id=key,
@@ -178,10 +182,11 @@ def deliver(handoff_id: int) -> bool:
         handoff.next_attempt_at = outbound.lease_until(now)
         handoff.save(update_fields=["attempts", "next_attempt_at"])
         attempt = DeliveryAttempt.objects.create(
-            handoff=handoff, number=handoff.attempts, started_at=now
+            handoff=handoff, number=outbound.next_number(handoff.attempt_log), started_at=now
         )
-    answer = _post(target, body=handoff.body.encode(), key=f"oanp-{handoff.session.session_id}")
-    outbound.record(attempt, answer)
+    body = handoff.body.encode()
+    answer = _post(target, body=body, key=f"oanp-{handoff.session.session_id}")
+    outbound.record(attempt, answer, url=checkout_url(target), body=body)
     _settle(handoff.pk, attempt.number, answer)
     return True
 
@@ -190,7 +195,9 @@ def _settle(handoff_id: int, number: int, answer: Answer) -> None:
     now = timezone.now()
     with transaction.atomic():
         handoff = Handoff.objects.select_for_update().get(pk=handoff_id)
-        if handoff.state != HandoffState.PENDING or handoff.attempts != number:
+        if handoff.state != HandoffState.PENDING or not outbound.is_latest(
+            handoff.attempts, handoff.attempt_log, number
+        ):
             return  # an operator redelivered meanwhile; this answer stays on record only
         handoff.next_attempt_at = None
         if answer.outcome is Outcome.DELIVERED:

@@ -15,7 +15,7 @@ import secrets
 import socket
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 
 from arbiter_app import keys, metrics
 from arbiter_app.models import DeliveryAttempt
@@ -33,6 +33,12 @@ SECRET_PREFIX = "whsec_"  # noqa: S105 - the Standard Webhooks prefix, not a sec
 #: What an attempt keeps of the answer, and the most of it that is read at all.
 EXCERPT_BYTES = 1024
 MAX_RESPONSE_BYTES = 1024 * 1024
+#: What an attempt keeps of the request body: an envelope is at most 64 KiB.
+REQUEST_BODY_BYTES = 64 * 1024
+#: Headers whose values are credentials, or prove knowledge of one: kept masked, never in clear.
+SECRET_HEADERS = frozenset({"authorization", "signature", "webhook-signature", "set-cookie"})
+REDACTED = "[redacted]"
+METHOD = "POST"
 
 
 class TargetNotAllowed(ProtocolError, ValueError):
@@ -155,6 +161,22 @@ class Answer:
     error: str = ""
     #: Seconds the receiver asked us to wait (``Retry-After``), if it did.
     retry_after: float | None = None
+    #: The request as sent, its secrets redacted; empty when none was sent (a refused target).
+    request_headers: dict[str, str] = field(default_factory=dict)
+    response_headers: dict[str, str] = field(default_factory=dict)
+
+
+def redacted(headers: Any) -> dict[str, str]:
+    """``headers`` to keep on record: the values of :data:`SECRET_HEADERS` masked, the
+    ``Authorization`` scheme kept so a reader still sees which kind of credential went."""
+    kept = {}
+    for name, value in headers.items():
+        if name.lower() in SECRET_HEADERS:
+            scheme, _, credential = value.partition(" ")
+            bearer = credential and name.lower() == "authorization"
+            value = f"{scheme} {REDACTED}" if bearer else REDACTED
+        kept[name] = value
+    return kept
 
 
 def classify(status: int) -> Outcome:
@@ -192,7 +214,7 @@ def deliver(
     try:
         with (
             httpx.Client(timeout=timeout, follow_redirects=False) as client,
-            client.stream("POST", url, content=body, headers=request_headers) as response,
+            client.stream(METHOD, url, content=body, headers=request_headers) as response,
         ):
             received = bytearray()
             for chunk in response.iter_bytes():
@@ -202,7 +224,12 @@ def deliver(
                     break
     except httpx.HTTPError as exc:
         latency = round((time.monotonic() - started) * 1000)
-        return Answer(Outcome.RETRY, latency_ms=latency, error=f"{type(exc).__name__}: {exc}")
+        return Answer(
+            Outcome.RETRY,
+            latency_ms=latency,
+            error=f"{type(exc).__name__}: {exc}",
+            request_headers=redacted(request_headers),
+        )
     latency = round((time.monotonic() - started) * 1000)
     status = response.status_code
     error = ""
@@ -215,20 +242,53 @@ def deliver(
         body=bytes(received[:MAX_RESPONSE_BYTES]),
         error=error,
         retry_after=_retry_after(response.headers.get("retry-after")),
+        request_headers=redacted(request_headers),
+        response_headers=redacted(response.headers),
     )
 
 
-def record(attempt: DeliveryAttempt, answer: Answer) -> None:
+def record(attempt: DeliveryAttempt, answer: Answer, *, url: str, body: bytes) -> None:
+    """Keep the attempt as it went: the request to ``url`` (its secrets already redacted by
+    :func:`deliver`), the answer's status, headers and first KiB, or why there was none."""
+    attempt.request_method, attempt.request_url = METHOD, url
+    attempt.request_headers = answer.request_headers
+    attempt.request_body = body[:REQUEST_BODY_BYTES].decode("utf-8", "replace")
     attempt.status_code = answer.status_code
     attempt.latency_ms = answer.latency_ms
     attempt.outcome = answer.outcome.value
+    attempt.response_headers = answer.response_headers
     attempt.response_excerpt = answer.body[:EXCERPT_BYTES].decode("utf-8", "replace")
     attempt.error = answer.error
     attempt.save(
-        update_fields=["status_code", "latency_ms", "outcome", "response_excerpt", "error"]
+        update_fields=[
+            "request_method",
+            "request_url",
+            "request_headers",
+            "request_body",
+            "status_code",
+            "latency_ms",
+            "outcome",
+            "response_headers",
+            "response_excerpt",
+            "error",
+        ]
     )
     kind = "handoff" if attempt.handoff_id is not None else "callback"
     metrics.DELIVERIES.labels(kind=kind, outcome=answer.outcome.value).inc()
+
+
+def next_number(attempts: QuerySet[DeliveryAttempt]) -> int:
+    """The number of a delivery's next attempt: one past its last, so the numbers run on
+    across redeliveries (whose fresh retry budget restarts the count that retries go by)."""
+    last = attempts.aggregate(last=Max("number"))["last"]
+    return (last or 0) + 1
+
+
+def is_latest(budget: int, attempts: QuerySet[DeliveryAttempt], number: int) -> bool:
+    """Whether attempt ``number`` is still the delivery's current one, under the delivery's
+    lock: not when a redelivery has reset the retry ``budget`` since (to 0, or past it with
+    a newer attempt)."""
+    return budget > 0 and not attempts.filter(number__gt=number).exists()
 
 
 # Leases and retries --------------------------------------------------------------------------

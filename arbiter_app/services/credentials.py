@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 
 from django.db import transaction
@@ -32,18 +33,36 @@ def key_digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def issue_credential(*, agent_id: str, role: str, label: str = "") -> IssuedKey:
-    """A new API key for ``agent_id`` speaking as ``role``; ``ValueError`` for a bad id or role."""
+def issue_credential(
+    *, agent_id: str, role: str, label: str = "", expires_at: datetime | None = None
+) -> IssuedKey:
+    """A new API key for ``agent_id`` speaking as ``role``, refused like a revoked one from
+    ``expires_at`` on; ``ValueError`` for a bad id or role, or an expiry already past."""
     if not is_identifier(agent_id):
         raise ValueError(f"agent id {agent_id!r} is not {IDENTIFIER_RULE}")
     if role not in Role.values:
         raise ValueError(f"role {role!r} is not one of {', '.join(Role.values)}")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValueError("a key's expiry must be in the future")
     prefix = secrets.token_hex(6)
     api_key = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(24)}"
     credential = AgentCredential.objects.create(
-        agent_id=agent_id, role=role, prefix=prefix, digest=key_digest(api_key), label=label
+        agent_id=agent_id,
+        role=role,
+        prefix=prefix,
+        digest=key_digest(api_key),
+        label=label,
+        expires_at=expires_at,
     )
     return IssuedKey(credential, api_key)
+
+
+def record_use(*, credential: AgentCredential) -> None:
+    """Note that ``credential`` authenticated a request now. One UPDATE by key, no lock taken:
+    a use recorded a moment late, or twice, harms nothing."""
+    now = timezone.now()
+    AgentCredential.objects.filter(pk=credential.pk).update(last_used_at=now)
+    credential.last_used_at = now
 
 
 def revoke_credential(*, credential: AgentCredential) -> None:

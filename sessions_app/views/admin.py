@@ -9,13 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from arbiter_app import selectors as arbiter
-from sessions_app import actions, exports, selectors
+from arbiter_app.models import KeyState
+from sessions_app import actions, audit_log, exports, selectors
 from sessions_app.models import Export, Merchant
 from sessions_app.views import scope_or_denied
 
@@ -51,14 +53,21 @@ def keys_page(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def rotate_key(request: HttpRequest) -> HttpResponse:
+    """A GET, or a POST without the confirmation page's answer, only asks: rotating moves
+    every agent onto a new key, so it takes a second, deliberate click."""
     scope = scope_or_denied(request)
     actions.require_admin(scope)
-    alg = request.POST.get("alg", "")
+    alg = request.POST.get("alg", request.GET.get("alg", ""))
     if alg not in arbiter.SIGNING_ALGORITHMS:
         return HttpResponse("unsupported signing algorithm", status=400)
-    actions.rotate_signing_key(actor=request.user, scope=scope, alg=alg)
+    if request.POST.get("confirmed") != "yes":
+        active = [_dated(k) for k in arbiter.key_history() if k["state"] == KeyState.ACTIVE]
+        context = {"scope": scope, "alg": alg, "active": active}
+        return render(request, "sessions_app/rotate_confirm.html", context)
+    fresh = actions.rotate_signing_key(actor=request.user, scope=scope, alg=alg)
+    messages.success(request, f"Rotated: {fresh.alg} key {fresh.kid} now signs.")
     return redirect("keys")
 
 
@@ -76,10 +85,11 @@ class ExportForm(forms.Form):
         widget=forms.RadioSelect,
         initial="range",
     )
-    session_id = forms.CharField(label="Session id", required=False, max_length=64)
-    merchant = forms.ChoiceField(label="Merchant", required=False)
+    # Each field is for one kind only; the labels say which, for pages shown without script.
+    session_id = forms.CharField(label="Session id (one session)", required=False, max_length=64)
+    merchant = forms.ChoiceField(label="Merchant (a merchant's sessions)", required=False)
     preset = forms.ChoiceField(
-        label="Time range",
+        label="Time range (sessions opened in it)",
         required=False,
         choices=[(key, label) for key, (label, _) in exports.PRESETS.items()],
     )
@@ -106,10 +116,11 @@ def exports_page(request: HttpRequest) -> HttpResponse:
     )
     if request.method == "POST" and form.is_valid():
         try:
-            exports.request_export(actor=request.user, scope=scope, **form.cleaned_data)
+            export = exports.request_export(actor=request.user, scope=scope, **form.cleaned_data)
         except exports.ExportRefused as refused:
-            form.add_error(None, str(refused))
+            form.add_error(refused.field, str(refused))
         else:
+            messages.success(request, f"Export #{export.pk} queued: it runs in the background.")
             return redirect("exports")
     return render(
         request,
@@ -148,6 +159,16 @@ def export_download(request: HttpRequest, export_id: int, part: str) -> FileResp
 @require_GET
 def audit_page(request: HttpRequest) -> HttpResponse:
     scope = scope_or_denied(request)
+    form = audit_log.filter_form(scope, request.GET)
+    valid = form.is_valid()
     return render(
-        request, "sessions_app/audit.html", {"scope": scope, "events": actions.audit_log(scope)}
+        request,
+        "sessions_app/audit.html",
+        {
+            "scope": scope,
+            "form": form,
+            "page": audit_log.audit_page(form) if valid else None,
+            "filtered": valid and any(form.cleaned_data.values()),
+        },
+        status=200 if valid else 400,
     )

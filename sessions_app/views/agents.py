@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from sessions_app import forms, selectors, services
 from sessions_app.models import AgentProfile, Merchant
@@ -202,19 +202,36 @@ def key_issue(request: HttpRequest, agent_id: str) -> HttpResponse:
     if not form.is_valid():
         return _agent_page(request, scope, agent_id, key_form=form, status=400)
     issued = services.issue_key(
-        actor=request.user, profile=profile, label=form.cleaned_data["label"]
+        actor=request.user,
+        profile=profile,
+        label=form.cleaned_data["label"],
+        lifetime=form.lifetime(),
     )
     sealed = seal_text(issued.api_key).decode()
     request.session[ISSUED_KEY] = {"agent_id": profile.agent_id, "sealed": sealed}
+    messages.success(request, f"Key {issued.credential.prefix} issued.")
     return redirect("agent", agent_id=profile.agent_id)
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def key_revoke(request: HttpRequest, agent_id: str, key_id: int) -> HttpResponse:
+    """A GET, or a POST without the confirmation page's answer, only asks: a stray link or an
+    old form revokes nothing."""
     scope = _manager(request)
     profile = selectors.agent(scope, agent_id)
     credential = get_object_or_404(selectors.keys_of(profile), pk=key_id)
+    if request.POST.get("confirmed") != "yes":
+        return render(
+            request,
+            "sessions_app/key_revoke_confirm.html",
+            {
+                "scope": scope,
+                "agent": profile,
+                "key": credential,
+                "hosted": credential.label == services.HOSTED_KEY_LABEL,
+            },
+        )
     try:
         services.revoke_key(actor=request.user, profile=profile, credential=credential)
     except services.HostedKey as refused:

@@ -58,7 +58,11 @@ def test_an_admin_rotates_exports_verifies_and_terminates(
         assert page.locator("#keys tbody tr").count() == 1
         page.select_option("#alg", "ES256")
         page.click("button:has-text('Rotate now')")
+        assert "Are you sure?" in page.inner_text("main")
+        screenshot(page, "keys-rotate-confirm")
+        page.click("button:has-text('Rotate to a new ES256 key')")
         page.wait_for_selector("#keys tbody tr >> nth=1")
+        assert "now signs" in page.inner_text(".messages")
         assert page.locator("#keys tbody tr").first.inner_text().count("ES256") == 1
         assert page.locator("#keys .key-retiring").count() == 1
         screenshot(page, "keys")
@@ -71,9 +75,10 @@ def test_an_admin_rotates_exports_verifies_and_terminates(
         page.evaluate("window.loadedOnce = true")
         page.wait_for_selector(".export-status[data-state=done]", timeout=30_000)
         assert page.evaluate("window.loadedOnce") is True  # htmx polled; no reload
+        assert "finished" in page.inner_text(".export-status[data-state=done]")
         screenshot(page, "exports")
         with page.expect_download() as download:
-            page.click("text=audit bundle (JSON)")
+            page.click("a:has-text('audit bundle (JSON, ')")
         bundle = tmp_path / "bundle.json"
         download.value.save_as(bundle)
         assert verify(bundle) == 0

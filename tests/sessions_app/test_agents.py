@@ -193,9 +193,11 @@ def test_a_merchant_cannot_see_or_change_another_merchants_agent(
     assert browser.post("/agents/hosted-b/edit/", agent_form()).status_code == 404
     assert browser.post("/agents/hosted-b/keys/", {"label": "x"}).status_code == 404
     revoke = f"/agents/hosted-b/keys/{key.credential.pk}/revoke/"
-    assert browser.post(revoke).status_code == 404
+    assert browser.get(revoke).status_code == 404
+    assert browser.post(revoke, {"confirmed": "yes"}).status_code == 404
     # Nor through one of its own agents' URLs.
-    assert browser.post(f"/agents/hosted-a/keys/{key.credential.pk}/revoke/").status_code == 404
+    wrong_agent = f"/agents/hosted-a/keys/{key.credential.pk}/revoke/"
+    assert browser.post(wrong_agent, {"confirmed": "yes"}).status_code == 404
     key.credential.refresh_from_db()
     assert key.credential.revoked_at is None
     assert AgentCredential.objects.filter(agent_id="hosted-b").count() == 2
@@ -273,8 +275,10 @@ def test_a_revoked_key_no_longer_opens_the_api(
     issued = services.issue_key(actor=alice, profile=profile, label="ci")
     headers = {"Authorization": f"Bearer {issued.api_key}"}
     assert browser.get("/oanp/v0.1/sessions/none", headers=headers).status_code == 404
-    response = browser.post(f"/agents/hosted-a/keys/{issued.credential.pk}/revoke/")
-    assert response.status_code == 302
+    revoke = f"/agents/hosted-a/keys/{issued.credential.pk}/revoke/"
+    response = browser.post(revoke, {"confirmed": "yes"}, follow=True)
+    assert response.redirect_chain == [("/agents/hosted-a/", 302)]
+    assert f"Key {issued.credential.prefix} revoked." in response.content.decode()
     issued.credential.refresh_from_db()
     assert issued.credential.revoked_at is not None
     assert browser.get("/oanp/v0.1/sessions/none", headers=headers).status_code == 401
@@ -282,7 +286,8 @@ def test_a_revoked_key_no_longer_opens_the_api(
     page = browser.get("/agents/hosted-a/").content.decode()
     assert f"Revoke key {issued.credential.prefix}" not in page
     # Revoking twice is harmless and records nothing more.
-    browser.post(f"/agents/hosted-a/keys/{issued.credential.pk}/revoke/")
+    assert "no longer opens the API" in browser.get(revoke).content.decode()
+    browser.post(revoke, {"confirmed": "yes"})
     assert AuditEvent.objects.filter(action="key.revoked").count() == 1
 
 
@@ -294,7 +299,10 @@ def test_the_hosted_runners_key_is_listed_but_not_revocable(
     page = browser.get("/agents/hosted-a/").content.decode()
     assert hosted.prefix in page
     assert f"Revoke key {hosted.prefix}" not in page
-    browser.post(f"/agents/hosted-a/keys/{hosted.pk}/revoke/")
+    revoke = f"/agents/hosted-a/keys/{hosted.pk}/revoke/"
+    assert "This key is not revocable" in browser.get(revoke).content.decode()
+    refused = browser.post(revoke, {"confirmed": "yes"}, follow=True).content.decode()
+    assert "never shown, so it cannot leak" in refused
     hosted.refresh_from_db()
     assert hosted.revoked_at is None
     page = errors_of(browser.post("/agents/hosted-a/keys/", {"label": services.HOSTED_KEY_LABEL}))

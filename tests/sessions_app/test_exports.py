@@ -191,7 +191,7 @@ def test_a_merchants_export_holds_only_its_own_sessions(
     for session_id in ("sess-b-agreed", "sess-nowhere"):
         answer = a.post("/exports/", {"kind": "session", "session_id": session_id})
         assert answer.status_code == 400
-        assert f"no session &#x27;{session_id}&#x27;" in answer.content.decode()
+        assert f"No session &#x27;{session_id}&#x27; in your sessions." in answer.content.decode()
     assert Export.objects.count() == 1
 
     # Another merchant's member neither lists nor downloads it.

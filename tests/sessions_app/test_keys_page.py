@@ -31,9 +31,8 @@ def test_an_admin_rotates_now_and_the_jwks_publishes_both_keys() -> None:
     assert 'href="/.well-known/jwks.json"' in page
     assert 'href="/oanp/v0.1/keys"' in page
 
-    answer = admin.post("/keys/rotate/", {"alg": "ES256"})
-    assert answer.status_code == 302
-    assert answer["Location"] == "/keys/"
+    answer = admin.post("/keys/rotate/", {"alg": "ES256", "confirmed": "yes"}, follow=True)
+    assert answer.redirect_chain == [("/keys/", 302)]
 
     jwks = admin.get("/.well-known/jwks.json").json()["keys"]
     assert len(jwks) == 2
@@ -42,7 +41,8 @@ def test_an_admin_rotates_now_and_the_jwks_publishes_both_keys() -> None:
     history = {k["kid"]: k["state"] for k in admin.get("/oanp/v0.1/keys").json()["keys"]}
     assert history == {before[0]["kid"]: "retiring", fresh["kid"]: "active"}
 
-    page = admin.get("/keys/").content.decode()
+    page = answer.content.decode()
+    assert f"Rotated: ES256 key {fresh['kid']} now signs." in page
     assert fresh["kid"] in page
     assert "retiring" in page
 
@@ -53,10 +53,32 @@ def test_an_admin_rotates_now_and_the_jwks_publishes_both_keys() -> None:
     assert fresh["kid"] in admin.get("/audit/").content.decode()
 
 
+def test_rotating_asks_first_and_a_get_or_an_unconfirmed_post_changes_nothing() -> None:
+    admin = member("admin", Role.ADMIN)
+    kids = [k["kid"] for k in admin.get("/.well-known/jwks.json").json()["keys"]]
+    page = admin.get("/keys/").content.decode()
+    assert 'method="get" action="/keys/rotate/"' in page
+    for answer in (
+        admin.get("/keys/rotate/", {"alg": "ES256"}),
+        admin.post("/keys/rotate/", {"alg": "ES256"}),
+        admin.post("/keys/rotate/", {"alg": "ES256", "confirmed": "no"}),
+    ):
+        assert answer.status_code == 200
+        confirm = answer.content.decode()
+        assert "Are you sure?" in confirm
+        assert kids[0] in confirm  # the key that would start retiring
+        assert '<input type="hidden" name="confirmed" value="yes">' in confirm
+        assert '<input type="hidden" name="alg" value="ES256">' in confirm
+    assert [k["kid"] for k in admin.get("/.well-known/jwks.json").json()["keys"]] == kids
+    assert not AuditEvent.objects.exists()
+
+
 def test_an_unknown_algorithm_is_refused_and_changes_nothing() -> None:
     admin = member("admin", Role.ADMIN)
     kids = [k["kid"] for k in admin.get("/.well-known/jwks.json").json()["keys"]]
-    assert admin.post("/keys/rotate/", {"alg": "HS256"}).status_code == 400
+    assert admin.post("/keys/rotate/", {"alg": "HS256", "confirmed": "yes"}).status_code == 400
+    assert admin.get("/keys/rotate/", {"alg": "HS256"}).status_code == 400
+    assert admin.get("/keys/rotate/").status_code == 400
     assert [k["kid"] for k in admin.get("/.well-known/jwks.json").json()["keys"]] == kids
     assert not AuditEvent.objects.exists()
 
@@ -67,7 +89,8 @@ def test_only_admins_see_keys_and_rotate(role: str) -> None:
     browser = member("someone", role, merchant if role == Role.MERCHANT else None)
     kids = [k["kid"] for k in browser.get("/.well-known/jwks.json").json()["keys"]]
     assert browser.get("/keys/").status_code == 403
-    assert browser.post("/keys/rotate/", {"alg": "Ed25519"}).status_code == 403
+    assert browser.get("/keys/rotate/", {"alg": "Ed25519"}).status_code == 403
+    assert browser.post("/keys/rotate/", {"alg": "Ed25519", "confirmed": "yes"}).status_code == 403
     assert browser.get("/audit/").status_code == 403
     assert [k["kid"] for k in browser.get("/.well-known/jwks.json").json()["keys"]] == kids
     assert not AuditEvent.objects.exists()
@@ -81,5 +104,5 @@ def test_rotating_requires_csrf() -> None:
     Membership.objects.create(user=User.objects.get(username="admin"), role=Role.ADMIN)
     strict = Client(HTTP_HOST="localhost", enforce_csrf_checks=True)
     assert strict.login(username="admin", password=PASSWORD)
-    assert strict.post("/keys/rotate/", {"alg": "Ed25519"}).status_code == 403
+    assert strict.post("/keys/rotate/", {"alg": "Ed25519", "confirmed": "yes"}).status_code == 403
     assert not AuditEvent.objects.exists()

@@ -1,0 +1,124 @@
+"""The deliveries page: the handoffs and callbacks in scope across sessions, filtered and paged;
+one delivery's attempts, request and response; and the bulk redelivery of failed handoffs."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from arbiter_app import selectors as arbiter
+from sessions_app import actions, selectors
+from sessions_app.views import scope_or_denied
+
+PAGE_SIZE = 50
+
+
+def _choices(values: tuple[str, ...], anything: str) -> list[tuple[str, str]]:
+    return [("", anything), *((value, value) for value in values)]
+
+
+class DeliveryFilterForm(forms.Form):
+    kind = forms.ChoiceField(choices=_choices(arbiter.DELIVERY_KINDS, "any kind"), required=False)
+    state = forms.ChoiceField(
+        choices=_choices(arbiter.DELIVERY_STATES, "any state"), required=False
+    )
+    target = forms.CharField(label="Target URL contains", max_length=200, required=False)
+    after = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def clean_target(self) -> str:
+        target: str = self.cleaned_data["target"]
+        if any(ord(c) < 32 or ord(c) == 127 for c in target):
+            raise forms.ValidationError("A URL holds no control characters.")
+        return target
+
+    def clean_after(self) -> arbiter.Position | None:
+        token: str = self.cleaned_data["after"]
+        if not token:
+            return None
+        try:
+            return arbiter.Position.parse(token)
+        except arbiter.BadPosition as exc:
+            raise forms.ValidationError(f"Not a page of this list: {exc}") from exc
+
+
+@login_required
+@require_GET
+def delivery_list(request: HttpRequest) -> HttpResponse:
+    scope = scope_or_denied(request)
+    form = DeliveryFilterForm(request.GET)
+    page, next_position, status = [], None, 200
+    if form.is_valid():
+        page, next_position = selectors.deliveries(scope, limit=PAGE_SIZE, **form.cleaned_data)
+    else:
+        # A filter the list cannot apply is reported, never quietly dropped.
+        status = 400
+    older = None
+    if next_position is not None:
+        query = request.GET.copy()
+        query["after"] = next_position.token()
+        older = f"?{query.urlencode()}"
+    return render(
+        request,
+        "sessions_app/deliveries.html",
+        {
+            "scope": scope,
+            "form": form,
+            "deliveries": page,
+            "older": older,
+            "paged": bool(form.is_valid() and form.cleaned_data["after"]),
+            "filters": request.GET.copy(),
+        },
+        status=status,
+    )
+
+
+@login_required
+@require_GET
+def delivery_page(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
+    scope = scope_or_denied(request)
+    delivery, attempts = selectors.delivery(scope, kind, pk)
+    return render(
+        request,
+        "sessions_app/delivery_detail.html",
+        {"scope": scope, "delivery": delivery, "attempts": attempts},
+    )
+
+
+@login_required
+@require_POST
+def bulk_redeliver(request: HttpRequest) -> HttpResponse:
+    """Without ``confirm``, the page asking to confirm the selection; with it, the redelivery.
+    Either way the selection is checked first: only failed handoffs in scope."""
+    scope = scope_or_denied(request)
+    actions.require_staff(scope)
+    ids = request.POST.getlist("handoff")
+    selected: list[arbiter.Delivery] = []
+    error = ""
+    if not all(i.isascii() and i.isdigit() and len(i) <= 18 for i in ids):
+        error = "The selection names no delivery of this list."
+    else:
+        try:
+            selected = actions.redeliverable(scope, [int(i) for i in ids])
+        except ValueError as exc:
+            error = f"Nothing was redelivered: {exc}."
+    if error or request.POST.get("confirm") != "yes":
+        return render(
+            request,
+            "sessions_app/deliveries_redeliver.html",
+            {"scope": scope, "selected": selected, "error": error},
+            status=400 if error else 200,
+        )
+    refused = actions.redeliver_handoffs(
+        actor=request.user, scope=scope, handoff_ids=[d.pk for d in selected]
+    )
+    taken = len(selected) - len(refused)
+    if taken:
+        messages.success(request, f"{taken} handoff(s) queued for redelivery.")
+    for session_id, why in refused.items():
+        messages.error(request, f"Not redelivered {session_id}: {why}")
+    return redirect(f"{reverse('deliveries')}?state=failed")

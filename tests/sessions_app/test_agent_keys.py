@@ -1,0 +1,128 @@
+"""The agent page's API keys: an expiry chosen when issuing, the last use shown, a copy button
+for the new key, and a revoke that asks first and says it is done."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from arbiter_app import credential_cache
+from arbiter_app.models import AgentCredential
+from sessions_app import services
+from sessions_app.models import AgentProfile, AuditEvent, Role
+from tests.support.factories.accounts import member, signed_in
+
+pytestmark = pytest.mark.django_db
+
+PROBE = "/oanp/v0.1/sessions/none"
+
+
+def issued_key(page: str) -> str:
+    start = page.index('id="issued-key"')
+    return page[start:].split('value="', 1)[1].split('"', 1)[0]
+
+
+def test_a_key_issued_to_expire_says_when_and_the_api_refuses_it_after(
+    browser: Client, agent_a: AgentProfile
+) -> None:
+    before = timezone.now()
+    answer = browser.post("/agents/hosted-a/keys/", {"label": "ci", "expires": "30d"}, follow=True)
+    page = answer.content.decode()
+    credential = AgentCredential.objects.get(agent_id="hosted-a", label="ci")
+    assert credential.expires_at is not None
+    assert (
+        before + timedelta(days=30) <= credential.expires_at <= timezone.now() + timedelta(days=30)
+    )
+    assert f"Key {credential.prefix} issued." in page
+    assert f'datetime="{credential.expires_at:%Y-%m-%dT%H:%M:%S}' in page
+    event = AuditEvent.objects.get(action="key.issued")
+    assert event.detail["expires_at"] == credential.expires_at.isoformat()
+    # The copy button is in the page for scripts to reveal; without them the field is there.
+    assert 'data-copy="issued-key" hidden' in page
+    assert "js/copy.js" in page
+
+    api_key = issued_key(page)
+    headers = {"Authorization": f"Bearer {api_key}"}
+    assert browser.get(PROBE, headers=headers).status_code == 404
+    AgentCredential.objects.filter(pk=credential.pk).update(
+        expires_at=timezone.now() - timedelta(minutes=1)
+    )
+    credential_cache.forget_all()
+    assert browser.get(PROBE, headers=headers).status_code == 401
+    listed = browser.get("/agents/hosted-a/").content.decode()
+    assert '<span class="badge warn">expired</span>' in listed
+    assert f"Revoke key {credential.prefix}" not in listed
+
+
+def test_a_key_issued_without_expiry_never_expires(browser: Client, agent_a: AgentProfile) -> None:
+    browser.post("/agents/hosted-a/keys/", {"label": "forever"})
+    assert AgentCredential.objects.get(label="forever").expires_at is None
+
+
+def test_an_unknown_expiry_is_a_form_error_in_the_summary_and_issues_nothing(
+    browser: Client, agent_a: AgentProfile
+) -> None:
+    answer = browser.post("/agents/hosted-a/keys/", {"label": "x", "expires": "forever"})
+    assert answer.status_code == 400
+    page = answer.content.decode()
+    summary = page[page.index("data-error-summary") :]
+    assert 'href="#id_expires"' in summary.split("</div>", 1)[0]
+    assert "Select a valid choice. forever is not one of the available choices." in summary
+    assert not AgentCredential.objects.filter(label="x").exists()
+    assert not AuditEvent.objects.filter(action="key.issued").exists()
+
+
+def test_the_last_use_shows_once_the_key_has_opened_the_api(
+    browser: Client, agent_a: AgentProfile, alice: User
+) -> None:
+    issued = services.issue_key(actor=alice, profile=agent_a, label="ci")
+    row = browser.get("/agents/hosted-a/").content.decode().split(issued.credential.prefix, 1)[1]
+    assert '<td class="last-used">never</td>' in row.split("</tr>", 1)[0]
+    browser.get(PROBE, headers={"Authorization": f"Bearer {issued.api_key}"})
+    issued.credential.refresh_from_db()
+    assert issued.credential.last_used_at is not None
+    row = browser.get("/agents/hosted-a/").content.decode().split(issued.credential.prefix, 1)[1]
+    shown = timezone.localtime(issued.credential.last_used_at)
+    assert f">{shown:%Y-%m-%d %H:%M}</time>" in row.split("</tr>", 1)[0]
+
+
+def test_revoking_asks_first_and_a_get_or_an_unconfirmed_post_changes_nothing(
+    browser: Client, agent_a: AgentProfile, alice: User
+) -> None:
+    issued = services.issue_key(actor=alice, profile=agent_a, label="ci")
+    revoke = f"/agents/hosted-a/keys/{issued.credential.pk}/revoke/"
+    page = browser.get("/agents/hosted-a/").content.decode()
+    assert f'<a class="button danger" href="{revoke}"' in page
+    for answer in (
+        browser.get(revoke),
+        browser.post(revoke),
+        browser.post(revoke, {"confirmed": "no"}),
+    ):
+        assert answer.status_code == 200
+        confirm = answer.content.decode()
+        assert "Are you sure?" in confirm
+        assert '<input type="hidden" name="confirmed" value="yes">' in confirm
+        assert f"Revoke key {issued.credential.prefix}</button>" in confirm
+    issued.credential.refresh_from_db()
+    assert issued.credential.revoked_at is None
+    assert not AuditEvent.objects.filter(action="key.revoked").exists()
+    headers = {"Authorization": f"Bearer {issued.api_key}"}
+    assert browser.get(PROBE, headers=headers).status_code == 404
+
+    done = browser.post(revoke, {"confirmed": "yes"}, follow=True)
+    assert f"Key {issued.credential.prefix} revoked." in done.content.decode()
+    assert browser.get(PROBE, headers=headers).status_code == 401
+
+
+def test_revoking_requires_a_manager(agent_a: AgentProfile, alice: User) -> None:
+    issued = services.issue_key(actor=alice, profile=agent_a, label="ci")
+    operator = signed_in(member("olga", Role.OPERATOR))
+    revoke = f"/agents/hosted-a/keys/{issued.credential.pk}/revoke/"
+    assert operator.get(revoke).status_code == 403
+    assert operator.post(revoke, {"confirmed": "yes"}).status_code == 403
+    issued.credential.refresh_from_db()
+    assert issued.credential.revoked_at is None

@@ -1,0 +1,117 @@
+"""The exports page's form: each input says which kind it is for (the script then shows the
+chosen kind's alone), a missing or unknown value is a clear error beside its input and in the
+summary at the top, and a finished export shows its files' sizes and when it finished."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.test import Client
+from django.utils import timezone
+
+from sessions_app.models import AuditEvent, Export, Merchant, Role
+from tests.support.factories.accounts import member, signed_in
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin() -> Client:
+    Merchant.objects.create(name="Skyways", slug="skyways")
+    return signed_in(member("ada", Role.ADMIN))
+
+
+def summary_of(page: str) -> str:
+    start = page.index("data-error-summary")
+    return page[start : page.index("</div>", start)]
+
+
+def test_each_input_is_labelled_with_its_kind_and_the_script_is_loaded(admin: Client) -> None:
+    page = admin.get("/exports/").content.decode()
+    for kind, field, label in (
+        ("session", "id_session_id", "Session id (one session)"),
+        ("merchant", "id_merchant", "Merchant (a merchant&#x27;s sessions)"),
+        ("range", "id_preset", "Time range (sessions opened in it)"),
+    ):
+        block = page.split(f'data-kind="{kind}"', 1)[1].split("</div>", 1)[0]
+        assert f'<label for="{field}">{label}' in block
+    assert "js/exports.js" in page
+    assert "data-error-summary" not in page  # nothing to fix yet
+
+
+@pytest.mark.parametrize(
+    ("form", "field", "message"),
+    [
+        ({"kind": "session", "session_id": ""}, "id_session_id", "Enter a session id."),
+        ({"kind": "session", "session_id": "   "}, "id_session_id", "Enter a session id."),
+        (
+            {"kind": "session", "session_id": "sess-x"},
+            "id_session_id",
+            "No session &#x27;sess-x&#x27; in your sessions.",
+        ),
+        ({"kind": "merchant", "merchant": ""}, "id_merchant", "Choose a merchant."),
+        ({"kind": "range", "preset": ""}, "id_preset", "Choose a time range."),
+        (
+            {"kind": "everything"},
+            "id_kind_0",
+            "Select a valid choice. everything is not one of the available choices.",
+        ),
+    ],
+)
+def test_a_missing_or_unknown_value_is_a_clear_error_and_exports_nothing(
+    admin: Client, form: dict[str, str], field: str, message: str
+) -> None:
+    answer = admin.post("/exports/", form)
+    assert answer.status_code == 400
+    page = answer.content.decode()
+    assert f'<a href="#{field}">' in summary_of(page)
+    assert message in summary_of(page)
+    assert "no session &#x27;&#x27;" not in page
+    assert not Export.objects.exists()
+    assert not AuditEvent.objects.exists()
+
+
+def test_a_queued_export_says_so(admin: Client) -> None:
+    answer = admin.post("/exports/", {"kind": "range", "preset": "24h"}, follow=True)
+    assert answer.redirect_chain == [("/exports/", 302)]
+    export = Export.objects.get()
+    assert f"Export #{export.pk} queued" in answer.content.decode()
+
+
+@pytest.fixture
+def finished_export() -> Iterator[Export]:
+    user = User.objects.get(username="ada")
+    export = Export.objects.create(
+        requested_by=user, scope={"kind": "range", "preset": "24h"}, state=Export.State.DONE
+    )
+    export.bundle.save("size-test.json", ContentFile(b"x" * 2048), save=False)
+    export.summary_csv.save("size-test.csv", ContentFile(b"y" * 300), save=False)
+    export.finished_at = timezone.now()
+    export.save()
+    yield export
+    for stored in (export.bundle, export.summary_csv):
+        default_storage.delete(stored.name)
+
+
+def test_a_finished_export_shows_its_sizes_and_finish_time(
+    admin: Client, finished_export: Export
+) -> None:
+    for url in ("/exports/", f"/exports/{finished_export.pk}/status/"):
+        page = admin.get(url).content.decode()
+        assert "audit bundle (JSON, 2.0\xa0KB)" in page
+        assert "summary (CSV, 300\xa0bytes)" in page
+        shown = timezone.localtime(finished_export.finished_at)
+        assert f'finished <time datetime="{shown:%Y-%m-%dT%H:%M:%S}' in page
+
+
+def test_a_lost_file_leaves_the_size_out_and_the_page_up(
+    admin: Client, finished_export: Export
+) -> None:
+    default_storage.delete(finished_export.bundle.name)
+    answer = admin.get("/exports/")
+    assert answer.status_code == 200
+    assert "audit bundle (JSON)" in answer.content.decode()
