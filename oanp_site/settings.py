@@ -72,6 +72,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "sessions_app.context_processors.worker_outage",
+                "sessions_app.context_processors.scope",
             ],
         },
     },

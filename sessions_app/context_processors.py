@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from sessions_app import machinery
+from sessions_app import machinery, selectors
 
 
 def worker_outage(request: HttpRequest) -> dict[str, Any]:
@@ -17,3 +17,10 @@ def worker_outage(request: HttpRequest) -> dict[str, Any]:
     people, a queued export's status; not the login page nor the fragments htmx polls.
     """
     return {"worker_outage": SimpleLazyObject(machinery.worker_outage)}
+
+
+def scope(request: HttpRequest) -> dict[str, Any]:
+    """``scope``: the viewer's :class:`selectors.Scope`, for pages whose view does not pass one
+    (Django's 403 and 404 pages), so their navigation is the same as everywhere else. A view's
+    own ``scope`` wins; lazy, so a page that never reads it pays no query."""
+    return {"scope": SimpleLazyObject(lambda: selectors.scope_of(request.user))}

@@ -1,16 +1,21 @@
 """What the dashboard's lists filter sessions by: state, merchant, agent, verdicts, time range
-and session id. Verdicts are counted on the session row as they are appended, so no filter
-reads entries.
+(a preset or from/to) and session id, and how the sessions list is sorted and paged. Verdicts
+are counted on the session row as they are appended, so no filter reads entries.
 
-A value that is not one of a filter's choices leaves that filter out rather than refusing
-the page; :meth:`SessionFilter.is_valid` and ``errors`` say which values were left out."""
+A value that is not one of a filter's choices leaves that filter out of ``qs``;
+:meth:`SessionFilter.is_valid` and ``errors`` say which values were refused, and the list
+refuses the page (400) rather than show sessions the user did not ask for."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import base64
+import binascii
+import json
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import django_filters
+from django import forms
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -32,6 +37,75 @@ JUDGED = {status: Q(**{f"{column}__gt": 0}) for status, column in VERDICT_COUNTS
 VERDICTS = tuple(JUDGED)
 VIOLATED = JUDGED[VerdictStatus.VIOLATED.value]
 
+#: The list's sortable columns by their name in ``sort``: the annotation each sorts on (the
+#: selectors add them) and its header. ``-name`` sorts descending; the row id breaks ties.
+SORTS = {
+    "opened": ("opened_at", "Opened"),
+    "activity": ("last_activity", "Last activity"),
+    "state": ("state_order", "State"),
+}
+DEFAULT_SORT = "-opened"
+
+
+def encode_cursor(value: datetime | int, pk: int) -> str:
+    """Where a page ends, as the next page's ``cursor``: the last row's sort value and id.
+
+    Opaque to the user so that no one builds one by hand; a tampered one is a form error."""
+    raw = value.isoformat() if isinstance(value, datetime) else value
+    return base64.urlsafe_b64encode(json.dumps([raw, pk]).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(text: str, sort: str) -> tuple[datetime | int, int]:
+    """The inverse of :func:`encode_cursor` for ``sort``; ``ValueError`` for anything else."""
+    try:
+        raw, pk = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (binascii.Error, UnicodeDecodeError, TypeError, ValueError) as refused:
+        raise ValueError from refused
+    if type(pk) is not int:
+        raise ValueError
+    if sort.lstrip("-") == "state":
+        if type(raw) is not int:
+            raise ValueError
+        return raw, pk
+    if not isinstance(raw, str):
+        raise ValueError
+    moment = datetime.fromisoformat(raw)
+    if moment.tzinfo is None:
+        raise ValueError
+    return moment, pk
+
+
+class ListForm(forms.Form):
+    """The list's parameters beside its filters: the sort, the page and the from/to range's
+    order. :class:`SessionFilter` adds its filters' fields to these."""
+
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[
+            (f"{d}{key}", f"{label} ({'descending' if d else 'ascending'})")
+            for key, (_, label) in SORTS.items()
+            for d in ("", "-")
+        ],
+    )
+    cursor = forms.CharField(required=False, label="Page")
+    #: The newest session the page showed: the live list counts the ones opened since.
+    since = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        data["sort"] = data.get("sort") or DEFAULT_SORT
+        start, end = data.get("opened_after"), data.get("opened_before")
+        if start and end and end <= start:
+            self.add_error("opened_before", "must be later than From.")
+        if data.get("cursor") and "sort" not in self.errors:
+            try:
+                data["cursor"] = _decode_cursor(data["cursor"], data["sort"])
+            except ValueError:
+                self.add_error("cursor", "is not a page of this list; start again from the top.")
+        else:
+            data["cursor"] = None
+        return data
+
 
 class SessionFilter(django_filters.FilterSet):
     """The sessions list's filters, by the names of its URL parameters.
@@ -40,7 +114,7 @@ class SessionFilter(django_filters.FilterSet):
     member's ``merchant`` parameter is ignored, as for any parameter the list does not know."""
 
     state = django_filters.ChoiceFilter(
-        field_name="phase", choices=[(state, state.lower()) for state in STATES]
+        field_name="phase", choices=[(state, state.lower()) for state in STATES], label="State"
     )
     # Not stripped: a slug of blanks names no merchant, so it matches no session.
     merchant = django_filters.CharFilter(method="by_merchant", strip=False)
@@ -53,14 +127,30 @@ class SessionFilter(django_filters.FilterSet):
         choices=[("yes", "has a violation")], method="by_violation"
     )
     range = django_filters.ChoiceFilter(
-        choices=[(key, f"last {key}") for key in RANGES], method="by_range"
+        choices=[(key, f"last {key}") for key in RANGES], method="by_range", label="Opened"
+    )
+    opened_after = django_filters.IsoDateTimeFilter(
+        field_name="opened_at", lookup_expr="gte", label="From"
+    )
+    opened_before = django_filters.IsoDateTimeFilter(
+        field_name="opened_at", lookup_expr="lt", label="To"
     )
     q = django_filters.CharFilter(field_name="session_id", lookup_expr="icontains")
+
+    class Meta:
+        form = ListForm
 
     def __init__(self, data: Any, queryset: QuerySet[Session], *, scope: Scope) -> None:
         super().__init__(data, queryset)
         if not scope.is_staff_role:
             del self.filters["merchant"]
+
+    def filter_queryset(self, queryset: QuerySet[Session]) -> QuerySet[Session]:
+        # The form also holds the list's sort, cursor and since: the selectors' to apply.
+        for name, value in self.form.cleaned_data.items():
+            if name in self.filters:
+                queryset = self.filters[name].filter(queryset, value)
+        return queryset
 
     def by_merchant(self, sessions: QuerySet[Session], name: str, slug: str) -> QuerySet[Session]:
         agent_ids = AgentProfile.objects.filter(merchant__slug=slug).values("agent_id")

@@ -7,28 +7,45 @@ see every session.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Avg, Count, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    Avg,
+    Case,
+    Count,
+    DateTimeField,
+    F,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast, Coalesce
 from django.http import Http404, QueryDict
 
 from arbiter_app import selectors as arbiter
 from arbiter_app.models import (
     AgentCredential,
     DeliveryAttempt,
+    Entry,
     Handoff,
     HandoffTarget,
     Listing,
     Session,
 )
-from oanp.machine import Phase
-from sessions_app.filters import STATES, VIOLATED, SessionFilter
+from oanp.machine import Phase, SessionState
+from oanp.snapshot import load_state
+from sessions_app.filters import SORTS, STATES, VIOLATED, SessionFilter, encode_cursor
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Membership, Mode, Role
+from sessions_app.templatetags.prices import price
 from sessions_app.vault import unseal
 
 
@@ -94,6 +111,107 @@ def session_filter(scope: Scope, params: QueryDict) -> SessionFilter:
     return SessionFilter(params, sessions(scope), scope=scope)
 
 
+@dataclass(frozen=True)
+class SessionRow:
+    """One line of the sessions list: the session and what its snapshot says in words."""
+
+    session: Session
+    item: str
+    outcome: str
+
+
+@dataclass(frozen=True)
+class SessionPage:
+    rows: list[SessionRow]
+    #: The next page's ``cursor``; ``None`` on the last page.
+    next_cursor: str | None
+    #: The newest session the filters let through: arrivals are counted from it.
+    newest: int
+
+
+def session_page(found: SessionFilter, size: int) -> SessionPage:
+    """A page of a valid filter's sessions in its sort, after its cursor if it has one.
+
+    Keyset paging on (sort value, id): a page never repeats or skips a row as sessions open,
+    whatever the sort. The sort value is read from the annotation, not the column, so
+    sessions that move while the user pages still come out exactly once per walk, as long
+    as they do not move across the cursor."""
+    data = found.form.cleaned_data
+    column = SORTS[data["sort"].lstrip("-")][0]
+    descending = data["sort"].startswith("-")
+    listed = found.qs.annotate(
+        # The head entry's time; every session has its opening entry, so this is a fallback.
+        last_activity=Coalesce(
+            Cast(
+                Subquery(
+                    Entry.objects.filter(
+                        session_id=OuterRef("pk"), seq=OuterRef("head_seq")
+                    ).values("received_at")[:1]
+                ),
+                DateTimeField(),
+            ),
+            F("opened_at"),
+        ),
+        # The states in the order a session lives them, not alphabetically.
+        state_order=Case(*(When(phase=s, then=Value(n)) for n, s in enumerate(STATES))),
+    )
+    if data["cursor"] is not None:
+        value, pk = data["cursor"]
+        beyond = "lt" if descending else "gt"
+        listed = listed.filter(
+            Q(**{f"{column}__{beyond}": value}) | Q(**{column: value, f"pk__{beyond}": pk})
+        )
+    sign = "-" if descending else ""
+    rows = list(listed.order_by(f"{sign}{column}", f"{sign}pk")[: size + 1])
+    more = len(rows) > size
+    rows = rows[:size]
+    return SessionPage(
+        rows=[_row(s) for s in rows],
+        next_cursor=encode_cursor(getattr(rows[-1], column), rows[-1].pk) if more else None,
+        newest=found.qs.aggregate(newest=Max("pk"))["newest"] or 0,
+    )
+
+
+def opened_since(found: SessionFilter, newest: int) -> int:
+    """How many of a valid filter's sessions opened after the session ``newest``."""
+    return found.qs.filter(pk__gt=newest).count()
+
+
+def _row(found: Session) -> SessionRow:
+    state = load_state(json.loads(found.state))
+    return SessionRow(found, _item_text(state.item), _outcome(found, state))
+
+
+#: How much of an item the list shows before it cuts it short.
+ITEM_CHARS = 40
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    """The item in a few words: its route when it has one, else its first fields."""
+    if isinstance(item.get("route"), str):
+        text = item["route"]
+    else:
+        text = ", ".join(f"{key} {value}" for key, value in list(item.items())[:2])
+    return text if len(text) <= ITEM_CHARS else text[: ITEM_CHARS - 1] + "…"
+
+
+def _outcome(found: Session, state: SessionState) -> str:
+    """How the session ended, or where a live one stands and who is to move."""
+    phase = Phase(found.phase)
+    party = state.turn.value if state.turn else "nobody"
+    if phase is Phase.AGREED:
+        return f"agreed at {price(found.final_price)} {found.currency}"
+    if phase is Phase.CLOSED:
+        return f"closed: {found.close_reason.replace('_', ' ') or 'no reason given'}"
+    if phase is Phase.OPENING:
+        return "opened, merchant to acknowledge"
+    if phase is Phase.SETTLING:
+        return f"settling, {party} to reveal"
+    if state.final_answer:
+        return f"round {found.round}, buyer's final answer due"
+    return f"round {found.round}, {party} to move"
+
+
 def session(scope: Scope, session_id: str) -> Session:
     found = sessions(scope).filter(session_id=session_id).first()
     if found is None:
@@ -103,6 +221,25 @@ def session(scope: Scope, session_id: str) -> Session:
 
 def entries(found: Session) -> list[dict[str, Any]]:
     return arbiter.session_entries(found)
+
+
+def summary(found: Session) -> dict[str, Any]:
+    """The session summary agents read (item, turn, timers, final answer), from its state."""
+    return arbiter.summary_of(found)
+
+
+def termination(scope: Scope, found: Session) -> AuditEvent | None:
+    """Who terminated the session and when, from the audit log: for operators and admins only,
+    since a merchant member is not told which of the arbiter's staff acted."""
+    if not scope.is_staff_role or found.close_reason != "operator_terminated":
+        return None
+    return (
+        AuditEvent.objects.filter(
+            action="session.terminate", target=found.session_id, detail__closed=True
+        )
+        .select_related("actor")
+        .first()
+    )
 
 
 # Agents --------------------------------------------------------------------------------------

@@ -1,13 +1,16 @@
-"""What the session page shows, read from the log alone: rounds, prices, verdicts, checks."""
+"""What the session page shows, read from the log alone: rounds, prices, verdicts, checks,
+and the entries in order with the time between them."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from oanp.commitments import is_weak
-from oanp.envelope import DEFAULT_MAX_ROUNDS, INVARIANTS
+from oanp.envelope import DEFAULT_MAX_ROUNDS, INVARIANTS, parse_timestamp
 from oanp.invariants import audit_log
 
 
@@ -59,6 +62,69 @@ class Settlement:
         return (Decimal(str(self.ceiling)) + Decimal(str(self.floor))) / 2
 
 
+def duration(span: timedelta) -> str:
+    """A span in the two largest units that matter: "850 ms", "4.2 s", "3 min 5 s", "2 h 10 min".
+    Agents answer within milliseconds and operators wait for minutes: both must read."""
+    ms = max(0, round(span.total_seconds() * 1000))
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 59_950:  # beyond it, one decimal would round up to "60.0 s"
+        return f"{ms / 1000:.1f} s"
+    seconds = round(ms / 1000)
+    for unit, size, smaller, small in (("d", 86400, "h", 3600), ("h", 3600, "min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} {seconds % size // small} {smaller}"
+    return f"{seconds // 60} min {seconds % 60} s"
+
+
+@dataclass
+class LogRow:
+    """One entry on the timeline: when the arbiter received it, how long after the entry
+    before it, what it says in a line, and its whole JSON for whoever opens it."""
+
+    seq: int
+    received_at: datetime
+    since_previous: timedelta | None
+    role: str
+    type: str
+    text: str
+    round: int | None = None
+    price: Any = None
+    #: A verdict's (status, rationale), or a close's (reason, detail).
+    outcome: tuple[str, str] | None = None
+
+    @property
+    def gap(self) -> str | None:
+        return None if self.since_previous is None else duration(self.since_previous)
+
+
+def log_rows(entries: list[dict[str, Any]]) -> list[LogRow]:
+    rows: list[LogRow] = []
+    for entry in entries:
+        envelope = entry["envelope"]
+        kind, payload = envelope["type"], envelope["payload"]
+        received = parse_timestamp(entry["received_at"])
+        outcome = None
+        if kind == "round.verdict":
+            outcome = (payload["status"], payload["rationale"])
+        elif kind == "session.close":
+            outcome = (payload.get("reason", ""), payload.get("detail", ""))
+        rows.append(
+            LogRow(
+                seq=entry["seq"],
+                received_at=received,
+                since_previous=received - rows[-1].received_at if rows else None,
+                role=envelope["sender"]["role"],
+                type=kind,
+                text=json.dumps(entry, indent=2),
+                round=payload.get("round"),
+                price=payload.get("price", payload.get("final_price")),
+                outcome=outcome,
+            )
+        )
+    return rows
+
+
 @dataclass
 class Timeline:
     rounds: list[RoundRow]
@@ -70,6 +136,11 @@ class Timeline:
     head_seq: int
     violations: int
     settlement: Settlement | None = None
+    log: list[LogRow] = field(default_factory=list)
+
+    def idle(self, now: datetime) -> str | None:
+        """How long since the last entry: how long the party in turn has kept everyone waiting."""
+        return duration(now - self.log[-1].received_at) if self.log else None
 
 
 def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
@@ -148,4 +219,5 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
         head_seq=entries[-1]["seq"] if entries else 0,
         violations=violations,
         settlement=settlement,
+        log=log_rows(entries),
     )

@@ -1,7 +1,8 @@
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django import template
 from django.utils import timezone
+from django.utils.html import format_html
 
 register = template.Library()
 
@@ -18,3 +19,17 @@ def ago(moment: datetime | None) -> str:
         if seconds >= size:
             return f"{seconds // size} {unit} ago"
     return f"{seconds} s ago"
+
+
+@register.filter
+def when(moment: datetime | None) -> str:
+    """A ``<time>`` that static/js/times.js turns into "3 minutes ago", kept current; the exact
+    UTC time is its text until then (and without script) and its title always."""
+    if moment is None:
+        return ""
+    exact = moment.astimezone(UTC)
+    return format_html(
+        '<time datetime="{0}" title="{1} UTC" data-relative>{1}</time>',
+        exact.isoformat(timespec="seconds"),
+        f"{exact:%Y-%m-%d %H:%M:%S}",
+    )

@@ -10,15 +10,16 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from arbiter_app import selectors as arbiter
 from sessions_app import actions, selectors
 from sessions_app.analytics import analyse
-from sessions_app.filters import RANGES, STATES, VERDICTS, SessionFilter
+from sessions_app.filters import RANGES, SORTS, STATES, VERDICTS
 from sessions_app.models import Merchant
 from sessions_app.timeline import timeline
 from sessions_app.views import scope_or_denied
@@ -28,35 +29,69 @@ PAGE_SIZE = 50
 
 @login_required
 def session_list(request: HttpRequest) -> HttpResponse:
+    """The filtered, sorted list. Its rows alone for htmx (the next page); with ``since``, the
+    live list's announcement of the sessions opened since; a bad parameter is a 400 that
+    lists nothing and says what to fix."""
     scope = scope_or_denied(request)
-    params = request.GET
-    sessions = selectors.session_filter(scope, params).qs
-    # Cursor pagination on the primary key: stable while new sessions keep arriving.
-    # isascii too: str.isdigit accepts digits such as "²" that int() refuses.
-    if (before := params.get("before", "")).isascii() and before.isdigit():
-        sessions = sessions.filter(pk__lt=int(before))
-    page = list(sessions.order_by("-pk")[: PAGE_SIZE + 1])
-    more = len(page) > PAGE_SIZE
-    page = page[:PAGE_SIZE]
+    found = selectors.session_filter(scope, request.GET)
+    valid = found.is_valid()
+    params = request.GET.copy()
+    for transient in ("cursor", "since"):
+        params.pop(transient, None)
+    context: dict[str, Any] = {
+        "scope": scope,
+        "form": found.form,
+        "states": STATES,
+        "verdicts": VERDICTS,
+        "ranges": RANGES,
+        "merchants": Merchant.objects.all() if scope.is_staff_role else [],
+        "filters": {k: request.GET.get(k, "") for k in found.form.fields},
+        # The first page as it is now: where "show" and the sort headers lead.
+        "query": params.urlencode(),
+    }
+    if not valid:
+        return render(request, "sessions_app/session_list.html", context, status=400)
+    if (since := found.form.cleaned_data["since"]) is not None:
+        return render(
+            request,
+            "sessions_app/_session_news.html",
+            {**context, "arrived": selectors.opened_since(found, since)},
+        )
+    page = selectors.session_page(found, PAGE_SIZE)
+    sort = found.form.cleaned_data["sort"]
+    context |= {
+        "page": page,
+        "columns": _sort_headers(params, sort),
+        "more_query": _with(params, cursor=page.next_cursor) if page.next_cursor else None,
+    }
     template = (
         "sessions_app/_session_rows.html"
         if request.headers.get("HX-Request")
-        else ("sessions_app/session_list.html")
+        else "sessions_app/session_list.html"
     )
-    return render(
-        request,
-        template,
-        {
-            "scope": scope,
-            "sessions": page,
-            "next_cursor": page[-1].pk if more else None,
-            "states": STATES,
-            "verdicts": VERDICTS,
-            "ranges": RANGES,
-            "merchants": Merchant.objects.all() if scope.is_staff_role else [],
-            "filters": {k: params.get(k, "") for k in SessionFilter.base_filters},
-        },
-    )
+    return render(request, template, context)
+
+
+def _with(params: QueryDict, **changes: str) -> str:
+    query = params.copy()
+    for key, value in changes.items():
+        query[key] = value
+    return query.urlencode()
+
+
+def _sort_headers(params: QueryDict, sort: str) -> dict[str, dict[str, str]]:
+    """Per sortable column: the link that sorts by it (descending first, then flipping)
+    and its ``aria-sort``."""
+    headers = {}
+    for key, (_, label) in SORTS.items():
+        current = sort.lstrip("-") == key
+        descending = sort.startswith("-")
+        headers[key] = {
+            "label": label,
+            "query": _with(params, sort=key if current and descending else f"-{key}"),
+            "aria_sort": ("descending" if descending else "ascending") if current else "none",
+        }
+    return headers
 
 
 def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
@@ -73,7 +108,9 @@ def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
     return {
         "scope": scope,
         "session": found,
-        "entries": [(e, json.dumps(e, indent=2)) for e in entries],
+        "summary": selectors.summary(found),
+        "termination": selectors.termination(scope, found),
+        "idle": None if found.is_terminal else view.idle(timezone.now()),
         "view": view,
         "chart_json": json.dumps(chart),
         "handoff": handoff,

@@ -1,8 +1,8 @@
 // The session page stays live: a WebSocket says when the log grew, the page then fetches its
 // body again (so a reconnect catches up by seq), and verdicts are announced, not every tick.
 // The status beside the title says "live" only while both hold: the session can still change
-// and the socket is connected. An ended session says "closed" (a handoff's attempts may still
-// arrive over the socket, but the negotiation will not move).
+// and the socket is connected. An ended session says "ended" with a hollow dot (a handoff's
+// attempts may still arrive over the socket, but the negotiation will not move).
 (function () {
   "use strict";
   const body = document.getElementById("session-body");
@@ -27,7 +27,7 @@
   }
   let connected = false;
   function showStatus() {
-    if (ended()) setStatus("closed", "closed");
+    if (ended()) setStatus("closed", "ended");
     else if (navigator.onLine === false) setStatus("offline", "offline");
     else if (connected) setStatus("live", "live");
     else setStatus("reconnecting", "reconnecting…");
@@ -43,16 +43,21 @@
     if (!canvas || !data || typeof Chart === "undefined") return;
     const series = JSON.parse(data.textContent);
     if (chart) chart.destroy();
+    // One round makes a line of two lone dots: side-by-side bars read as the two prices.
+    const bars = series.rounds.length === 1;
     chart = new Chart(canvas, {
-      type: "line",
+      type: bars ? "bar" : "line",
       data: {
         labels: series.rounds.map((r) => "Round " + r),
         datasets: [
           { label: "Buyer", data: series.buyer, borderColor: "#2b6cb0", backgroundColor: "#2b6cb0" },
-          { label: "Merchant", data: series.merchant, borderColor: "#c05621", backgroundColor: "rgba(192, 86, 33, 0.18)", fill: "-1" },
+          { label: "Merchant", data: series.merchant, borderColor: "#c05621",
+            backgroundColor: bars ? "#c05621" : "rgba(192, 86, 33, 0.18)", fill: bars ? false : "-1" },
         ],
       },
       options: { animation: false, responsive: true, maintainAspectRatio: false,
+                 // A bar's height is its price only when the axis starts at zero.
+                 scales: { y: { beginAtZero: bars, title: { display: true, text: "Price" } } },
                  plugins: { legend: { position: "bottom" } } },
     });
   }
@@ -103,6 +108,21 @@
       .then((h) => { if (h && h.head_seq > head()) refresh(); })
       .catch(() => {});
   }, POLL_MS);
+  // The idle time grows between entries, which bring a fresh body: count it on meanwhile, in
+  // the units sessions_app.timeline.duration uses.
+  function duration(ms) {
+    if (ms < 59950) return (Math.max(ms, 0) / 1000).toFixed(1) + " s";
+    const s = Math.round(ms / 1000);
+    if (s >= 86400) return Math.floor(s / 86400) + " d " + Math.floor((s % 86400) / 3600) + " h";
+    if (s >= 3600) return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+    return Math.floor(s / 60) + " min " + (s % 60) + " s";
+  }
+  setInterval(() => {
+    const idle = document.getElementById("idle");
+    if (idle && !ended()) {
+      idle.textContent = duration(Date.now() - Date.parse(idle.dataset.since)) + " since the last entry";
+    }
+  }, 1000);
   window.addEventListener("offline", showStatus);
   window.addEventListener("online", showStatus);
   document.addEventListener("DOMContentLoaded", drawChart);

@@ -1,36 +1,29 @@
-// The sessions list stays current: a WebSocket says a visible session changed, and the first
-// page is fetched again with the same filters, unless the operator paused updates.
+// The sessions list stays still while sessions change: rows the user loaded are never
+// re-rendered. When a session changes, the server is asked how many sessions matching the
+// same filters opened since the page was shown, and says so above the table ("3 new
+// sessions, show"); "show" opens the first page again.
 (function () {
   "use strict";
-  const pause = document.getElementById("pause");
   const status = document.getElementById("connection");
-  const rows = document.getElementById("session-rows");
-  let paused = false;
-  let pending = false;
+  const table = document.getElementById("sessions");
   let retry = 500;
+  let asking = null;
 
-  pause.addEventListener("click", () => {
-    paused = !paused;
-    pause.setAttribute("aria-pressed", String(paused));
-    pause.textContent = paused ? "Resume live updates" : "Pause live updates";
-    if (!paused && pending) refresh();
-  });
-  function refresh() {
-    pending = false;
-    delete pause.dataset.pending;
-    const url = new URL(window.location.href);
-    if (url.searchParams.has("before") || !rows) return;  // an older page stays as it is
-    htmx.ajax("GET", url.pathname + url.search, { target: "#session-rows", swap: "innerHTML" });
+  function askForNews() {
+    // A burst of entries (a whole round) asks once.
+    if (asking) return;
+    asking = setTimeout(() => {
+      asking = null;
+      const query = table.dataset.query;
+      const url = "?" + (query ? query + "&" : "") + "since=" + table.dataset.newest;
+      htmx.ajax("GET", url, { target: "#session-news", swap: "innerHTML" });
+    }, 200);
   }
   function connect() {
     const scheme = window.location.protocol === "https:" ? "wss" : "ws";
     const socket = new WebSocket(scheme + "://" + window.location.host + "/ws/sessions/");
     socket.onopen = () => { retry = 500; status.dataset.state = "live"; status.textContent = "live"; };
-    socket.onmessage = () => {
-      if (!paused) return refresh();
-      pending = true;
-      pause.dataset.pending = "true";  // shown as a hint that updates are waiting
-    };
+    socket.onmessage = askForNews;
     socket.onclose = () => {
       status.dataset.state = "reconnecting";
       status.textContent = "reconnecting…";
@@ -38,7 +31,7 @@
       retry = Math.min(retry * 2, 10000);
     };
   }
-  // Sessions moved only by the worker send no wake-up without a shared channel layer.
-  setInterval(() => { if (paused) return; refresh(); }, 10000);
+  // Sessions opened only by the worker send no wake-up without a shared channel layer.
+  setInterval(askForNews, 10000);
   connect();
 })();

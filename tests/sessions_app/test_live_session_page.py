@@ -147,3 +147,57 @@ def test_a_settlement_shows_both_limits_and_the_midpoint(
     assert "Midpoint 350" in text
     assert "settled at 350 USD" in text
     assert zone == "floor 280 Nash 350 · agreed 350 ceiling 420"
+
+
+def test_an_operator_watches_a_session_end(
+    live_arbiter: LiveServer, operator: tuple[str, str]
+) -> None:
+    """Terminated from another tab, the watched page turns its indicator off, says who ended
+    it, and its timeline gains the close, each entry with its time and the gap before it."""
+    buyer_key = make_agent("buyer-001", "buyer")
+    merchant_key = make_agent("merchant-sfo", "merchant")
+    with live_arbiter.client() as client, chromium() as browser:
+        run = Stepper(client, buyer_key, merchant_key)
+        run.open()
+        while run.step() != "offer.counter":
+            pass
+        tabs = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = tabs.new_page()
+        sign_in(page, live_arbiter.url, *operator)
+        page.goto(f"{live_arbiter.url}/sessions/{SESSION}/")
+        page.wait_for_selector("#connection[data-state=live]")
+        page.wait_for_load_state("networkidle")  # the chart draws after the page loads
+        # One round is drawn as a pair of bars, not two lone dots.
+        assert page.evaluate("Chart.getChart('price-chart').config.type") == "bar"
+        assert page.evaluate("Chart.getChart('price-chart').scales.y.min") == 0
+        assert page.locator("#idle").inner_text().endswith("since the last entry")
+        page.evaluate("window.loadedOnce = true")
+        screenshot(page, "session-live-one-round")
+
+        other = tabs.new_page()  # the same operator, signed in, in another tab
+        other.goto(f"{live_arbiter.url}/sessions/{SESSION}/terminate/")
+        other.fill("#id_detail", "reported abuse")
+        other.get_by_role("button", name="Terminate session").click()
+        other.wait_for_url(f"{live_arbiter.url}/sessions/{SESSION}/")
+
+        page.wait_for_selector("#connection[data-state=closed]")
+        assert page.locator("#connection").inner_text() == "ended"
+        assert page.locator("#idle").count() == 0
+        assert page.locator("#turn").inner_text() == "nobody: the session has ended"
+        assert page.locator("#terminated-by").inner_text().startswith("operator, 20")
+        assert page.evaluate("window.loadedOnce") is True  # ended without a reload
+        rows = page.locator("#timeline > li")
+        texts = [" ".join(t.split()) for t in rows.all_inner_texts()]
+        page.locator("#timeline > li").last.locator("summary").click()
+        screenshot(page, "session-ended-live")
+        shown_json = page.locator("#timeline > li").last.locator("pre").inner_text()
+    logged = [e["envelope"]["type"] for e in run.log] + ["session.close"]
+    assert len(texts) == len(logged)
+    for index, (shown, kind) in enumerate(zip(texts, logged, strict=True)):
+        assert f"#{index + 1} " in shown
+        assert kind in shown
+        assert (" after the previous entry" in shown) == (index > 0)
+    verdict = next(t for t in texts if "round.verdict" in t)
+    assert "fair opening_moves" in verdict
+    assert "operator_terminated (reported abuse)" in texts[-1]
+    assert json.loads(shown_json)["envelope"]["payload"]["reason"] == "operator_terminated"

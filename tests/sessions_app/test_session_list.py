@@ -1,10 +1,11 @@
-"""The sessions list's filters and cursor pages, as an operator uses them, and its FilterSet
-on its own: what each filter lets through, which values it refuses, whose sessions it sees."""
+"""The sessions list's filters, sorts and cursor pages, as an operator uses them, and its
+FilterSet on its own: what each filter lets through, which values it refuses, whose sessions
+it sees."""
 
 from __future__ import annotations
 
 import copy
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,8 +16,9 @@ from django.utils import timezone
 
 from arbiter_app.models import Session
 from sessions_app import selectors
-from sessions_app.filters import SessionFilter
+from sessions_app.filters import SessionFilter, encode_cursor
 from sessions_app.models import AgentProfile, Membership, Merchant, Role
+from sessions_app.templatetags.prices import price
 from sessions_app.views import sessions as views
 from tests.support.factories.agents import ClientNegotiation, make_agent, post
 
@@ -71,10 +73,6 @@ def listed(browser: Client, query: str) -> set[str]:
         ("merchant=elsewhere", set()),
         ("agent=merchant-sfo&state=CLOSED", {"sess-reneged"}),
         ("range=1h", {"sess-agreed", "sess-reneged", "sess-open"}),
-        (
-            "state=bogus&verdict=nonsense&range=forever",
-            {"sess-agreed", "sess-reneged", "sess-open"},
-        ),
     ],
 )
 def test_filters(operator: Client, query: str, expected: set[str]) -> None:
@@ -82,37 +80,173 @@ def test_filters(operator: Client, query: str, expected: set[str]) -> None:
 
 
 @pytest.mark.usefixtures("sessions")
-def test_cursor_pages_walk_every_session_once(operator: Client, monkeypatch: Any) -> None:
-    monkeypatch.setattr(views, "PAGE_SIZE", 2)
-    first = operator.get("/sessions/")
-    assert first.context["next_cursor"] is not None
-    second = operator.get(f"/sessions/?before={first.context['next_cursor']}")
-    assert second.context["next_cursor"] is None
-    seen = [s.session_id for s in first.context["sessions"]] + [
-        s.session_id for s in second.context["sessions"]
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("state=bogus", "State: Select a valid choice."),
+        ("state=bogus&verdict=nonsense&range=forever", "Opened: Select a valid choice."),
+        ("sort=price", "Sort: Select a valid choice."),
+        ("opened_after=yesterday", "From: Enter a valid date/time."),
+        (
+            "opened_after=2026-05-02T00:00&opened_before=2026-05-01T00:00",
+            "To: must be later than From.",
+        ),
+        # A digit str.isdigit accepts and int() refuses; a cursor of another sort; no cursor.
+        ("cursor=²", "Page: is not a page of this list"),
+        # A fixed moment: parameters are test ids, which parallel workers must agree on.
+        (
+            f"sort=state&cursor={encode_cursor(datetime(2026, 5, 1, tzinfo=UTC), 1)}",
+            "Page: is not a page",
+        ),
+        ("cursor=WzEsMl0", "Page: is not a page of this list"),
+        ("since=-1", "Since: Ensure this value is greater than or equal to 0."),
+    ],
+)
+def test_a_bad_parameter_is_a_400_that_says_so_and_lists_nothing(
+    operator: Client, query: str, message: str
+) -> None:
+    answer = operator.get(f"/sessions/?{query}")
+    assert answer.status_code == 400
+    page = answer.content.decode()
+    assert message in page
+    assert 'role="alert"' in page
+    assert not {name for name in ("sess-agreed", "sess-reneged", "sess-open") if name in page}
+
+
+def walk(browser: Client, query: str) -> list[str]:
+    """Every session the list shows in ``query``'s sort, following its cursors to the end."""
+    seen: list[str] = []
+    cursor = ""
+    while True:
+        answer = browser.get(f"/sessions/?{query}{cursor}")
+        assert answer.status_code == 200
+        seen += [row.session.session_id for row in answer.context["page"].rows]
+        if answer.context["more_query"] is None:
+            return seen
+        cursor = f"&cursor={answer.context['page'].next_cursor}"
+
+
+@pytest.mark.usefixtures("elsewhere")
+@pytest.mark.parametrize(
+    ("sort", "expected"),
+    [
+        # agreed and reneged opened at the same moment: the later row comes first descending.
+        ("", ["sess-open", "sess-reneged", "sess-agreed", "sess-elsewhere"]),
+        ("-opened", ["sess-open", "sess-reneged", "sess-agreed", "sess-elsewhere"]),
+        ("opened", ["sess-elsewhere", "sess-agreed", "sess-reneged", "sess-open"]),
+        # Last activity is the head entry's time: sess-elsewhere opened long ago, spoke last.
+        ("-activity", ["sess-elsewhere", "sess-open", "sess-reneged", "sess-agreed"]),
+        ("activity", ["sess-agreed", "sess-reneged", "sess-open", "sess-elsewhere"]),
+        # States in the order a session lives them; two OPENING sessions tie, broken by id.
+        ("state", ["sess-open", "sess-elsewhere", "sess-agreed", "sess-reneged"]),
+        ("-state", ["sess-reneged", "sess-agreed", "sess-elsewhere", "sess-open"]),
+    ],
+)
+def test_cursor_pages_follow_the_sort_and_show_each_session_once(
+    operator: Client, monkeypatch: Any, sort: str, expected: list[str]
+) -> None:
+    Session.objects.filter(session_id="sess-reneged").update(
+        opened_at=Session.objects.get(session_id="sess-agreed").opened_at
+    )
+    # One row a page: every boundary is a cursor, the ties' included.
+    monkeypatch.setattr(views, "PAGE_SIZE", 1)
+    assert walk(operator, f"sort={sort}") == expected
+    assert walk(operator, f"sort={sort}&state=OPENING") == [
+        name for name in expected if name in ("sess-open", "sess-elsewhere")
     ]
-    assert sorted(seen) == ["sess-agreed", "sess-open", "sess-reneged"]
 
 
 @pytest.mark.usefixtures("sessions")
-@pytest.mark.parametrize("cursor", ["²", "-1", "1e3", "x"])
-def test_a_cursor_that_is_not_a_row_number_starts_from_the_top(
-    operator: Client, cursor: str
-) -> None:
-    """ "²" passes str.isdigit but not int(): it must not be a 500."""
-    page = operator.get("/sessions/", {"before": cursor})
-    assert page.status_code == 200
-    assert {s.session_id for s in page.context["sessions"]} == {
-        "sess-agreed",
-        "sess-open",
-        "sess-reneged",
+def test_sort_headers_are_links_that_say_how_the_list_is_sorted(operator: Client) -> None:
+    page = operator.get("/sessions/?state=AGREED&sort=state").content.decode()
+    assert (
+        '<th scope="col" aria-sort="ascending">'
+        '<a class="sort" href="?state=AGREED&amp;sort=-state">State</a>' in page
+    )
+    assert (
+        '<th scope="col" aria-sort="none">'
+        '<a class="sort" href="?state=AGREED&amp;sort=-opened">Opened</a>' in page
+    )
+    default = operator.get("/sessions/").content.decode()
+    assert (
+        '<th scope="col" aria-sort="descending"><a class="sort" href="?sort=opened">Opened</a>'
+        in default
+    )
+
+
+@pytest.mark.usefixtures("elsewhere")
+def test_a_custom_time_range_lists_the_sessions_opened_within_it(operator: Client) -> None:
+    now = timezone.now()
+
+    def at(minutes: int) -> str:
+        return (now - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%S")
+
+    assert listed_every(operator, f"opened_after={at(120)}&opened_before={at(60)}") == {
+        "sess-elsewhere"
     }
+    assert listed_every(operator, f"opened_after={at(60)}") == {
+        "sess-agreed",
+        "sess-reneged",
+        "sess-open",
+    }
+    assert listed_every(operator, f"opened_before={at(120)}") == set()
+    # Beside a preset, both apply.
+    assert listed_every(operator, f"range=1h&opened_before={at(60)}") == set()
+
+
+def listed_every(browser: Client, query: str) -> set[str]:
+    answer = browser.get(f"/sessions/?{query}")
+    assert answer.status_code == 200
+    return {row.session.session_id for row in answer.context["page"].rows}
+
+
+def test_each_row_names_its_item_and_says_where_the_session_stands(
+    operator: Client, client: Client
+) -> None:
+    buyer = make_agent("buyer-001", "buyer")
+    merchant = make_agent("merchant-sfo", "merchant")
+    agreed = ClientNegotiation(client, buyer, merchant, session_id="sess-agreed", tag="a-")
+    agreed.open()
+    agreed.finish()
+    moving = ClientNegotiation(client, buyer, merchant, session_id="sess-moving", tag="m-")
+    moving.open()
+    moving.run_until("offer.counter")
+    ClientNegotiation(client, buyer, merchant, session_id="sess-open", tag="o-").open(
+        item={"sku": "B-1", "size": "L", "colour": "red"}
+    )
+    final = Session.objects.get(session_id="sess-agreed").final_price
+    rows = {
+        row.session.session_id: (row.item, row.outcome)
+        for row in operator.get("/sessions/").context["page"].rows
+    }
+    assert rows == {
+        "sess-agreed": ("SFO-JFK", f"agreed at {price(final)} USD"),
+        "sess-moving": ("SFO-JFK", "round 1, merchant to move"),
+        "sess-open": ("sku B-1, size L", "opened, merchant to acknowledge"),
+    }
+    page = operator.get("/sessions/").content.decode()
+    assert "…" not in page[page.index("<tbody") :]
+    assert '<td class="outcome">round 1, merchant to move</td>' in page
+
+
+@pytest.mark.usefixtures("sessions")
+def test_the_live_list_hears_how_many_sessions_opened_since_it_was_shown(
+    operator: Client, client: Client
+) -> None:
+    newest = operator.get("/sessions/").context["page"].newest
+    assert operator.get(f"/sessions/?since={newest}").content.decode().strip() == ""
+    buyer, merchant = make_agent("buyer-003", "buyer"), make_agent("merchant-sfo-2", "merchant")
+    ClientNegotiation(client, buyer, merchant, session_id="sess-later", tag="l-").open()
+    news = operator.get(f"/sessions/?sort=state&since={newest}").content.decode()
+    assert news.strip() == '1 new session, <a href="?sort=state">show</a>'
+    # Only sessions the filters let through count.
+    assert operator.get(f"/sessions/?state=AGREED&since={newest}").content.decode().strip() == ""
 
 
 @pytest.mark.usefixtures("sessions")
 def test_htmx_asks_for_rows_only(operator: Client) -> None:
     rows = operator.get("/sessions/", HTTP_HX_REQUEST="true").content.decode()
-    assert "<tr>" in rows
+    assert "<tr id=" in rows
     assert "<form" not in rows
 
 
