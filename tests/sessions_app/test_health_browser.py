@@ -2,7 +2,7 @@
 says no worker answers, the health panel counts none alive and an export says it waits for
 one; with the worker back the banner goes, the panel reads it alive with its queue wait, and the
 waiting export runs. A session's page says "live" only while the session is open and its socket
-connected: "offline" without a network, "closed" once the session has ended."""
+connected: "offline" without a network, "ended" once the session has ended."""
 
 from __future__ import annotations
 
@@ -155,12 +155,12 @@ def test_operators_see_the_machinery_and_sessions_say_when_they_are_live(
             screenshot(page, "health-panel")
 
             page.goto(f"{base}/sessions/sess-ended/")
-            # Connected, the page catches up once (its body replaced): "closed", never "live".
+            # Connected, the page catches up once (its body replaced): "ended", never "live".
             page.evaluate("document.getElementById('session-state').dataset.before = 'connect'")
             page.wait_for_function("!document.getElementById('session-state').dataset.before")
             connection = page.locator("#connection")
             expect(connection).to_have_attribute("data-state", "closed")
-            expect(connection).to_have_text("closed")
+            expect(connection).to_have_text("ended")
             screenshot(page, "session-closed")
 
             page.goto(f"{base}/sessions/sess-open/")
