@@ -1,6 +1,7 @@
 """API keys this process looked up lately, so that a burst of envelopes costs one query.
 
-A process trusts a key it found live for :data:`TTL_SECONDS`: a revocation made anywhere is
+A process trusts a key it found live for :func:`ttl_seconds` (``OANP_CREDENTIAL_CACHE_SECONDS``,
+one second by default; 0 turns the memory off): a revocation made anywhere is
 honoured by every process within that, and by the revoking process at once (it forgets the
 keys it revoked); an expiry is honoured at once, since the key carries its own. Keys are held
 by their digest, never in the clear.
@@ -15,10 +16,10 @@ import threading
 import time
 from collections.abc import Collection
 
+from django.conf import settings
+
 from arbiter_app.models import AgentCredential
 
-#: How long a key found live is trusted without asking the database again.
-TTL_SECONDS = 1.0
 #: Past this many keys the expired ones go, and if none has, all of them.
 MAX_KEYS = 10_000
 #: How often one process records a key's use at most: the dashboard shows it to the minute.
@@ -27,6 +28,11 @@ USE_RECORD_SECONDS = 60.0
 _lock = threading.Lock()
 _found: dict[str, tuple[float, AgentCredential]] = {}
 _recorded: dict[str, float] = {}
+
+
+def ttl_seconds() -> float:
+    """How long a key found live is trusted without asking the database again."""
+    return float(settings.OANP_CREDENTIAL_CACHE_SECONDS)
 
 
 def recall(digest: str) -> AgentCredential | None:
@@ -39,6 +45,9 @@ def recall(digest: str) -> AgentCredential | None:
 
 
 def remember(digest: str, credential: AgentCredential) -> None:
+    ttl = ttl_seconds()
+    if ttl <= 0:
+        return
     now = time.monotonic()
     with _lock:
         if len(_found) >= MAX_KEYS:
@@ -46,7 +55,7 @@ def remember(digest: str, credential: AgentCredential) -> None:
                 del _found[stale]
             if len(_found) >= MAX_KEYS:
                 _found.clear()
-        _found[digest] = (now + TTL_SECONDS, credential)
+        _found[digest] = (now + ttl, credential)
 
 
 def use_record_due(prefix: str) -> bool:

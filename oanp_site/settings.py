@@ -258,6 +258,9 @@ OANP_AUTH_FAILURES_PER_MINUTE = int(os.environ.get("OANP_AUTH_FAILURES_PER_MINUT
 # Event streams re-check their key this often (and at once on a revocation), so a revoked key
 # stops reading within seconds even if the revocation's wake-up is lost.
 OANP_STREAM_RECHECK_SECONDS = float(os.environ.get("OANP_STREAM_RECHECK_SECONDS", "5"))
+#: How long a process trusts an API key it found live (arbiter_app.credential_cache); a
+#: revocation elsewhere is honoured within it. 0 looks every key up on every request.
+OANP_CREDENTIAL_CACHE_SECONDS = float(os.environ.get("OANP_CREDENTIAL_CACHE_SECONDS", "1"))
 # Streams one key may hold open at once in each server process (429 beyond): an agent needs its
 # inbox and a few sessions; hundreds from one key only slow everyone else's.
 OANP_STREAMS_PER_KEY = int(os.environ.get("OANP_STREAMS_PER_KEY", "20"))

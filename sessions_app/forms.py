@@ -16,7 +16,7 @@ from typing import Any
 from django import forms
 from django.db.models import QuerySet
 
-from arbiter_app.models import Listing
+from arbiter_app.models import HandoffTarget, Listing
 from oanp import discovery
 from oanp.canonical import read_json
 from oanp.envelope import IDENTIFIER_RULE, MAX_ITEM_BYTES, is_identifier
@@ -185,7 +185,12 @@ class KeyForm(forms.Form):
 
 
 class AcpForm(forms.Form):
-    """The ACP handoff target. The key and the secret are write-only: never rendered back."""
+    """The ACP handoff target, a settings form: the endpoint is shown as saved; the key and
+    the secret are write-only, never rendered back (not even after an error), so once a
+    target is set an empty one keeps what is stored."""
+
+    #: What a secret field says once a target holds one.
+    KEEP = "Leave empty to keep the current one."
 
     endpoint = forms.URLField(
         label="ACP endpoint",
@@ -210,6 +215,29 @@ class AcpForm(forms.Form):
         "one, shown once.",
         widget=forms.PasswordInput(attrs={"autocomplete": "off"}, render_value=False),
     )
+    new_secret = forms.BooleanField(
+        label="Generate a new webhook secret (shown once)",
+        required=False,
+        help_text="Handoffs are signed with it from the save on: update your receiver.",
+    )
+
+    def __init__(self, *args: Any, target: HandoffTarget | None = None, **kwargs: Any) -> None:
+        if target is not None:
+            kwargs.setdefault("initial", {"endpoint": target.endpoint})
+        super().__init__(*args, **kwargs)
+        if target is None:
+            # A first target has nothing to keep: the key is needed, a secret is generated.
+            del self.fields["new_secret"]
+            return
+        self.fields["api_key"].required = False
+        self.fields[
+            "api_key"
+        ].help_text = (
+            f"{self.KEEP} A new one is sent as Authorization: Bearer … and kept encrypted."
+        )
+        self.fields[
+            "webhook_secret"
+        ].help_text = f"{self.KEEP} Or paste a whsec_… secret you already verify with."
 
 
 _CATALOG_ITEM = re.compile(r"catalog\[(\d+)\]\.?(.*)")

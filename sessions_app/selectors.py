@@ -129,6 +129,21 @@ class SessionPage:
     newest: int
 
 
+def _last_activity() -> Coalesce:
+    # The head entry's time; every session has its opening entry, so this is a fallback.
+    return Coalesce(
+        Cast(
+            Subquery(
+                Entry.objects.filter(session_id=OuterRef("pk"), seq=OuterRef("head_seq")).values(
+                    "received_at"
+                )[:1]
+            ),
+            DateTimeField(),
+        ),
+        F("opened_at"),
+    )
+
+
 def session_page(found: SessionFilter, size: int) -> SessionPage:
     """A page of a valid filter's sessions in its sort, after its cursor if it has one.
 
@@ -140,18 +155,7 @@ def session_page(found: SessionFilter, size: int) -> SessionPage:
     column = SORTS[data["sort"].lstrip("-")][0]
     descending = data["sort"].startswith("-")
     listed = found.qs.annotate(
-        # The head entry's time; every session has its opening entry, so this is a fallback.
-        last_activity=Coalesce(
-            Cast(
-                Subquery(
-                    Entry.objects.filter(
-                        session_id=OuterRef("pk"), seq=OuterRef("head_seq")
-                    ).values("received_at")[:1]
-                ),
-                DateTimeField(),
-            ),
-            F("opened_at"),
-        ),
+        last_activity=_last_activity(),
         # The states in the order a session lives them, not alphabetically.
         state_order=Case(*(When(phase=s, then=Value(n)) for n, s in enumerate(STATES))),
     )
@@ -251,6 +255,47 @@ def agents(scope: Scope) -> QuerySet[AgentProfile]:
     if scope.merchant_id is not None:
         found = found.filter(merchant_id=scope.merchant_id)
     return found
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    """An agent on the agents list, with the figures of the sessions it negotiated."""
+
+    agent: AgentProfile
+    sessions: int = 0
+    agreed: int = 0
+    last_activity: datetime | None = None
+
+    @property
+    def agreement_rate(self) -> float | None:
+        """Agreements per session; ``None`` before the first session, when there is none."""
+        return self.agreed / self.sessions if self.sessions else None
+
+
+def agent_rows(scope: Scope) -> list[AgentRow]:
+    """The agents in scope, each with its sessions, agreements and last activity: one
+    grouped query over the sessions of exactly these agents, whatever their number."""
+    listed = list(agents(scope))
+    figures = {
+        row["merchant_agent_id"]: row
+        for row in arbiter.sessions_of([a.agent_id for a in listed])
+        .annotate(activity=_last_activity())
+        .values("merchant_agent_id")
+        .annotate(
+            total=Count("id"),
+            agreed=Count("id", filter=Q(phase=Phase.AGREED)),
+            last=Max("activity"),
+        )
+        .order_by()
+    }
+    rows = []
+    for profile in listed:
+        found = figures.get(profile.agent_id)
+        if found is None:
+            rows.append(AgentRow(profile))
+        else:
+            rows.append(AgentRow(profile, found["total"], found["agreed"], found["last"]))
+    return rows
 
 
 def agent(scope: Scope, agent_id: str) -> AgentProfile:

@@ -225,29 +225,32 @@ def configure_acp(
     actor: AbstractBaseUser,
     profile: AgentProfile,
     endpoint: str,
-    api_key: str,
+    api_key: str = "",
     webhook_secret: str = "",
-) -> str:
-    """Where the agent's agreements are handed off; returns the webhook secret, to be shown
-    once. ``ValueError`` (an SSRF refusal included) when the arbiter refuses the target.
+    new_secret: bool = False,
+) -> str | None:
+    """Where the agent's agreements are handed off. An empty ``api_key`` or
+    ``webhook_secret`` keeps the stored one (a first target has none: its key is required and
+    its secret generated); ``new_secret`` generates another. Returns a generated secret, to
+    be shown once, else ``None``. ``ValueError`` (an SSRF refusal included) when the arbiter
+    refuses the target.
 
     Where agreements go is the arbiter's business, so the target is kept by it; the audit
-    records the endpoint and whether the secret was generated, never the key or the secret.
+    records the endpoint and where the secret came from, never the key or the secret.
     """
     configured = arbiter_services.configure_handoff(
         merchant_agent_id=profile.agent_id,
         endpoint=endpoint,
-        api_key=api_key,
+        api_key=api_key.strip() or None,
         webhook_secret=webhook_secret.strip() or None,
+        renew_secret=new_secret,
     )
-    _audit(
-        actor,
-        "acp.configured",
-        profile.agent_id,
-        endpoint=endpoint,
-        secret="entered" if webhook_secret.strip() else "generated",
-    )
-    return configured.secret
+    if webhook_secret.strip():
+        source = "entered"
+    else:
+        source = "generated" if configured.generated else "kept"
+    _audit(actor, "acp.configured", profile.agent_id, endpoint=endpoint, secret=source)
+    return configured.secret if configured.generated else None
 
 
 #: How much of the endpoint's answer a test keeps: enough to read an error message.

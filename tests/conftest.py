@@ -241,5 +241,9 @@ def live_arbiter(django_db_setup: None, django_db_blocker: Any) -> Iterator[Live
     """Daphne serving the project's ASGI application on the test database, as in production."""
     with django_db_blocker.unblock():
         database_url = _database_url()
-    with serve({"DATABASE_URL": database_url, **HEARTBEATS}) as server:
+    # Keys looked up on every request: the suite revokes keys and expects the next request
+    # refused at once (the one-second memory has tests of its own, on servers of their own).
+    with serve(
+        {"DATABASE_URL": database_url, "OANP_CREDENTIAL_CACHE_SECONDS": "0", **HEARTBEATS}
+    ) as server:
         yield server

@@ -49,6 +49,11 @@ class TargetNotAllowed(ProtocolError, ValueError):
     title = "The arbiter does not send to this address"
 
 
+class HostNotFound(TargetNotAllowed):
+    """The URL's host has no address: mistyped, or not (yet) in the DNS. Its detail is a
+    sentence a merchant can act on, not the resolver's errno."""
+
+
 # Where the arbiter may send ------------------------------------------------------------------
 
 
@@ -86,6 +91,8 @@ def check_target(url: str) -> None:
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
         infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise HostNotFound(f"The host {parts.hostname} could not be found.") from exc
     except (OSError, ValueError) as exc:
         raise TargetNotAllowed(f"cannot resolve {parts.hostname!r}: {exc}") from exc
     for info in infos:
@@ -196,6 +203,22 @@ def _retry_after(value: str | None) -> float | None:
     return float(value.strip())
 
 
+def failure(exc: httpx.HTTPError, *, host: str, timeout: float) -> str:
+    """Why a request got no answer, as a sentence a merchant reads on its agent page and an
+    operator on an attempt: the host by name, never the socket's errno."""
+    if isinstance(exc, httpx.TimeoutException):
+        return f"The host {host} did not answer within {timeout:g} s."
+    if isinstance(exc, httpx.ConnectError):
+        # httpx and httpcore each chain the error they translate: the resolver's is below.
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, socket.gaierror):
+                return f"The host {host} could not be found."
+            cause = cause.__cause__
+        return f"The host {host} could not be reached: nothing accepted the connection."
+    return f"{type(exc).__name__}: {exc}"
+
+
 def deliver(
     *, url: str, body: bytes, secret: str, message_id: str, headers: dict[str, str]
 ) -> Answer:
@@ -227,7 +250,7 @@ def deliver(
         return Answer(
             Outcome.RETRY,
             latency_ms=latency,
-            error=f"{type(exc).__name__}: {exc}",
+            error=failure(exc, host=urlsplit(url).hostname or url, timeout=timeout),
             request_headers=redacted(request_headers),
         )
     latency = round((time.monotonic() - started) * 1000)

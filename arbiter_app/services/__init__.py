@@ -10,6 +10,7 @@ those abandoned), the first signing key, created on first use (:mod:`arbiter_app
 the integrity check's records (:mod:`arbiter_app.integrity`).
 """
 
+from arbiter_app.deliveries.outbound import HostNotFound
 from arbiter_app.services.credentials import (
     KEY_PREFIX,
     IssuedKey,
@@ -45,6 +46,7 @@ __all__ = [
     "EXPIRY_BATCH",
     "KEY_PREFIX",
     "Configured",
+    "HostNotFound",
     "IssuedKey",
     "Outcome",
     "SenderMismatch",

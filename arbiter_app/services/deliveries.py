@@ -31,20 +31,37 @@ class Configured:
     target: HandoffTarget | AgentCallback
     #: ``whsec_…``: shown this once, kept only encrypted.
     secret: str
+    #: Whether the arbiter made ``secret`` up, so that it must be shown; not when it was
+    #: entered or kept.
+    generated: bool = True
 
 
 def configure_handoff(
-    *, merchant_agent_id: str, endpoint: str, api_key: str, webhook_secret: str | None = None
+    *,
+    merchant_agent_id: str,
+    endpoint: str,
+    api_key: str | None,
+    webhook_secret: str | None = None,
+    renew_secret: bool = True,
 ) -> Configured:
     """Where ``merchant_agent_id``'s agreements are handed off; replaces an earlier target and
-    enables it again. ``ValueError`` for a bad id, key, secret or endpoint (SSRF included)."""
+    enables it again. ``ValueError`` for a bad id, key, secret or endpoint (SSRF included).
+
+    ``api_key=None`` keeps the stored key. ``webhook_secret=None`` generates a new secret,
+    unless ``renew_secret`` is false and one is stored: then that one is kept."""
     if not is_identifier(merchant_agent_id):
         raise ValueError(f"agent id {merchant_agent_id!r} is not {IDENTIFIER_RULE}")
+    stored = HandoffTarget.objects.filter(merchant_agent_id=merchant_agent_id).first()
+    if api_key is None:
+        api_key = "" if stored is None else outbound.unseal(stored.api_key_encrypted)
     if not api_key.strip():
         raise ValueError("the merchant's ACP API key is required")
     _check_url(endpoint)
-    if webhook_secret is None:
-        webhook_secret = outbound.new_webhook_secret()
+    generated = False
+    if webhook_secret is None and stored is not None and not renew_secret:
+        webhook_secret = outbound.unseal(stored.webhook_secret_encrypted)
+    elif webhook_secret is None:
+        webhook_secret, generated = outbound.new_webhook_secret(), True
     outbound.check_webhook_secret(webhook_secret)
     target, _ = HandoffTarget.objects.update_or_create(
         merchant_agent_id=merchant_agent_id,
@@ -56,7 +73,7 @@ def configure_handoff(
             "disabled_reason": "",
         },
     )
-    return Configured(target, webhook_secret)
+    return Configured(target, webhook_secret, generated)
 
 
 def _check_url(url: str) -> None:

@@ -17,6 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from arbiter_app.services import HostNotFound
 from sessions_app import forms, selectors, services
 from sessions_app.models import AgentProfile, Merchant
 from sessions_app.preview import Preview, preview_form, preview_saved
@@ -38,7 +39,11 @@ def agent_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "sessions_app/agents.html",
-        {"scope": scope, "agents": selectors.agents(scope), "can_manage": scope.may_manage_agents},
+        {
+            "scope": scope,
+            "rows": selectors.agent_rows(scope),
+            "can_manage": scope.may_manage_agents,
+        },
     )
 
 
@@ -58,6 +63,7 @@ def _agent_page(
     profile = selectors.agent(scope, agent_id)
     can_manage = scope.may_manage_agents
     listing = selectors.listing(profile)
+    acp_target = selectors.acp_target(profile)
     response = render(
         request,
         "sessions_app/agents_detail.html",
@@ -70,8 +76,8 @@ def _agent_page(
             "issued": issued,
             "key_form": key_form or forms.KeyForm(),
             "can_manage": can_manage,
-            "acp_target": selectors.acp_target(profile),
-            "acp_form": acp_form or forms.AcpForm(),
+            "acp_target": acp_target,
+            "acp_form": acp_form or forms.AcpForm(target=acp_target),
             "acp_secret": acp_secret,
             "acp_test": selectors.last_acp_test(profile) if can_manage else None,
             "listing": listing,
@@ -253,18 +259,21 @@ ACP_SECRET = "sessions_app.acp_secret"  # noqa: S105 - a session key's name
 def acp_configure(request: HttpRequest, agent_id: str) -> HttpResponse:
     scope = _manager(request)
     profile = selectors.agent(scope, agent_id)
-    form = forms.AcpForm(request.POST)
+    form = forms.AcpForm(request.POST, target=selectors.acp_target(profile))
     if form.is_valid():
         try:
             secret = services.configure_acp(
                 actor=request.user, profile=profile, **form.cleaned_data
             )
+        except HostNotFound as missing:
+            # Not a refusal: most likely a typo, so it goes next to the endpoint.
+            form.add_error("endpoint", str(missing))
         except ValueError as refused:
             # The arbiter's refusal says why (a private address, a malformed secret): the
             # merchant needs exactly that to fix the field.
             form.add_error(None, f"The arbiter refused this target: {refused}")
         else:
-            if not form.cleaned_data["webhook_secret"]:
+            if secret is not None:
                 request.session[ACP_SECRET] = {
                     "agent_id": profile.agent_id,
                     "sealed": seal_text(secret).decode(),

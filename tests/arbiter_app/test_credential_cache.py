@@ -53,9 +53,9 @@ def test_a_key_revoked_elsewhere_is_refused_once_the_second_is_over(
     assert auth.credential_for(header(agent.api_key)) is not None
     # Another process revokes it: this one hears nothing.
     AgentCredential.objects.filter(agent_id="cache-buyer").update(revoked_at=timezone.now())
-    clock.now += credential_cache.TTL_SECONDS / 2
+    clock.now += credential_cache.ttl_seconds() / 2
     assert auth.credential_for(header(agent.api_key)) is not None
-    clock.now += credential_cache.TTL_SECONDS / 2
+    clock.now += credential_cache.ttl_seconds() / 2
     assert auth.credential_for(header(agent.api_key)) is None
 
 
@@ -72,7 +72,18 @@ def test_memory_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     agents = [make_agent(f"cache-buyer-{n}", "buyer") for n in range(5)]
     for agent in agents[:3]:
         assert auth.credential_for(header(agent.api_key)) is not None
-    clock.now += credential_cache.TTL_SECONDS  # the three expire
+    clock.now += credential_cache.ttl_seconds()  # the three expire
     for agent in agents[3:]:
         assert auth.credential_for(header(agent.api_key)) is not None
     assert len(credential_cache._found) == 2
+
+
+def test_no_memory_at_all_when_the_setting_says_zero(
+    settings: Any, django_assert_num_queries: Any
+) -> None:
+    settings.OANP_CREDENTIAL_CACHE_SECONDS = 0
+    agent = make_agent("cache-buyer", "buyer")
+    # Both requests look the key up; the first also records its use (once a minute).
+    with django_assert_num_queries(3):
+        assert auth.credential_for(header(agent.api_key)) is not None
+        assert auth.credential_for(header(agent.api_key)) is not None

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -43,7 +42,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from arbiter_app import credential_cache, health, services
+from arbiter_app import health, services
 from arbiter_app.models import Session
 from oanp.agents import PartyAgent
 from oanp.audit import verify_log
@@ -97,9 +96,6 @@ class Party:
     role: str
     key: Agent
     revoked: bool = False
-    #: When the key was revoked: the server trusts a key it found live for up to
-    #: credential_cache.TTL_SECONDS, so its refusal is due only after that.
-    revoked_at: float = 0.0
 
     @property
     def prefix(self) -> str:
@@ -261,7 +257,6 @@ class FaultMachine(RuleBasedStateMachine):
         body = json.dumps(envelope)
         if party.revoked:
             before = self.read(s)
-            time.sleep(max(0.0, party.revoked_at + credential_cache.TTL_SECONDS - time.monotonic()))
             refused = self.http.post(ENVELOPES, content=body, headers=party.key.headers)
             assert refused.status_code == 401, refused.text
             self.tally["a revoked key: 401"] += 1
@@ -402,7 +397,7 @@ class FaultMachine(RuleBasedStateMachine):
             return
         revoked = services.revoke_credentials(agent_id=party.agent_id, prefix=party.prefix)
         assert [c.prefix for c in revoked] == [party.prefix]
-        party.revoked, party.revoked_at = True, time.monotonic()
+        party.revoked = True
         self.tally["key revoked"] += 1
 
     @rule(which=PICK, entry=PICK, same=st.booleans())

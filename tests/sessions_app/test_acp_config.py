@@ -162,7 +162,8 @@ def test_send_test_records_an_endpoint_that_does_not_answer(
     event = AuditEvent.objects.get(action="acp.tested")
     assert event.detail["status"] is None
     assert event.detail["outcome"] == "retry"
-    assert "ConnectError" in event.detail["error"]
+    assert "could not be reached" in event.detail["error"]
+    assert "Errno" not in event.detail["error"]
     assert "no answer" in alice.get("/agents/hosted-a/").content.decode()
 
 

@@ -66,6 +66,8 @@ def test_the_agent_page_acp_section(
         last = page.inner_text("#acp-test")
         assert "201" in last
         assert "accepted" in last
+        # The target's settings are folded once set: open them to change it.
+        page.click("#acp-settings summary")
         page.fill("#id_endpoint", "http://10.0.0.8/acp")
         page.fill("#id_api_key", "acp_live_2")
         page.click("button:has-text('Save target')")
