@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from oanp.canonical import JsonObject, JsonValue, canonical_bytes, json_value
 from oanp.envelope import (
     MAX_ENVELOPE_BYTES,
-    MAX_ISSUES,
     MAX_ITEM_BYTES,
     MAX_ITEM_DEPTH,
     MAX_ROUNDS_LIMIT,
@@ -26,6 +25,7 @@ from oanp.envelope import (
 from oanp.errors import FieldError, SchemaInvalid
 from oanp.machine import MAX_DEADLINE_AHEAD
 from oanp.money import MINOR_UNITS
+from oanp.terms import MAX_ISSUES
 
 #: A catalog's items are what a buyer would send as ``item`` (4 KiB each); the whole catalog
 #: fits in one envelope's size, so that a page of the directory stays a few megabytes.

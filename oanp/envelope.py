@@ -20,6 +20,7 @@ from oanp.commitments import is_commitment
 from oanp.errors import EnvelopeTooLarge, FieldError, ProtocolError, RoleMayNotSend, SchemaInvalid
 from oanp.money import MINOR_UNITS, PRICE_CEILING
 from oanp.profiles import Reason, VerdictStatus
+from oanp.terms import MAX_ISSUES, Issue, IssuesInvalid, read_issues
 
 OANP_VERSION = "0.1"
 MAX_ENVELOPE_BYTES = 64 * 1024
@@ -31,8 +32,6 @@ DEFAULT_MAX_ROUNDS = 5
 DEFAULT_PROFILE = "default/v0.1"
 DEFAULT_RESPONSE_WINDOW_S = 300
 RESPONSE_WINDOW_RANGE = (10, 3600)
-#: The most issues a session.open may declare besides the price (docs/protocol.md, terms).
-MAX_ISSUES = 8
 INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7")
 #: The arbiter numbers its own messages under this prefix, which parties may not use.
 ARBITER_ID_PREFIX = "arbiter:"
@@ -96,6 +95,8 @@ class Open:
     deadline: datetime | None
     #: ``"reveal"`` when the buyer asks to allow settlement by simultaneous reveal.
     settlement: str | None = None
+    #: The issues negotiated besides the price (profile ``terms/v0.1``); empty otherwise.
+    issues: tuple[Issue, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,9 @@ class Offer:
     round: int
     price: Decimal
     constraints_commit: str
+    #: ``{issue: value}`` as sent; checked against the session's issues by the machine, which
+    #: alone knows them.
+    terms: JsonObject | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +140,8 @@ class Verdict:
     merchant_price: Decimal | None
     spread: Decimal | None
     checks: dict[str, str]
+    #: In a session with issues: how many the two standing offers differ on.
+    issues_open: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +323,26 @@ def _settlement(value: object) -> str:
     return value
 
 
+def _issues(value: object) -> tuple[Issue, ...]:
+    try:
+        return read_issues(value)
+    except IssuesInvalid as bad:
+        raise _Bad(str(bad)) from bad
+
+
+def _terms(value: object) -> JsonObject:
+    """An offer's terms in shape only: names, and scalar values (their domain is the
+    session's, checked where the session is known)."""
+    if not isinstance(value, dict):
+        raise _Bad("must be an object of issue values")
+    for name, term in value.items():
+        if isinstance(term, bool) or not isinstance(term, str | int | float | Decimal):
+            raise _Bad(f"{name} must be a number or a string")
+    normalized = json_value(value, "$.payload.terms")
+    assert isinstance(normalized, dict)
+    return normalized
+
+
 def _profile_name(value: object) -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= 64:
         raise _Bad("must be a profile name, like default/v0.1")
@@ -422,6 +448,7 @@ def _read_payload(kind: MessageType, role: Role, f: _Fields) -> Payload:
             ),
             deadline=f.optional("deadline", parse_timestamp),
             settlement=f.optional("settlement", _settlement),
+            issues=f.optional("issues", _issues) or (),
         )
     if kind is MessageType.SETTLE_REVEAL:
         return SettleReveal(
@@ -437,6 +464,7 @@ def _read_payload(kind: MessageType, role: Role, f: _Fields) -> Payload:
             round=f.take("round", _integer(1, MAX_ROUNDS_LIMIT)),
             price=f.take("price", _price),
             constraints_commit=f.take("constraints_commit", _commitment),
+            terms=f.optional("terms", _terms),
         )
     if kind is MessageType.SESSION_CLOSE and role is not Role.ARBITER:
         f.take("reason", _withdrawn)
@@ -456,6 +484,7 @@ def _read_payload(kind: MessageType, role: Role, f: _Fields) -> Payload:
             merchant_price=f.optional("merchant_price", _optional_amount),
             spread=f.optional("spread", _optional_amount),
             checks=f.take("checks", _checks),
+            issues_open=f.optional("issues_open", _integer(0, MAX_ISSUES)),
         )
     return Agree(
         final_price=f.take("final_price", _price),

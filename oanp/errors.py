@@ -173,6 +173,21 @@ class PriceNotStanding(Unprocessable):
     title = "Accepted price is not the other side's standing price"
 
 
+class BadTerms(Unprocessable):
+    """An offer's terms miss a declared issue, name an undeclared one, or hold a value outside
+    its domain (docs/protocol.md §11)."""
+
+    code = "bad_terms"
+    title = "Terms outside the declared issues"
+
+
+class TermsNotStanding(Unprocessable):
+    """An accept whose terms are not exactly the other side's standing terms."""
+
+    code = "terms_not_standing"
+    title = "Accepted terms are not the other side's standing terms"
+
+
 class DeadlineOutOfRange(Unprocessable):
     code = "deadline_out_of_range"
     title = "Deadline must be in the future and at most 24 hours ahead"

@@ -10,7 +10,7 @@ protocol working, so it passes with a note; a breach the arbiter let through fai
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from enum import StrEnum
 
@@ -34,13 +34,14 @@ from oanp.envelope import (
     Withdraw,
     envelope_from_json,
 )
-from oanp.errors import ProtocolError, VerificationError
+from oanp.errors import BadTerms, ProtocolError, VerificationError
 from oanp.log import ChainBreak, chain_breaks
 from oanp.machine import TIMER_REASONS
 from oanp.money import price_to_json
 from oanp.profiles import PROFILES, Judgement, Profile, Reason, VerdictStatus, breach_invariant
 from oanp.settlement import SETTLEMENT_RULE, settlement_price
 from oanp.signing import AGREEMENT_TYP, verify_detached
+from oanp.terms import Values, is_pure_retraction, issues_open, read_terms, terms_json
 
 T = MessageType
 #: Stands in for a profile the log names but the auditor does not know (an I5 failure).
@@ -136,6 +137,12 @@ class _Walk:
     #: ``settlement`` member the agreement owes.
     revealed: dict[Role, Decimal] = field(default_factory=dict)
     settlement: dict[str, JsonValue] | None = None
+    #: Profile terms/v0.1: each side's values beside its prices, as the prices are kept.
+    buyer_terms: Values | None = None
+    previous_buyer_terms: Values | None = None
+    merchant_terms: Values | None = None
+    last_open: int | None = None
+    accepted_terms: Values | None = None
 
     def fail(self, invariant: str, problem: str) -> None:
         self.audit.results[invariant].problems.append(problem)
@@ -154,28 +161,109 @@ def audit_log(
     """Check I1–I7 over a whole session log. ``jwks`` may be ``None`` (I6 then fails if the
     log holds an agreement: nothing to verify it with). ``breaks`` are the log's chain breaks
     when the caller has already walked it."""
-    results = {i: InvariantResult(i) for i in INVARIANTS}
-    audit = LogAudit(None, len(entries), results)
-    for brk in chain_breaks(entries) if breaks is None else breaks:
-        audit.results["I7"].problems.append(brk.describe())
-    walk = _Walk(audit)
-    envelopes: list[Envelope] = []
-    for position, entry in enumerate(entries):
+    walk = AuditWalk(entries, jwks, profiles=profiles, breaks=breaks)
+    while walk.step():
+        pass
+    return walk.audit()
+
+
+class AuditWalk:
+    """The auditor's walk over one log, an entry at a time.
+
+    :func:`audit_log` is this walk taken to the end. A replay of the log (:mod:`oanp.replay`)
+    takes it one entry at a time and asks for :meth:`audit` after each, so that what it shows
+    at entry k is what the auditor reports for the first k entries, found by the same code.
+    """
+
+    def __init__(
+        self,
+        entries: Sequence[Mapping[str, JsonValue]],
+        jwks: Mapping[str, object] | None,
+        *,
+        profiles: Mapping[str, Profile] = PROFILES,
+        breaks: Sequence[ChainBreak] | None = None,
+    ) -> None:
+        self._entries, self._jwks, self._profiles = entries, jwks, profiles
+        # A break is found from its entry and the one before it alone, so the breaks of the
+        # first k entries are those of the whole log up to entry k.
+        self._breaks = chain_breaks(entries) if breaks is None else breaks
+        self._walk = _Walk(LogAudit(None, 0, {i: InvariantResult(i) for i in INVARIANTS}))
+        self._read = 0
+        #: The first entry that is not an envelope: the audit stops there, at I2.
+        self._unreadable: str | None = None
+        self.envelope: Envelope | None = None
+
+    def step(self) -> bool:
+        """Read the next entry, if there is one; :attr:`envelope` is then its envelope, or
+        ``None`` when it holds none."""
+        if self._read == len(self._entries):
+            return False
+        position = self._read
+        self._read += 1
+        entry = self._entries[position]
         raw = entry.get("envelope") if isinstance(entry, Mapping) else None
         try:
-            envelope = envelope_from_json(raw)
+            self.envelope = envelope_from_json(raw)
         except ProtocolError as exc:
-            walk.fail("I2", f"entry #{position + 1} is not a valid envelope: {exc.detail}")
+            self.envelope = None
+            self._unreadable = self._unreadable or (
+                f"entry #{position + 1} is not a valid envelope: {exc.detail}"
+            )
+            return True
+        if self._unreadable is None:
+            if position == 0:
+                self._walk.audit.session_id = self.envelope.session_id
+            _visit(
+                self._walk, position + 1, self.envelope, self._entries, self._jwks, self._profiles
+            )
+        return True
+
+    @property
+    def round(self) -> int:
+        """The round the log has reached: 0 before the merchant joins."""
+        return self._walk.round
+
+    @property
+    def owes_arbiter(self) -> bool:
+        """Whether the log owes an entry of the arbiter's: a verdict for a round that ended, the
+        agreement an accept earns, or a close. The arbiter writes those in the same step as the
+        move that owes them, so a log read this far stops inside that step."""
+        walk = self._walk
+        return walk.terminal_seq is None and (
+            any(r not in walk.verdicts for r in walk.completed)
+            or walk.accepted_price is not None
+            or walk.owed_close is not None
+            or walk.pending_breach is not None
+        )
+
+    @property
+    def settling(self) -> bool:
+        """Whether one party has revealed its limit to settle and the other has not."""
+        return len(self._walk.revealed) == 1
+
+    def audit(self) -> LogAudit:
+        """What :func:`audit_log` reports for the entries read so far."""
+        read, walked = self._read, self._walk.audit
+        if self._unreadable is not None or read == 0:
+            audit = LogAudit(None, read, {i: InvariantResult(i) for i in INVARIANTS})
+        else:
+            audit = replace(
+                walked,
+                entries=read,
+                results={
+                    i: replace(r, problems=list(r.problems), notes=list(r.notes))
+                    for i, r in walked.results.items()
+                },
+            )
+        audit.results["I7"].problems[:0] = [
+            brk.describe() for brk in self._breaks if brk.position < read
+        ]
+        if self._unreadable is not None or read == 0:
+            audit.results["I2"].problems.append(self._unreadable or "the log is empty")
             return audit
-        envelopes.append(envelope)
-    if not envelopes:
-        walk.fail("I2", "the log is empty")
+        # The end of the log owes what is still open; a copy, so the walk may go on after it.
+        _finish(replace(self._walk, audit=audit), read)
         return audit
-    audit.session_id = envelopes[0].session_id
-    for seq, envelope in enumerate(envelopes, start=1):
-        _visit(walk, seq, envelope, entries, jwks, profiles)
-    _finish(walk, len(envelopes))
-    return audit
 
 
 def _visit(
@@ -211,6 +299,8 @@ def _visit_open(walk: _Walk, env: Envelope, profiles: Mapping[str, Profile]) -> 
     walk.profile = profiles.get(env.payload.profile)
     if walk.profile is None:
         walk.fail("I5", f"unknown profile {env.payload.profile!r}: verdicts cannot be checked")
+    elif walk.profile.with_terms != bool(env.payload.issues):
+        walk.fail("I2", f"the profile {walk.profile.name} and the declared issues disagree")
 
 
 def _visit_party(walk: _Walk, seq: int, env: Envelope) -> None:
@@ -258,6 +348,10 @@ def _visit_reveal(walk: _Walk, seq: int, env: Envelope, reveal: SettleReveal) ->
     in_turn = (role is Role.BUYER) != walk.buyer_moved
     if role in walk.revealed or (not walk.revealed and not in_turn):
         walk.fail("I2", f"entry {seq}: the {party} revealed out of turn")
+    if opened.issues and issues_open(
+        opened.issues, _standing_buyer_terms(walk), walk.merchant_terms
+    ):
+        walk.fail("I2", f"entry {seq}: settle.reveal while issues besides the price were open")
     limit = limit_of(party, reveal.constraints)
     commit = walk.commits.get(role)
     if (
@@ -282,7 +376,7 @@ def _visit_reveal(walk: _Walk, seq: int, env: Envelope, reveal: SettleReveal) ->
             walk.note("I3", f"entry {seq}: the {party}'s own price broke its revealed limit")
             walk.pending_breach = Reason.LIMIT_BREACHED
     if walk.pending_breach is not None:
-        walk.buyer_price = _standing_buyer(walk)
+        walk.buyer_price, walk.buyer_terms = _standing_buyer(walk), _standing_buyer_terms(walk)
         _complete(walk, Judgement(VerdictStatus.VIOLATED, walk.pending_breach))
         return
     assert limit is not None
@@ -290,6 +384,8 @@ def _visit_reveal(walk: _Walk, seq: int, env: Envelope, reveal: SettleReveal) ->
     if len(walk.revealed) < 2:
         return
     ceiling, floor = walk.revealed[Role.BUYER], walk.revealed[Role.MERCHANT]
+    # Settlement settles the price alone: the other terms already match, and stay.
+    walk.buyer_terms = walk.accepted_terms = walk.merchant_terms
     if ceiling < floor:
         walk.buyer_price, walk.merchant_price = ceiling, floor
         _complete(walk, Judgement(VerdictStatus.FAIR_BUT_STUCK, Reason.NO_ZONE))
@@ -312,6 +408,51 @@ def _visit_reveal(walk: _Walk, seq: int, env: Envelope, reveal: SettleReveal) ->
 
 def _standing_buyer(walk: _Walk) -> Decimal | None:
     return walk.buyer_price if walk.buyer_price is not None else walk.previous_buyer_price
+
+
+def _standing_buyer_terms(walk: _Walk) -> Values | None:
+    return walk.buyer_terms if walk.buyer_price is not None else walk.previous_buyer_terms
+
+
+def _offered_terms(walk: _Walk, seq: int, offer: Offer) -> Values | None:
+    """The offer's terms against the declared issues; a logged offer outside them is one the
+    arbiter should have refused (422 ``bad_terms``)."""
+    opened = walk.opened
+    assert opened is not None
+    if not opened.issues:
+        if offer.terms is not None:
+            walk.fail("I2", f"entry {seq}: terms in a session that declares no issues")
+        return None
+    try:
+        return read_terms(opened.issues, offer.terms)
+    except BadTerms as exc:
+        walk.fail("I2", f"entry {seq}: {exc.detail}")
+        return None
+
+
+def _retracted(walk: _Walk, verb: str) -> str:
+    opened = walk.opened
+    assert opened is not None
+    return "retracted from its last offer" if opened.issues else f"{verb} its price"
+
+
+def _retracts(
+    walk: _Walk,
+    merchant: bool,
+    old: tuple[Decimal | None, Values | None],
+    new: tuple[Decimal, Values | None],
+) -> bool:
+    """I4 over the price and the declared issues (a pure retraction); terms that could not be
+    read failed under I2 and are left out."""
+    opened = walk.opened
+    assert opened is not None
+    if old[0] is None:
+        return False
+    if not opened.issues:
+        return is_pure_retraction(merchant, (), (old[0], ()), (new[0], ()))
+    if old[1] is None or new[1] is None:
+        return False
+    return is_pure_retraction(merchant, opened.issues, (old[0], old[1]), (new[0], new[1]))
 
 
 def _visit_withdraw(walk: _Walk, role: Role) -> None:
@@ -345,36 +486,50 @@ def _visit_offer(walk: _Walk, seq: int, env: Envelope, offer: Offer) -> None:
             )
     elif (env.role is Role.BUYER) == walk.buyer_moved:
         walk.fail("I2", f"entry {seq}: the {env.role.value} moved out of turn")
+    values = _offered_terms(walk, seq, offer)
     if env.type is T.OFFER_ACCEPT:
         standing = walk.merchant_price if env.role is Role.BUYER else walk.buyer_price
         if standing is None or offer.price != standing:
             walk.fail("I4", f"entry {seq}: accept of {offer.price}, standing price {standing}")
-        walk.accepted_price = offer.price
+        standing_terms = walk.merchant_terms if env.role is Role.BUYER else walk.buyer_terms
+        if values != standing_terms:
+            walk.fail("I4", f"entry {seq}: accept of terms that are not the standing terms")
+        walk.accepted_price, walk.accepted_terms = offer.price, values
         walk.buyer_price = walk.merchant_price = offer.price
+        walk.buyer_terms = walk.merchant_terms = values
         if walk.pending_breach is not None:
             _complete(walk, Judgement(VerdictStatus.VIOLATED, walk.pending_breach))
         else:
             _complete(walk, Judgement(VerdictStatus.FAIR, Reason.AGREEMENT))
         return
     if env.role is Role.BUYER:
-        if walk.previous_buyer_price is not None and offer.price < walk.previous_buyer_price:
+        old = (walk.previous_buyer_price, walk.previous_buyer_terms)
+        if _retracts(walk, False, old, (offer.price, values)):
             walk.pending_breach = walk.pending_breach or Reason.BUYER_RENEGED
-            walk.note("I4", f"entry {seq}: the buyer lowered its price (evidence)")
-        walk.buyer_price, walk.buyer_moved = offer.price, True
+            walk.note("I4", f"entry {seq}: the buyer {_retracted(walk, 'lowered')} (evidence)")
+        walk.buyer_price, walk.buyer_terms, walk.buyer_moved = offer.price, values, True
     else:
-        if walk.merchant_price is not None and offer.price > walk.merchant_price:
+        old = (walk.merchant_price, walk.merchant_terms)
+        if _retracts(walk, True, old, (offer.price, values)):
             walk.pending_breach = walk.pending_breach or Reason.MERCHANT_RENEGED
-            walk.note("I4", f"entry {seq}: the merchant raised its price (evidence)")
-        walk.merchant_price, walk.merchant_moved = offer.price, True
+            walk.note("I4", f"entry {seq}: the merchant {_retracted(walk, 'raised')} (evidence)")
+        walk.merchant_price, walk.merchant_terms, walk.merchant_moved = offer.price, values, True
     if walk.pending_breach is not None:
         _complete(walk, Judgement(VerdictStatus.VIOLATED, walk.pending_breach))
     elif env.role is Role.MERCHANT and walk.buyer_price is not None:
         # Without a buyer price the merchant moved out of turn (failed under I2): no spread to
         # judge. An unknown profile failed under I5; the base rules keep the walk going.
         spread = offer.price - walk.buyer_price
+        still_open = _open(walk)
         profile = walk.profile or _UNKNOWN_PROFILE
-        judged = profile.judge_counter(walk.round, spread, walk.last_spread)
-        walk.last_spread = spread
+        judged = profile.judge_counter(
+            walk.round,
+            spread,
+            walk.last_spread,
+            issues_open=still_open,
+            previous_open=walk.last_open,
+        )
+        walk.last_spread, walk.last_open = spread, still_open
         walk.stuck = walk.stuck + 1 if judged.status is VerdictStatus.FAIR_BUT_STUCK else 0
         if walk.round == opened.max_rounds:
             walk.final_answer = judged  # the round completes with the buyer's final answer
@@ -388,8 +543,23 @@ def _complete(walk: _Walk, judged: Judgement) -> None:
     spread = None if buyer is None or merchant is None else merchant - buyer
     walk.completed.append(walk.round)
     walk.expected[walk.round] = Verdict(
-        walk.round, judged.status, judged.rationale, buyer, merchant, spread, _checks(judged)
+        walk.round,
+        judged.status,
+        judged.rationale,
+        buyer,
+        merchant,
+        spread,
+        _checks(judged),
+        _open(walk),
     )
+
+
+def _open(walk: _Walk) -> int | None:
+    """The issues the two sides' terms differ on, in a session that declares any."""
+    opened = walk.opened
+    if opened is None or not opened.issues:
+        return None
+    return issues_open(opened.issues, walk.buyer_terms, walk.merchant_terms)
 
 
 def _checks(judged: Judgement) -> dict[str, str]:
@@ -466,6 +636,7 @@ def _visit_verdict(walk: _Walk, seq: int, verdict: Verdict) -> None:
     else:
         walk.round += 1
         walk.previous_buyer_price, walk.buyer_price = walk.buyer_price, None
+        walk.previous_buyer_terms, walk.buyer_terms = walk.buyer_terms, None
         walk.buyer_moved = walk.merchant_moved = False
 
 
@@ -486,6 +657,7 @@ def _figures(verdict: Verdict) -> dict[str, Decimal | str | None]:
         "buyer_price": verdict.buyer_price,
         "merchant_price": verdict.merchant_price,
         "spread": verdict.spread,
+        "issues_open": None if verdict.issues_open is None else str(verdict.issues_open),
         **{f"checks.{i}": verdict.checks.get(i) for i in INVARIANTS},
     }
 
@@ -577,6 +749,13 @@ def _visit_agree(
     for name, value in expected.items():
         if agree.agreement.get(name) != value:
             walk.fail("I6", f"entry {seq}: the signed agreement's {name} is not the log's")
+    final_terms = (
+        terms_json(opened.issues, walk.accepted_terms)
+        if opened.issues and walk.accepted_terms is not None
+        else None
+    )
+    if agree.agreement.get("final_terms") != final_terms:
+        walk.fail("I6", f"entry {seq}: the signed agreement's final_terms are not the log's")
     if agree.agreement.get("settlement") != walk.settlement:
         walk.fail("I6", f"entry {seq}: the signed agreement's settlement is not the log's")
     signed_price = agree.agreement.get("final_price")

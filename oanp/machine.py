@@ -41,6 +41,7 @@ from oanp.envelope import (
     format_timestamp,
 )
 from oanp.errors import (
+    BadTerms,
     DeadlineOutOfRange,
     FieldError,
     MessageIdSeen,
@@ -53,6 +54,7 @@ from oanp.errors import (
     SessionExists,
     SessionTerminal,
     SettlementNotEnabled,
+    TermsNotStanding,
     TimerExpired,
     UnknownSession,
     WeakCommitment,
@@ -70,6 +72,7 @@ from oanp.profiles import (
 )
 from oanp.settlement import SETTLEMENT_RULE, settlement_price
 from oanp.signing import AGREEMENT_TYP
+from oanp.terms import Issue, Values, is_pure_retraction, issues_open, read_terms, terms_json
 
 MAX_DEADLINE_AHEAD = timedelta(hours=24)
 #: The close reasons of a session's timers, as against a party's or an operator's.
@@ -209,6 +212,12 @@ class SessionState:
     #: The limits revealed to settle: the buyer's true_ceiling, the merchant's floor_price.
     revealed_ceiling: Decimal | None = None
     revealed_floor: Decimal | None = None
+    #: Profile terms/v0.1: the declared issues, and each side's values beside its prices.
+    issues: tuple[Issue, ...] = ()
+    buyer_terms: Values | None = None
+    previous_buyer_terms: Values | None = None
+    merchant_terms: Values | None = None
+    last_issues_open: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -234,6 +243,10 @@ class SessionState:
     def buyer_standing(self) -> Decimal | None:
         """The buyer's latest price: this round's, or before it proposes, the last round's."""
         return self.buyer_price if self.buyer_price is not None else self.previous_buyer_price
+
+    @property
+    def buyer_standing_terms(self) -> Values | None:
+        return self.buyer_terms if self.buyer_price is not None else self.previous_buyer_terms
 
 
 _STATE_FIELDS = tuple(f.name for f in fields(SessionState))
@@ -280,6 +293,12 @@ class Negotiation:
                     )
                 ],
             )
+        if arbiter.profiles[payload.profile].with_terms != bool(payload.issues):
+            needs = "does not take" if payload.issues else "needs"
+            raise SchemaInvalid(
+                f"profile {payload.profile} {needs} declared issues",
+                errors=[FieldError("$.payload.issues", f"the profile {needs} declared issues")],
+            )
         if payload.settlement is not None and is_weak(payload.constraints_commit):
             raise WeakCommitment(WEAK_FOR_SETTLEMENT.format(role="buyer"))
         if payload.deadline is not None and not (
@@ -306,6 +325,7 @@ class Negotiation:
             merchant_commit=None,
             opened_at=received_at,
             settlement=payload.settlement,
+            issues=payload.issues,
         )
         step = _Step(state, arbiter, received_at)
         step.log(envelope, turn_deadline=step.window_end())
@@ -384,12 +404,13 @@ class Negotiation:
             )
         elif state.final_answer:
             # No final answer: the last round is judged on its counter, and the session ends.
-            assert state.buyer_price is not None and state.merchant_price is not None
-            spread = state.merchant_price - state.buyer_price
-            profile = self.arbiter.profiles[state.profile]
-            judgement = profile.judge_counter(state.round, spread, state.last_spread)
+            judgement, spread, _ = _judge_counter(state, self.arbiter)
             step.verdict(
-                judgement, buyer_price=state.buyer_price, merchant_price=state.merchant_price
+                judgement,
+                buyer_price=state.buyer_price,
+                merchant_price=state.merchant_price,
+                buyer_terms=state.buyer_terms,
+                merchant_terms=state.merchant_terms,
             )
             step.close(
                 Reason.MAX_ROUNDS_REACHED,
@@ -473,28 +494,29 @@ class _Step:
         *,
         buyer_price: Decimal | None,
         merchant_price: Decimal | None,
+        buyer_terms: Values | None = None,
+        merchant_terms: Values | None = None,
         failed: str | None = None,
     ) -> None:
+        """Judge the round on the prices (and, with issues, the terms) it ended on."""
         spread = None
         if buyer_price is not None and merchant_price is not None:
             spread = merchant_price - buyer_price
         checks = dict.fromkeys(INVARIANTS[:5], "pass")
         if failed:
             checks[failed] = "fail"
-        self._emit(
-            T.ROUND_VERDICT,
-            {
-                "round": self.state.round,
-                "status": judgement.status.value,
-                "rationale": judgement.rationale.value,
-                "buyer_price": _amount(buyer_price),
-                "merchant_price": _amount(merchant_price),
-                "spread": _amount(spread),
-                "checks": dict(checks),
-            },
-            phase=Phase.EVALUATING,
-            turn=None,
-        )
+        payload: JsonObject = {
+            "round": self.state.round,
+            "status": judgement.status.value,
+            "rationale": judgement.rationale.value,
+            "buyer_price": _amount(buyer_price),
+            "merchant_price": _amount(merchant_price),
+            "spread": _amount(spread),
+            "checks": dict(checks),
+        }
+        if self.state.issues:
+            payload["issues_open"] = issues_open(self.state.issues, buyer_terms, merchant_terms)
+        self._emit(T.ROUND_VERDICT, payload, phase=Phase.EVALUATING, turn=None)
 
     def close(self, reason: Reason, detail: str, **changes: Any) -> None:
         self._emit(
@@ -507,7 +529,9 @@ class _Step:
             **changes,
         )
 
-    def agree(self, price: Decimal, settlement: JsonObject | None = None) -> None:
+    def agree(
+        self, price: Decimal, terms: Values | None, settlement: JsonObject | None = None
+    ) -> None:
         state, arbiter = self.state, self.arbiter
         agreement: JsonObject = {
             "oanp_version": OANP_VERSION,
@@ -523,6 +547,9 @@ class _Step:
             "invariants_satisfied": list(INVARIANTS),
             "agreed_at": format_timestamp(self.now),
         }
+        if state.issues:
+            assert terms is not None
+            agreement["final_terms"] = terms_json(state.issues, terms)
         if settlement is not None:
             agreement["settlement"] = settlement
         signature = arbiter.signer.sign_detached(canonical_bytes(agreement), typ=AGREEMENT_TYP)
@@ -547,37 +574,54 @@ class _Step:
 
     # Checks shared by priced moves -----------------------------------------------------------
 
-    def priced(self, envelope: Envelope) -> Offer:
-        """Refuse (422) a wrong round or a price finer than the currency; nothing is logged."""
+    def priced(self, envelope: Envelope) -> tuple[Offer, Values | None]:
+        """Refuse (422) a wrong round, a price finer than the currency, or terms outside the
+        session's issues; nothing is logged. Returns the offer and its terms' values."""
         offer = envelope.payload
         assert isinstance(offer, Offer)
-        if offer.round != self.state.round:
-            raise WrongRound(f"this is round {self.state.round}, not {offer.round}")
-        if not fits_currency(offer.price, self.state.currency):
+        state = self.state
+        if offer.round != state.round:
+            raise WrongRound(f"this is round {state.round}, not {offer.round}")
+        if not fits_currency(offer.price, state.currency):
             raise PricePrecision(
-                f"{self.state.currency} prices have at most "
-                f"{minor_units(self.state.currency)} decimals"
+                f"{state.currency} prices have at most {minor_units(state.currency)} decimals"
             )
-        return offer
+        if not state.issues:
+            if offer.terms is not None:
+                raise BadTerms(
+                    "this session negotiates the price alone",
+                    errors=[FieldError("$.payload.terms", "the session declares no issues")],
+                )
+            return offer, None
+        return offer, read_terms(state.issues, offer.terms)
 
     def violated(
-        self, envelope: Envelope, reason: Reason, detail: str, **prices: Decimal | None
+        self,
+        envelope: Envelope,
+        reason: Reason,
+        detail: str,
+        *,
+        buyer: tuple[Decimal | None, Values | None],
+        merchant: tuple[Decimal | None, Values | None],
     ) -> None:
-        """Log the breaching envelope as evidence, judge the round violated, close."""
+        """Log the breaching envelope as evidence, judge the round violated on each side's
+        ``(price, terms)``, close."""
         self.log(envelope)
         self.verdict(
             Judgement(VerdictStatus.VIOLATED, reason),
-            buyer_price=prices.get("buyer_price"),
-            merchant_price=prices.get("merchant_price"),
+            buyer_price=buyer[0],
+            merchant_price=merchant[0],
+            buyer_terms=buyer[1],
+            merchant_terms=merchant[1],
             failed=breach_invariant(reason),
         )
         self.close(reason, detail)
 
-    def conclude_round(self, judgement: Judgement, spread: Decimal) -> None:
+    def conclude_round(self, judgement: Judgement, spread: Decimal, still_open: int | None) -> None:
         """After a round's fair or stuck verdict: close at the limit or stall, else go on."""
         state = self.state
         stuck = state.stuck_rounds + 1 if judgement.status is VerdictStatus.FAIR_BUT_STUCK else 0
-        progress = {"last_spread": spread, "stuck_rounds": stuck}
+        progress = {"last_spread": spread, "stuck_rounds": stuck, "last_issues_open": still_open}
         profile = self.arbiter.profiles[state.profile]
         if state.round >= state.max_rounds:
             self.close(
@@ -593,8 +637,28 @@ class _Step:
                 round=state.round + 1,
                 previous_buyer_price=state.buyer_price,
                 buyer_price=None,
+                previous_buyer_terms=state.buyer_terms,
+                buyer_terms=None,
                 **progress,
             )
+
+
+def _judge_counter(state: SessionState, arbiter: Arbiter) -> tuple[Judgement, Decimal, int | None]:
+    """The profile's judgement of a round the merchant countered, with the spread and (with
+    issues) the count of issues open it was judged on."""
+    assert state.buyer_price is not None and state.merchant_price is not None
+    spread = state.merchant_price - state.buyer_price
+    still_open = (
+        issues_open(state.issues, state.buyer_terms, state.merchant_terms) if state.issues else None
+    )
+    judgement = arbiter.profiles[state.profile].judge_counter(
+        state.round,
+        spread,
+        state.last_spread,
+        issues_open=still_open,
+        previous_open=state.last_issues_open,
+    )
+    return judgement, spread, still_open
 
 
 def _amount(value: Decimal | None) -> int | float | None:
@@ -635,9 +699,16 @@ def _reveal(step: _Step, envelope: Envelope) -> None:
         raise NotSettleable(
             f"the {party}'s constraints name no positive {LIMIT_KEYS[party]} to settle on"
         )
+    if state.issues and issues_open(state.issues, state.buyer_standing_terms, state.merchant_terms):
+        raise NotSettleable(
+            "settlement by reveal settles the price alone: the other issues must match first"
+        )
     committed = state.commitment_of(role)
     assert committed is not None  # a live session past OPENING has both commitments
-    standing = {"buyer_price": state.buyer_standing, "merchant_price": state.merchant_price}
+    standing = {
+        "buyer": (state.buyer_standing, state.buyer_standing_terms),
+        "merchant": (state.merchant_price, state.merchant_terms),
+    }
     if reveal.constraints_commit != committed or not opens(
         committed,
         constraints=reveal.constraints,
@@ -668,11 +739,15 @@ def _settle(step: _Step) -> None:
     state = step.state
     ceiling, floor = state.revealed_ceiling, state.revealed_floor
     assert ceiling is not None and floor is not None
+    # With issues, settlement was allowed only once both sides' terms matched.
+    terms = state.merchant_terms
     if ceiling < floor:
         step.verdict(
             Judgement(VerdictStatus.FAIR_BUT_STUCK, Reason.NO_ZONE),
             buyer_price=ceiling,
             merchant_price=floor,
+            buyer_terms=terms,
+            merchant_terms=terms,
         )
         step.close(Reason.NO_ZONE, f"the buyer's ceiling {ceiling} is under the floor {floor}")
         return
@@ -684,10 +759,15 @@ def _settle(step: _Step) -> None:
         merchant_standing=state.merchant_price,
     )
     step.verdict(
-        Judgement(VerdictStatus.FAIR, Reason.SETTLED), buyer_price=price, merchant_price=price
+        Judgement(VerdictStatus.FAIR, Reason.SETTLED),
+        buyer_price=price,
+        merchant_price=price,
+        buyer_terms=terms,
+        merchant_terms=terms,
     )
     step.agree(
         price,
+        terms,
         settlement={
             "rule": SETTLEMENT_RULE,
             "ceiling": price_to_json(ceiling),
@@ -700,71 +780,113 @@ def _breached(
     step: _Step,
     envelope: Envelope,
     offer: Offer,
+    values: Values | None,
     *,
-    buyer_price: Decimal | None,
-    merchant_price: Decimal | None,
+    buyer: tuple[Decimal | None, Values | None],
+    merchant: tuple[Decimal | None, Values | None],
 ) -> bool:
-    """I3, then I4: on a breach, log it as evidence, judge the round violated, close."""
+    """I3, then I4: on a breach, log it as evidence, judge the round violated on ``buyer``'s
+    and ``merchant``'s ``(price, terms)``, close."""
     state, role = step.state, envelope.role
     if offer.constraints_commit != state.commitment_of(role):
         reason, detail = Reason.COMMITMENT_MISMATCH, COMMITMENT_DETAIL.format(role=role.value)
     elif envelope.type is T.OFFER_ACCEPT:
-        return False  # naming the standing price was checked; accepting it is never reneging
+        return False  # naming the standing offer was checked; accepting it is never reneging
     else:
-        previous = state.previous_buyer_price if role is B else state.merchant_price
-        if previous is None or previous == offer.price or (offer.price > previous) == (role is B):
+        if role is B:
+            previous, previous_terms = state.previous_buyer_price, state.previous_buyer_terms
+        else:
+            previous, previous_terms = state.merchant_price, state.merchant_terms
+        if previous is None or not is_pure_retraction(
+            role is M, state.issues, (previous, previous_terms or ()), (offer.price, values or ())
+        ):
             return False
-        verb = "lowered" if role is B else "raised"
         reason = Reason.BUYER_RENEGED if role is B else Reason.MERCHANT_RENEGED
-        detail = f"the {role.value} {verb} its price from {previous} to {offer.price}"
-    step.violated(envelope, reason, detail, buyer_price=buyer_price, merchant_price=merchant_price)
+        detail = _retraction_detail(role, previous, offer.price, bool(state.issues))
+    step.violated(envelope, reason, detail, buyer=buyer, merchant=merchant)
     return True
 
 
+def _retraction_detail(role: Role, previous: Decimal, price: Decimal, with_terms: bool) -> str:
+    if not with_terms:
+        verb = "lowered" if role is B else "raised"
+        return f"the {role.value} {verb} its price from {previous} to {price}"
+    return (
+        f"the {role.value}'s offer is worse for the other side than its previous one on some "
+        "terms and better on none"
+    )
+
+
 def _propose(step: _Step, envelope: Envelope) -> None:
-    offer = step.priced(envelope)
+    offer, values = step.priced(envelope)
     state = step.state
-    if _breached(
-        step, envelope, offer, buyer_price=offer.price, merchant_price=state.merchant_price
-    ):
+    buyer, merchant = (offer.price, values), (state.merchant_price, state.merchant_terms)
+    if _breached(step, envelope, offer, values, buyer=buyer, merchant=merchant):
         return
-    step.log(envelope, buyer_price=offer.price, **step.moving(M))
+    step.log(envelope, buyer_price=offer.price, buyer_terms=values, **step.moving(M))
 
 
 def _counter(step: _Step, envelope: Envelope) -> None:
-    offer = step.priced(envelope)
+    offer, values = step.priced(envelope)
     state = step.state
     assert state.buyer_price is not None
-    if _breached(step, envelope, offer, buyer_price=state.buyer_price, merchant_price=offer.price):
+    buyer, merchant = (state.buyer_price, state.buyer_terms), (offer.price, values)
+    if _breached(step, envelope, offer, values, buyer=buyer, merchant=merchant):
         return
     if state.round >= state.max_rounds:
         # The last round's counter: the buyer's final answer decides (docs/protocol.md §5).
-        step.log(envelope, merchant_price=offer.price, final_answer=True, **step.moving(B))
+        step.log(
+            envelope,
+            merchant_price=offer.price,
+            merchant_terms=values,
+            final_answer=True,
+            **step.moving(B),
+        )
         return
-    step.log(envelope, merchant_price=offer.price)
-    spread = offer.price - state.buyer_price
-    profile = step.arbiter.profiles[state.profile]
-    judgement = profile.judge_counter(state.round, spread, state.last_spread)
-    step.verdict(judgement, buyer_price=state.buyer_price, merchant_price=offer.price)
-    step.conclude_round(judgement, spread)
+    step.log(envelope, merchant_price=offer.price, merchant_terms=values)
+    judgement, spread, still_open = _judge_counter(step.state, step.arbiter)
+    step.verdict(
+        judgement,
+        buyer_price=state.buyer_price,
+        merchant_price=offer.price,
+        buyer_terms=state.buyer_terms,
+        merchant_terms=values,
+    )
+    step.conclude_round(judgement, spread, still_open)
 
 
 def _accept(step: _Step, envelope: Envelope) -> None:
-    offer = step.priced(envelope)
+    offer, values = step.priced(envelope)
     state = step.state
-    standing = state.merchant_price if envelope.role is B else state.buyer_price
+    mine = envelope.role is B
+    standing = state.merchant_price if mine else state.buyer_price
     if standing is None or offer.price != standing:
         named = "nothing" if standing is None else str(standing)
         raise PriceNotStanding(f"the other side's standing price is {named}, not {offer.price}")
-    if _breached(step, envelope, offer, buyer_price=offer.price, merchant_price=offer.price):
+    standing_terms = state.merchant_terms if mine else state.buyer_terms
+    if values != standing_terms:
+        raise TermsNotStanding(
+            "an accept repeats the other side's standing terms exactly",
+            errors=[FieldError("$.payload.terms", "differs from the other side's standing terms")],
+        )
+    both = (offer.price, values)
+    if _breached(step, envelope, offer, values, buyer=both, merchant=both):
         return
-    step.log(envelope, buyer_price=offer.price, merchant_price=offer.price)
+    step.log(
+        envelope,
+        buyer_price=offer.price,
+        merchant_price=offer.price,
+        buyer_terms=values,
+        merchant_terms=values,
+    )
     step.verdict(
         Judgement(VerdictStatus.FAIR, Reason.AGREEMENT),
         buyer_price=offer.price,
         merchant_price=offer.price,
+        buyer_terms=values,
+        merchant_terms=values,
     )
-    step.agree(offer.price)
+    step.agree(offer.price, values)
 
 
 def _withdraw(step: _Step, envelope: Envelope) -> None:
@@ -783,8 +905,8 @@ def _withdraw(step: _Step, envelope: Envelope) -> None:
                 envelope,
                 Reason.COMMITMENT_MISMATCH,
                 detail,
-                buyer_price=state.buyer_price,
-                merchant_price=state.merchant_price,
+                buyer=(state.buyer_price, state.buyer_terms),
+                merchant=(state.merchant_price, state.merchant_terms),
             )
         return
     step.log(envelope)

@@ -39,6 +39,8 @@ class Reason(StrEnum):
     SETTLED = "settled"
     NO_ZONE = "no_zone"
     LIMIT_BREACHED = "limit_breached"
+    #: Profile terms/v0.1: fewer issues open than after the round before.
+    TERMS_NARROWED = "terms_narrowed"
 
 
 def breach_invariant(reason: Reason) -> str:
@@ -55,17 +57,31 @@ class Judgement:
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """A named verdict policy. ``stall_limit`` consecutive stuck rounds close the session."""
+    """A named verdict policy. ``stall_limit`` consecutive stuck rounds close the session;
+    ``with_terms`` sessions negotiate declared issues besides the price (docs/protocol.md §11),
+    and only theirs may."""
 
     name: str
     stall_limit: int | None = None
+    with_terms: bool = False
 
-    def judge_counter(self, round_: int, spread: Decimal, previous: Decimal | None) -> Judgement:
-        """Judge a round the merchant answered with a counter."""
+    def judge_counter(
+        self,
+        round_: int,
+        spread: Decimal,
+        previous: Decimal | None,
+        *,
+        issues_open: int | None = None,
+        previous_open: int | None = None,
+    ) -> Judgement:
+        """Judge a round the merchant answered with a counter: progress is a narrower spread
+        (which names the progress when both moved) or, with terms, fewer issues open."""
         if round_ == 1 or previous is None:
             return Judgement(VerdictStatus.FAIR, Reason.OPENING_MOVES)
         if spread < previous:
             return Judgement(VerdictStatus.FAIR, Reason.SPREAD_NARROWED)
+        if issues_open is not None and previous_open is not None and issues_open < previous_open:
+            return Judgement(VerdictStatus.FAIR, Reason.TERMS_NARROWED)
         return Judgement(VerdictStatus.FAIR_BUT_STUCK, Reason.SPREAD_UNCHANGED)
 
     def stalled(self, consecutive_stuck: int) -> bool:
@@ -74,9 +90,10 @@ class Profile:
 
 DEFAULT = Profile("default/v0.1")
 STRICT = Profile("strict/v0.1", stall_limit=2)
+TERMS = Profile("terms/v0.1", with_terms=True)
 
 
-def registry(profiles: Iterable[Profile] = (DEFAULT, STRICT)) -> Mapping[str, Profile]:
+def registry(profiles: Iterable[Profile] = (DEFAULT, STRICT, TERMS)) -> Mapping[str, Profile]:
     """A name → profile mapping; pass a larger one to the machine to plug profiles in."""
     return {p.name: p for p in profiles}
 

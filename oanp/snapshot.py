@@ -17,6 +17,7 @@ from oanp.envelope import Role, format_timestamp, parse_timestamp
 from oanp.log import Head
 from oanp.machine import Phase, SessionState
 from oanp.profiles import Reason
+from oanp.terms import ChoiceIssue, NumberIssue, Values, read_issues
 
 SNAPSHOT_VERSION = 1
 
@@ -36,11 +37,19 @@ def _dump(value: object) -> JsonValue:
         return sorted(value)
     if isinstance(value, dict):
         return value
+    if isinstance(value, NumberIssue | ChoiceIssue):
+        return value.as_json()
+    if isinstance(value, tuple):  # issues, or values: numbers as strings, choices as indices
+        return [_dump(v) for v in value]
     raise TypeError(f"cannot snapshot {type(value).__name__}")
 
 
 def _optional(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda raw: None if raw is None else read(raw)
+
+
+def _values(raw: list[str | int]) -> Values:
+    return tuple(Decimal(v) if isinstance(v, str) else v for v in raw)
 
 
 _LOADERS: Mapping[str, Callable[[Any], Any]] = {
@@ -59,6 +68,10 @@ _LOADERS: Mapping[str, Callable[[Any], Any]] = {
     "revealed_floor": _optional(Decimal),
     "head": lambda raw: Head(raw["seq"], raw["entry_hash"]),
     "message_ids": frozenset,
+    "issues": lambda raw: read_issues(raw) if raw else (),
+    "buyer_terms": _optional(_values),
+    "previous_buyer_terms": _optional(_values),
+    "merchant_terms": _optional(_values),
 }
 
 

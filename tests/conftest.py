@@ -191,6 +191,12 @@ def celery_worker_process(worker_env: dict[str, str]) -> Iterator[Worker]:
 UNLIMITED_ADDRESS = {"OANP_AUTH_FAILURES_PER_MINUTE": "1000000000"}
 
 
+@pytest.fixture
+def private_allowed(settings: Any) -> None:
+    """ACP targets on this machine's own addresses, which the SSRF guard otherwise refuses."""
+    settings.OANP_ALLOW_PRIVATE_TARGETS = True
+
+
 @pytest.fixture(autouse=True)
 def _unlimited_address(settings: Any) -> None:
     settings.OANP_AUTH_FAILURES_PER_MINUTE = int(UNLIMITED_ADDRESS["OANP_AUTH_FAILURES_PER_MINUTE"])

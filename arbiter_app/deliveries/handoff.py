@@ -111,6 +111,11 @@ def checkout_body(session_id: str, agree: JsonObject) -> str:
             "oanp_jwks_uri": payload["jwks_uri"],
         },
     }
+    final_terms = agreement.get("final_terms")
+    if final_terms is not None:
+        # Metadata values are strings in ACP: the terms travel as their JCS text, the very
+        # bytes the signed agreement holds them as.
+        body["metadata"]["oanp_terms"] = canonical_bytes(final_terms).decode()
     # RFC 8785: ACP signs requests "over canonical JSON"; these are the very bytes sent.
     return canonical_bytes(body).decode()
 

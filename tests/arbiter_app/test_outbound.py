@@ -32,11 +32,6 @@ def private_refused(settings: Any) -> None:
     settings.OANP_ALLOW_PRIVATE_TARGETS = False
 
 
-@pytest.fixture
-def private_allowed(settings: Any) -> None:
-    settings.OANP_ALLOW_PRIVATE_TARGETS = True
-
-
 # SSRF ------------------------------------------------------------------------------------------
 
 REFUSED = [

@@ -8,9 +8,10 @@ from decimal import Decimal
 import pytest
 
 from oanp import discovery
-from oanp.envelope import MAX_ENVELOPE_BYTES, MAX_ISSUES, MAX_ROUNDS_LIMIT, RESPONSE_WINDOW_RANGE
+from oanp.envelope import MAX_ENVELOPE_BYTES, MAX_ROUNDS_LIMIT, RESPONSE_WINDOW_RANGE
 from oanp.errors import SchemaInvalid
 from oanp.machine import MAX_DEADLINE_AHEAD
+from oanp.terms import MAX_ISSUES
 
 
 def listing(**fields: object) -> discovery.Listing:

@@ -45,6 +45,8 @@ STABLE: dict[str, tuple[str, int]] = {
     "WrongRound": ("wrong_round", 422),
     "PricePrecision": ("price_precision", 422),
     "PriceNotStanding": ("price_not_standing", 422),
+    "BadTerms": ("bad_terms", 422),
+    "TermsNotStanding": ("terms_not_standing", 422),
     "DeadlineOutOfRange": ("deadline_out_of_range", 422),
     "RevealMismatch": ("reveal_mismatch", 422),
     "SettlementNotEnabled": ("settlement_not_enabled", 422),

@@ -15,6 +15,7 @@ from oanp.profiles import (
     DEFAULT,
     PROFILES,
     STRICT,
+    TERMS,
     Judgement,
     Profile,
     Reason,
@@ -47,6 +48,8 @@ V01_REASONS = [
     "settled",
     "no_zone",
     "limit_breached",
+    # Multi-issue terms (docs/protocol.md §11).
+    "terms_narrowed",
 ]
 
 
@@ -166,7 +169,8 @@ def test_the_profile_a_session_names_decides_whether_stalling_ends_it(profile, t
 
 
 def test_the_built_in_profiles():
-    assert dict(PROFILES) == {"default/v0.1": DEFAULT, "strict/v0.1": STRICT}
+    assert dict(PROFILES) == {"default/v0.1": DEFAULT, "strict/v0.1": STRICT, "terms/v0.1": TERMS}
+    assert [p.with_terms for p in PROFILES.values()] == [False, False, True]
     assert ARBITER.profiles is PROFILES
 
 

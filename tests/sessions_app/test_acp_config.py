@@ -15,6 +15,8 @@ from arbiter_app.deliveries import outbound
 from arbiter_app.models import HandoffTarget
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, acp_signed_by, signed_by
+from sessions_app.templatetags.ago import when
+from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.factories.accounts import member, merchant, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -27,11 +29,6 @@ TEST = "/agents/hosted-a/acp/test/"
 @pytest.fixture
 def alice(shop_a: Merchant, agent_a: AgentProfile) -> Client:
     return signed_in(member("alice", Role.MERCHANT, shop_a))
-
-
-@pytest.fixture
-def private_allowed(settings: Any) -> None:
-    settings.OANP_ALLOW_PRIVATE_TARGETS = True
 
 
 @pytest.fixture
@@ -60,6 +57,8 @@ def test_a_loopback_target_is_configured_and_its_key_never_shown(
     target = HandoffTarget.objects.get(merchant_agent_id="hosted-a")
     assert target.endpoint == f"{acp_server.url}/acp"
     page = alice.get("/agents/hosted-a/").content.decode()
+    assert messages_in(page) == ["ACP handoff target saved."]
+    assert f"<dt>Updated</dt><dd>{when(target.updated_at)}</dd>" in page
     assert "key set" in page
     assert API_KEY not in page
     # The generated secret is shown on the page after the save, and on that one only.
@@ -102,8 +101,12 @@ def test_form_errors_name_the_field(private_allowed: None, alice: Client) -> Non
     response = alice.post(ACP, {"endpoint": "not a url", "api_key": ""})
     assert response.status_code == 400
     page = response.content.decode()
-    assert "Enter a valid URL." in page
-    assert "This field is required." in page
+    summary = error_summary_in(page)
+    assert "The ACP target was not saved. Please fix:" in summary
+    assert '<a href="#id_endpoint">ACP endpoint: Enter a valid URL.</a>' in summary
+    assert '<a href="#id_api_key">ACP API key: This field is required.</a>' in summary
+    assert 'id="id_endpoint_error"' in page
+    assert 'value="not a url"' in page  # kept, to be corrected
     bad_secret = configure(alice, "http://127.0.0.1:9/acp", webhook_secret="hunter2")
     refusal = "a webhook secret is &#x27;whsec_&#x27; followed by base64"
     assert refusal in bad_secret.content.decode()

@@ -66,11 +66,6 @@ def test_the_list_shows_the_figures(client: Client, browser: Client, agent_a: Ag
 
 
 @pytest.fixture
-def private_allowed(settings: Any) -> None:
-    settings.OANP_ALLOW_PRIVATE_TARGETS = True
-
-
-@pytest.fixture
 def configured(private_allowed: None, browser: Client, agent_a: AgentProfile) -> HandoffTarget:
     response = browser.post(
         ACP, {"endpoint": "http://127.0.0.1:9/acp", "api_key": KEY, "webhook_secret": SECRET}

@@ -1,0 +1,225 @@
+"""Multi-issue terms over HTTP (docs/protocol.md §11): every refusal with its code and an
+unchanged log, an agreement whose signed terms verify, and the ACP handoff carrying them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from arbiter_app import services
+from arbiter_app.models import Entry, Handoff
+from oanp.audit import verify_log
+from oanp.canonical import canonical_bytes
+from oanp.commitments import commit, encode_salt
+from tests.support.factories.agents import make_agent, post, read_log
+from tests.support.factories.sessions import BUYER, ITEM, MERCHANT, envelope_json
+
+pytestmark = pytest.mark.django_db
+
+SESSION = "sess-terms-http"
+ISSUES = [
+    {
+        "name": "delivery_days",
+        "kind": "number",
+        "buyer_prefers": "low",
+        "min": 1,
+        "max": 30,
+        "decimals": 0,
+    },
+    {"name": "support", "kind": "choice", "options": ["premium", "standard", "none"]},
+]
+CONSTRAINTS = {"buyer": {"true_ceiling": 420}, "merchant": {"floor_price": 280}}
+SALTS = {"buyer": encode_salt(b"\x03" * 32), "merchant": encode_salt(b"\x04" * 32)}
+COMMITS = {role: commit(CONSTRAINTS[role], ITEM, 5, SALTS[role]) for role in CONSTRAINTS}
+
+
+@pytest.fixture
+def keys() -> dict[str, Any]:
+    return {"buyer": make_agent(BUYER, "buyer"), "merchant": make_agent(MERCHANT, "merchant")}
+
+
+def send(client: Any, keys: dict[str, Any], kind: str, role: str, **payload: Any) -> Any:
+    payload.setdefault("constraints_commit", COMMITS[role])
+    return post(client, keys[role], envelope_json(kind, payload, role=role, session_id=SESSION))
+
+
+def opened(client: Any, keys: dict[str, Any], **extra: Any) -> Any:
+    fields = {"profile": "terms/v0.1", "issues": ISSUES, **extra}
+    return send(
+        client,
+        keys,
+        "session.open",
+        "buyer",
+        merchant_agent_id=MERCHANT,
+        item=ITEM,
+        currency="USD",
+        **{k: v for k, v in fields.items() if v is not None},
+    )
+
+
+def terms(days: int, support: str) -> dict[str, Any]:
+    return {"delivery_days": days, "support": support}
+
+
+def countered(client: Any, keys: dict[str, Any], **extra: Any) -> None:
+    """Round 1 played: the buyer at 320 in 3 days with premium support, the merchant at 380
+    in 9 days with none; round 2, the buyer's turn."""
+    assert opened(client, keys, **extra).status_code == 201
+    assert send(client, keys, "session.ack", "merchant").status_code == 201
+    proposed = send(
+        client, keys, "offer.propose", "buyer", round=1, price=320, terms=terms(3, "premium")
+    )
+    assert proposed.status_code == 201, proposed.content
+    answered = send(
+        client, keys, "offer.counter", "merchant", round=1, price=380, terms=terms(9, "none")
+    )
+    assert answered.status_code == 201, answered.content
+
+
+def problem(response: Any) -> tuple[int, str]:
+    return response.status_code, json.loads(response.content)["code"]
+
+
+def hashes() -> list[str]:
+    return list(Entry.objects.values_list("entry_hash", flat=True))
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        pytest.param({"issues": None}, (400, "schema_invalid"), id="terms-without-issues"),
+        pytest.param({"profile": None}, (400, "schema_invalid"), id="issues-without-terms"),
+        pytest.param({"issues": [{"name": "x"}]}, (400, "schema_invalid"), id="malformed"),
+        pytest.param({"issues": ISSUES * 5}, (400, "schema_invalid"), id="too-many"),
+    ],
+)
+def test_a_refused_open_writes_nothing(
+    client: Any, keys: dict[str, Any], extra: dict[str, Any], expected: tuple[int, str]
+) -> None:
+    assert problem(opened(client, keys, **extra)) == expected
+    assert not Entry.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "role", "payload", "expected"),
+    [
+        pytest.param(
+            "offer.propose",
+            "buyer",
+            {"price": 330, "terms": {"delivery_days": 3}},
+            (422, "bad_terms"),
+            id="missing-issue",
+        ),
+        pytest.param(
+            "offer.propose",
+            "buyer",
+            {"price": 330, "terms": {**terms(3, "premium"), "colour": "red"}},
+            (422, "bad_terms"),
+            id="undeclared-issue",
+        ),
+        pytest.param(
+            "offer.propose",
+            "buyer",
+            {"price": 330, "terms": terms(45, "premium")},
+            (422, "bad_terms"),
+            id="out-of-range",
+        ),
+        pytest.param(
+            "offer.propose",
+            "buyer",
+            {"price": 330, "terms": {"delivery_days": 3.5, "support": "premium"}},
+            (422, "bad_terms"),
+            id="too-many-decimals",
+        ),
+        pytest.param(
+            "offer.propose",
+            "buyer",
+            {"price": 330, "terms": terms(3, "gold")},
+            (422, "bad_terms"),
+            id="not-an-option",
+        ),
+        pytest.param("offer.propose", "buyer", {"price": 330}, (422, "bad_terms"), id="no-terms"),
+        pytest.param(
+            "offer.propose",
+            "buyer",
+            {"price": 330, "terms": [3, "premium"]},
+            (400, "schema_invalid"),
+            id="terms-not-an-object",
+        ),
+        pytest.param(
+            "offer.accept",
+            "buyer",
+            {"price": 380, "terms": terms(3, "none")},
+            (422, "terms_not_standing"),
+            id="accept-other-terms",
+        ),
+        pytest.param(
+            "offer.accept",
+            "buyer",
+            {"price": 370, "terms": terms(9, "none")},
+            (422, "price_not_standing"),
+            id="accept-other-price",
+        ),
+        pytest.param(
+            "settle.reveal",
+            "buyer",
+            {"constraints": CONSTRAINTS["buyer"], "salt": SALTS["buyer"]},
+            (422, "not_settleable"),
+            id="settle-with-issues-open",
+        ),
+    ],
+)
+def test_a_refused_move_changes_nothing(
+    client: Any,
+    keys: dict[str, Any],
+    kind: str,
+    role: str,
+    payload: dict[str, Any],
+    expected: tuple[int, str],
+) -> None:
+    countered(client, keys, settlement="reveal")
+    before = hashes()
+    assert problem(send(client, keys, kind, role, round=2, **payload)) == expected
+    assert hashes() == before
+
+
+def test_terms_in_a_price_only_session_are_refused(client: Any, keys: dict[str, Any]) -> None:
+    assert opened(client, keys, profile=None, issues=None).status_code == 201
+    assert send(client, keys, "session.ack", "merchant").status_code == 201
+    before = hashes()
+    refused = send(
+        client, keys, "offer.propose", "buyer", round=1, price=320, terms=terms(3, "premium")
+    )
+    assert problem(refused) == (422, "bad_terms")
+    assert hashes() == before
+
+
+@pytest.mark.usefixtures("private_allowed")
+def test_an_agreement_signs_the_terms_and_hands_them_to_checkout(
+    client: Any, keys: dict[str, Any]
+) -> None:
+    services.configure_handoff(
+        merchant_agent_id=MERCHANT, endpoint="http://127.0.0.1:9/acp", api_key="acp_live_1"
+    )
+    countered(client, keys)
+    # A trade-off, not a retraction: more money, slower delivery, standard support.
+    traded = send(
+        client, keys, "offer.propose", "buyer", round=2, price=350, terms=terms(6, "standard")
+    )
+    assert traded.status_code == 201, traded.content
+    final = send(
+        client, keys, "offer.accept", "merchant", round=2, price=350, terms=terms(6, "standard")
+    )
+    assert final.status_code == 201, final.content
+    agreement = json.loads(final.content)["arbiter"][-1]["envelope"]["payload"]["agreement"]
+    assert agreement["final_terms"] == terms(6, "standard")
+    log = read_log(client, keys["buyer"], SESSION)
+    jwks = json.loads(client.get("/.well-known/jwks.json").content)
+    report = verify_log(log, jwks)
+    assert report.ok, [c.line() for c in report.checks if not c.ok]
+    verdicts = [e["envelope"]["payload"] for e in log if e["envelope"]["type"] == "round.verdict"]
+    assert [v["issues_open"] for v in verdicts] == [2, 0]
+    metadata = json.loads(Handoff.objects.get(session__session_id=SESSION).body)["metadata"]
+    assert metadata["oanp_terms"] == canonical_bytes(terms(6, "standard")).decode()
