@@ -33,7 +33,10 @@ from oanp.envelope import (
     format_timestamp,
 )
 from oanp.money import MINOR_UNITS, PRICE_CEILING, fits_currency, price_to_json
-from oanp.strategies import Accept, Limits, Situation, Strategy, at_least_as_good
+from oanp.profiles import TERMS
+from oanp.strategies import Accept, Decision, Limits, Situation, Strategy, at_least_as_good
+from oanp.terms import Issue, Values, is_pure_retraction, issues_json, read_issues, terms_json
+from oanp.tradeoffs import TermsPlan, TermsVault, terms_of
 
 #: A buyer's vault holds no opening price; every buyer tactic opens at this share of its
 #: budget_cap, which is where the published reference buyer opens.
@@ -78,6 +81,8 @@ class BuyerVault:
     true_ceiling: Decimal
     budget_cap: Decimal
     urgency: str = "medium"
+    #: Weights and per-issue limits, for sessions that negotiate terms besides the price.
+    terms: TermsVault | None = None
 
     def __post_init__(self) -> None:
         _check_amounts(true_ceiling=self.true_ceiling, budget_cap=self.budget_cap)
@@ -91,11 +96,14 @@ class BuyerVault:
 
     def constraints(self) -> JsonObject:
         """The JSON object the buyer's commitment is made over (and a reveal discloses)."""
-        return {
+        constraints: JsonObject = {
             "budget_cap": price_to_json(self.budget_cap),
             "true_ceiling": price_to_json(self.true_ceiling),
             "urgency": self.urgency,
         }
+        if self.terms is not None:
+            constraints["terms"] = self.terms.constraints()
+        return constraints
 
     def limits(self) -> Limits:
         """The price points a strategy works with: open low, give up nothing past the ceiling."""
@@ -112,6 +120,8 @@ class MerchantVault:
 
     floor_price: Decimal
     ideal_price: Decimal
+    #: Weights and per-issue limits, for sessions that negotiate terms besides the price.
+    terms: TermsVault | None = None
 
     def __post_init__(self) -> None:
         _check_amounts(floor_price=self.floor_price, ideal_price=self.ideal_price)
@@ -123,10 +133,13 @@ class MerchantVault:
 
     def constraints(self) -> JsonObject:
         """The JSON object the merchant's commitment is made over (and a reveal discloses)."""
-        return {
+        constraints: JsonObject = {
             "floor_price": price_to_json(self.floor_price),
             "ideal_price": price_to_json(self.ideal_price),
         }
+        if self.terms is not None:
+            constraints["terms"] = self.terms.constraints()
+        return constraints
 
     def limits(self) -> Limits:
         """The price points a strategy works with: open at list price, stop at the floor."""
@@ -139,6 +152,9 @@ class Vault(Protocol):
     def constraints(self) -> JsonObject: ...
 
     def limits(self) -> Limits: ...
+
+    @property
+    def terms(self) -> TermsVault | None: ...
 
 
 V = TypeVar("V", bound=Vault)
@@ -203,6 +219,8 @@ class _Session:
     currency: str
     max_rounds: int
     commitment: str
+    #: The declared issues besides the price (profile terms/v0.1), or none.
+    issues: tuple[Issue, ...] = ()
 
 
 def _timestamp(moment: datetime) -> str:
@@ -249,6 +267,9 @@ class PartyAgent(ABC, Generic[V]):
         self._session: _Session | None = None
         self._mine: list[Decimal] = []
         self._theirs: list[Decimal] = []
+        #: With issues: each side's terms beside its prices, in the same order.
+        self._my_terms: list[Values] = []
+        self._their_terms: list[Values] = []
         self._seen: set[str] = set()
         self._settling = False
         self._finished = False
@@ -312,8 +333,11 @@ class PartyAgent(ABC, Generic[V]):
         if round_ is not None:
             return [self._reveal_envelope(round_, now)]
         if kind in (MessageType.OFFER_PROPOSE, MessageType.OFFER_COUNTER):
-            prices = self._mine if sender_role == self.role else self._theirs
-            prices.append(_exact(payload["price"]))
+            mine = sender_role == self.role
+            (self._mine if mine else self._theirs).append(_exact(payload["price"]))
+            if self._session.issues:
+                values = terms_of(self._session.issues, payload["terms"])
+                (self._my_terms if mine else self._their_terms).append(values)
         return self._react(kind, payload, now)
 
     def withdraw(self, now: datetime) -> JsonObject:
@@ -373,15 +397,23 @@ class PartyAgent(ABC, Generic[V]):
         """React to a non-terminal envelope of the running session."""
 
     def _start(
-        self, session_id: str, item: Mapping[str, object], currency: str, max_rounds: int
+        self,
+        session_id: str,
+        item: Mapping[str, object],
+        currency: str,
+        max_rounds: int,
+        issues: tuple[Issue, ...] = (),
     ) -> _Session:
         if currency not in MINOR_UNITS:
             raise ValueError(f"unknown currency {currency!r}")
         item_json = json_value(item)
         if not isinstance(item_json, dict):
             raise ValueError("an item is a JSON object")
+        if issues:
+            # Its terms must fit the declared issues before it commits to anything.
+            TermsPlan(self.role, issues, self._vault.limits(), self._vault.terms)
         commitment = commit(self._vault.constraints(), item_json, max_rounds, self._salt)
-        return _Session(session_id, item_json, currency, max_rounds, commitment)
+        return _Session(session_id, item_json, currency, max_rounds, commitment, issues)
 
     def _finish(self, kind: MessageType, sender_role: str, payload: Mapping[str, Any]) -> None:
         self._finished = True
@@ -406,6 +438,8 @@ class PartyAgent(ABC, Generic[V]):
             opponent_prices=tuple(self._theirs),
         )
         decision = self._strategy.decide(situation)
+        if session.issues:
+            return self._move_with_terms(session, situation, decision, now)
         if isinstance(decision, Accept):
             kind, price = MessageType.OFFER_ACCEPT, self._acceptable(situation)
         else:
@@ -416,6 +450,67 @@ class PartyAgent(ABC, Generic[V]):
             "constraints_commit": session.commitment,
         }
         return self._envelope(session, kind, payload, now)
+
+    def _move_with_terms(
+        self, session: _Session, situation: Situation, decision: Decision, now: datetime
+    ) -> JsonObject:
+        """A move in a session with issues (see :mod:`oanp.tradeoffs`): the price strategy
+        names the price, or accepts one; the terms beside it follow the plan, and the other
+        side's standing offer is taken when it is worth at least what this party would ask."""
+        plan = TermsPlan(self.role, session.issues, self._vault.limits(), self._vault.terms)
+        standing = situation.standing
+        theirs = self._their_terms[-1] if self._their_terms else None
+        price = standing if isinstance(decision, Accept) else decision.price
+        assert price is not None  # a strategy accepts only a standing price
+        price = self._offerable(price, session.currency)
+        previous = self._my_terms[-1] if self._my_terms else None
+        values = plan.offer(price, previous, theirs, situation.progress)
+        if (
+            standing is not None
+            and theirs is not None
+            and self._takes(plan, situation, decision, (standing, theirs), (price, values))
+        ):
+            kind, price, values = MessageType.OFFER_ACCEPT, self._acceptable(situation), theirs
+        else:
+            kind = self.offer_type
+            if (
+                self._mine
+                and previous is not None
+                and is_pure_retraction(
+                    self.role == "merchant",
+                    session.issues,
+                    (self._mine[-1], previous),
+                    (price, values),
+                )
+            ):
+                raise Renege(f"the {self.role} will not take back its previous terms")
+        payload: JsonObject = {
+            "round": situation.round,
+            "price": price_to_json(price),
+            "constraints_commit": session.commitment,
+            "terms": terms_json(session.issues, values),
+        }
+        return self._envelope(session, kind, payload, now)
+
+    def _takes(
+        self,
+        plan: TermsPlan,
+        situation: Situation,
+        decision: Decision,
+        standing: tuple[Decimal, Values],
+        planned: tuple[Decimal, Values],
+    ) -> bool:
+        """Whether to accept the other side's standing offer: within every limit, and worth
+        at least the offer this party would make instead; on the last word (the buyer's final
+        answer, a merchant's last counter its strategy would not make), anything within."""
+        if not plan.within(standing[1]) or not at_least_as_good(
+            self.role, standing[0], self._vault.limits().reservation
+        ):
+            return False
+        last_word = situation.is_final_answer or (
+            situation.is_last_counter and isinstance(decision, Accept)
+        )
+        return last_word or plan.utility(*standing) >= plan.utility(*planned)
 
     def _offerable(self, price: Decimal, currency: str) -> Decimal:
         if not (0 < price < PRICE_CEILING and fits_currency(price, currency)):
@@ -480,19 +575,26 @@ class BuyerAgent(PartyAgent[BuyerVault]):
         profile: str = DEFAULT_PROFILE,
         response_window_s: int | None = None,
         deadline: datetime | None = None,
+        issues: list[JsonObject] | None = None,
     ) -> JsonObject:
-        """The ``session.open`` envelope, committing this buyer's constraints to the session."""
+        """The ``session.open`` envelope, committing this buyer's constraints to the session.
+
+        ``issues`` (docs/protocol.md §16) opens a session of profile terms/v0.1 that
+        negotiates them besides the price; ``ValueError`` when they are not well formed."""
         if self._session is not None:
             raise AgentStateError("this agent already opened its session")
-        session = self._start(session_id, item, currency, max_rounds)
+        declared = read_issues(issues) if issues else ()
+        session = self._start(session_id, item, currency, max_rounds, declared)
         payload: JsonObject = {
             "merchant_agent_id": merchant_agent_id,
             "item": session.item,
             "currency": currency,
             "max_rounds": max_rounds,
-            "profile": profile,
+            "profile": TERMS.name if declared and profile == DEFAULT_PROFILE else profile,
             "constraints_commit": session.commitment,
         }
+        if declared:
+            payload["issues"] = issues_json(declared)
         if response_window_s is not None:
             payload["response_window_s"] = response_window_s
         if deadline is not None:
@@ -550,6 +652,7 @@ class MerchantAgent(PartyAgent[MerchantVault]):
             payload["item"],
             payload["currency"],
             int(payload.get("max_rounds", DEFAULT_MAX_ROUNDS)),
+            read_issues(payload["issues"]) if payload.get("issues") else (),
         )
         self._session = session
         self._seen.add(envelope["message_id"])

@@ -1,0 +1,247 @@
+"""How a reference agent negotiates declared issues besides the price (profile terms/v0.1).
+
+A party's view of the issues lives in its sealed vault as a :class:`TermsVault`: a weight per
+issue (and for the price) and, per issue, its ideal value and the worst it will take. From
+these, each issue's utility runs from 1 at the ideal to 0 at the limit, and an offer's utility
+is the weighted sum with the price's.
+
+Conceding: the price strategy decides the price; how far the party has conceded, the farther
+of the price's way from ideal to reservation and the session's time (0 in round 1, 1 in the
+last), sets how far to concede on each issue, as that fraction f to the power of the issue's
+weight over the price's: an issue that matters less is given up early (f^0.25), one that
+matters more late (f^2), and every issue reaches its limit by the last round. So two parties
+that weight issues differently each give first what the other values more: the trade-offs a
+rational agent makes. A value never passes the other side's standing
+value (it would give away more than asked), never goes back towards the party's own ideal
+(every move is a concession on every issue, so never a retraction), and never passes the limit.
+An issue the vault does not name is one the party is indifferent to: it takes the other side's
+value, or opens at the other side's best.
+
+Accepting: the other side's standing offer is taken when every value lies within the party's
+limits and its utility is at least that of the offer the party would make instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+
+from oanp.canonical import JsonObject
+from oanp.commitments import Role
+from oanp.money import price_to_json
+from oanp.strategies import Limits
+from oanp.terms import ChoiceIssue, Issue, Values
+
+
+@dataclass(frozen=True, slots=True)
+class IssueLimits:
+    """One issue as one party sees it: how much it matters, the best and the worst value.
+
+    ``ideal`` and ``limit`` are numbers for a number issue and options for a choice."""
+
+    name: str
+    weight: Decimal
+    ideal: Decimal | str
+    limit: Decimal | str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.weight, Decimal) or not self.weight >= 0:
+            raise ValueError(f"the weight of {self.name} must be a Decimal of at least 0")
+
+    def as_json(self) -> JsonObject:
+        def wire(value: Decimal | str) -> int | float | str:
+            return value if isinstance(value, str) else price_to_json(value)
+
+        return {"weight": str(self.weight), "ideal": wire(self.ideal), "limit": wire(self.limit)}
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class TermsVault:
+    """A party's private weights and per-issue limits; ``price_weight`` weighs the price."""
+
+    price_weight: Decimal
+    issues: tuple[IssueLimits, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.price_weight, Decimal) or not self.price_weight > 0:
+            raise ValueError("the price weight must be a positive Decimal")
+        names = [i.name for i in self.issues]
+        if len(set(names)) != len(names):
+            raise ValueError("each issue is weighed once")
+
+    def __repr__(self) -> str:
+        return "TermsVault(<sealed>)"
+
+    def constraints(self) -> JsonObject:
+        """What the commitment covers besides the price limits (and a reveal discloses)."""
+        return {
+            "price_weight": str(self.price_weight),
+            "issues": {i.name: i.as_json() for i in self.issues},
+        }
+
+    def of(self, name: str) -> IssueLimits | None:
+        return next((i for i in self.issues if i.name == name), None)
+
+
+# One issue's scale --------------------------------------------------------------------------
+
+
+def _position(issue: Issue, value: Decimal | str) -> Decimal:
+    """A value on the issue's own axis: the number itself, or a choice's option index."""
+    if isinstance(issue, ChoiceIssue):
+        if not isinstance(value, str) or value not in issue.options:
+            raise ValueError(f"{value!r} is not an option of {issue.name}")
+        return Decimal(issue.options.index(value))
+    if isinstance(value, str) or not issue.low <= value <= issue.high:
+        raise ValueError(f"{value!r} is outside {issue.name}'s range")
+    return value
+
+
+def _best_for(role: Role, issue: Issue) -> Decimal:
+    """Where the issue's axis is best for ``role``."""
+    if isinstance(issue, ChoiceIssue):
+        return Decimal(0) if role == "buyer" else Decimal(len(issue.options) - 1)
+    buyer_best = issue.low if issue.buyer_prefers == "low" else issue.high
+    buyer_worst = issue.high if issue.buyer_prefers == "low" else issue.low
+    return buyer_best if role == "buyer" else buyer_worst
+
+
+@dataclass(frozen=True, slots=True)
+class _Scale:
+    """One issue for one party: its ideal and limit on the issue's axis, and its weight."""
+
+    issue: Issue
+    weight: Decimal
+    ideal: Decimal
+    limit: Decimal
+
+    @property
+    def indifferent(self) -> bool:
+        return self.weight == 0 or self.ideal == self.limit
+
+    def utility(self, position: Decimal) -> Decimal:
+        if self.indifferent:
+            return Decimal(0)
+        share = (position - self.ideal) / (self.limit - self.ideal)
+        return 1 - min(max(share, Decimal(0)), Decimal(1))
+
+    def within(self, position: Decimal) -> bool:
+        """Whether a value is no worse than the limit (indifference takes anything)."""
+        return self.indifferent or self.utility(position) > 0 or position == self.limit
+
+    def at(self, fraction: Decimal) -> Decimal:
+        """The value ``fraction`` of the way from ideal to limit, rounded towards the ideal
+        on the issue's grid (so concessions stay monotone and within the limit)."""
+        raw = self.ideal + fraction * (self.limit - self.ideal)
+        towards_ideal = ROUND_FLOOR if self.limit > self.ideal else ROUND_CEILING
+        step = 0 if isinstance(self.issue, ChoiceIssue) else self.issue.decimals
+        return raw.quantize(Decimal(1).scaleb(-step), rounding=towards_ideal)
+
+    def closer(self, a: Decimal, b: Decimal) -> bool:
+        """Whether ``a`` lies nearer this party's ideal than ``b`` (better for it)."""
+        return (a < b) == (self.ideal < self.limit) and a != b
+
+
+def _scales(role: Role, issues: Sequence[Issue], vault: TermsVault | None) -> list[_Scale]:
+    scales = []
+    for issue in issues:
+        limits = vault.of(issue.name) if vault is not None else None
+        if limits is None:
+            other: Role = "merchant" if role == "buyer" else "buyer"
+            best_of_other = _best_for(other, issue)
+            scales.append(_Scale(issue, Decimal(0), best_of_other, best_of_other))
+        else:
+            ideal, limit = _position(issue, limits.ideal), _position(issue, limits.limit)
+            best = _best_for(role, issue)
+            if abs(ideal - best) > abs(limit - best):
+                # Conceding from such an ideal would take back what the other side values.
+                raise ValueError(
+                    f"the {role}'s ideal {issue.name} is worse for it than its limit, "
+                    "by the direction the session declares"
+                )
+            scales.append(_Scale(issue, limits.weight, ideal, limit))
+    return scales
+
+
+# The party's plan ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TermsPlan:
+    """The declared issues as one party weighs them, with its price limits."""
+
+    role: Role
+    issues: tuple[Issue, ...]
+    price: Limits
+    vault: TermsVault | None
+
+    def __post_init__(self) -> None:
+        self._scales()  # a vault that contradicts the declared issues fails here, at once
+
+    def _scales(self) -> list[_Scale]:
+        return _scales(self.role, self.issues, self.vault)
+
+    @property
+    def _price_weight(self) -> Decimal:
+        return self.vault.price_weight if self.vault is not None else Decimal(1)
+
+    def price_conceded(self, price: Decimal) -> Decimal:
+        """How far ``price`` lies from the ideal towards the reservation, 0 to 1."""
+        span = self.price.reservation - self.price.ideal
+        if span == 0:
+            return Decimal(1)
+        return min(max((price - self.price.ideal) / span, Decimal(0)), Decimal(1))
+
+    def utility(self, price: Decimal, values: Values) -> Decimal:
+        """The weighted utility of an offer, 0 to 1."""
+        scales = self._scales()
+        total = self._price_weight + sum((s.weight for s in scales), Decimal(0))
+        score = self._price_weight * (1 - self.price_conceded(price))
+        score += sum(
+            (s.weight * s.utility(Decimal(v)) for s, v in zip(scales, values, strict=True)),
+            Decimal(0),
+        )
+        return score / total
+
+    def within(self, values: Values) -> bool:
+        return all(s.within(Decimal(v)) for s, v in zip(self._scales(), values, strict=True))
+
+    def offer(
+        self,
+        price: Decimal,
+        previous: Values | None,
+        theirs: Values | None,
+        progress: Decimal = Decimal(0),
+    ) -> Values:
+        """The terms to offer beside ``price`` at time ``progress``: conceded as far as the
+        price or the time has gone, earlier on issues that matter less, never past the other
+        side's value or back from ``previous``."""
+        conceded = max(self.price_conceded(price), progress)
+        values: list[Decimal | int] = []
+        for i, scale in enumerate(self._scales()):
+            if scale.indifferent:
+                target = scale.ideal if theirs is None else Decimal(theirs[i])
+            else:
+                share = conceded ** (scale.weight / self._price_weight)
+                target = scale.at(share)
+                if theirs is not None and scale.closer(Decimal(theirs[i]), target):
+                    target = Decimal(theirs[i])  # asked for less than this: take it, no more
+            if previous is not None and scale.closer(target, Decimal(previous[i])):
+                target = Decimal(previous[i])  # never back towards the ideal
+            values.append(int(target) if isinstance(scale.issue, ChoiceIssue) else target)
+        return tuple(values)
+
+
+def terms_of(issues: Sequence[Issue], terms: Mapping[str, object]) -> Values:
+    """An offer's terms from the stream as values (the arbiter already checked them)."""
+    values: list[Decimal | int] = []
+    for issue in issues:
+        raw = terms[issue.name]
+        if isinstance(issue, ChoiceIssue):
+            assert isinstance(raw, str)
+            values.append(issue.options.index(raw))
+        else:
+            assert isinstance(raw, int | float | Decimal) and not isinstance(raw, bool)
+            values.append(Decimal(repr(raw)) if isinstance(raw, float) else Decimal(raw))
+    return tuple(values)

@@ -1,0 +1,250 @@
+"""Reference agents negotiating terms besides the price (oanp.tradeoffs): each concedes first
+on what it cares less about, never retracts, stays within its limits, and two of them reach an
+agreement whose log the auditor passes."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.audit import verify_log
+from oanp.commitments import encode_salt
+from oanp.rehearsal import rehearse
+from oanp.strategies import Boulware, Limits, ReferenceBuyer, ReferenceMerchant
+from oanp.terms import is_pure_retraction, read_issues, read_terms
+from oanp.tradeoffs import IssueLimits, TermsPlan, TermsVault
+from tests.support.factories.sessions import ARBITER, ITEM, JWKS, T0
+
+ISSUES: list[dict[str, Any]] = [
+    {
+        "name": "delivery_days",
+        "kind": "number",
+        "buyer_prefers": "low",
+        "min": 1,
+        "max": 30,
+        "decimals": 0,
+    },
+    {"name": "support", "kind": "choice", "options": ["premium", "standard", "none"]},
+]
+DECLARED = read_issues(ISSUES)
+
+#: The buyer needs it fast and cares little for support; the merchant the other way round.
+BUYER_TERMS = TermsVault(
+    Decimal(1),
+    (
+        IssueLimits("delivery_days", Decimal(2), Decimal(2), Decimal(14)),
+        IssueLimits("support", Decimal("0.25"), "premium", "none"),
+    ),
+)
+MERCHANT_TERMS = TermsVault(
+    Decimal(1),
+    (
+        IssueLimits("delivery_days", Decimal("0.25"), Decimal(20), Decimal(3)),
+        IssueLimits("support", Decimal(2), "none", "standard"),
+    ),
+)
+
+#: The same weights the other way round, with limits that fit a merchant.
+BUYER_TERMS_FOR_MERCHANT = TermsVault(
+    Decimal(2),
+    (
+        IssueLimits("delivery_days", Decimal(1), Decimal(25), Decimal(5)),
+        IssueLimits("support", Decimal("0.5"), "none", "premium"),
+    ),
+)
+
+
+def agents(
+    buyer_terms: TermsVault | None, merchant_terms: TermsVault | None
+) -> tuple[BuyerAgent, MerchantAgent]:
+    numbers = itertools.count(1)
+
+    def new_id() -> str:
+        return f"msg-{next(numbers):04d}"
+
+    buyer = BuyerAgent(
+        agent_id="buyer-001",
+        vault=BuyerVault(Decimal(420), Decimal(400), terms=buyer_terms),
+        strategy=ReferenceBuyer(),
+        salt=encode_salt(b"\x01" * 32),
+        new_message_id=new_id,
+    )
+    merchant = MerchantAgent(
+        agent_id="merchant-sfo",
+        vault=MerchantVault(Decimal(280), Decimal(400), terms=merchant_terms),
+        strategy=ReferenceMerchant(),
+        salt=encode_salt(b"\x02" * 32),
+        new_message_id=new_id,
+    )
+    return buyer, merchant
+
+
+def play(buyer: BuyerAgent, merchant: MerchantAgent) -> list[dict[str, Any]]:
+    clock = itertools.count()
+    opening = buyer.open(
+        session_id="sess-terms",
+        merchant_agent_id="merchant-sfo",
+        item=ITEM,
+        currency="USD",
+        now=T0,
+        issues=ISSUES,
+    )
+    run = rehearse(
+        buyer=buyer,
+        merchant=merchant,
+        arbiter=ARBITER,
+        opening=opening,
+        clock=lambda: T0 + timedelta(seconds=next(clock)),
+    )
+    return [e.as_json() for e in run.entries]
+
+
+def offers(log: list[dict[str, Any]], role: str) -> list[dict[str, Any]]:
+    return [
+        e["envelope"]["payload"]
+        for e in log
+        if e["envelope"]["type"] in ("offer.propose", "offer.counter")
+        and e["envelope"]["sender"]["role"] == role
+    ]
+
+
+def test_two_agents_trade_off_to_an_agreement_that_verifies():
+    log = play(*agents(BUYER_TERMS, MERCHANT_TERMS))
+    report = verify_log(log, JWKS)
+    assert report.ok, [c.line() for c in report.checks if not c.ok]
+    last = log[-1]["envelope"]
+    assert last["type"] == "session.agree"
+    final = last["payload"]["agreement"]["final_terms"]
+    # Each got more of what it weighs most: the buyer fast delivery, the merchant its support
+    # level; each value within both sides' limits.
+    assert 3 <= final["delivery_days"] <= 14
+    assert final["support"] in ("standard", "none")
+    buyer_days = [o["terms"]["delivery_days"] for o in offers(log, "buyer")]
+    merchant_support = [o["terms"]["support"] for o in offers(log, "merchant")]
+    # The buyer gives up support before it gives up days; the merchant the other way round.
+    buyer_support = [o["terms"]["support"] for o in offers(log, "buyer")]
+    assert buyer_support[-1] != "premium" or buyer_days[-1] == 2
+    merchant_days = [o["terms"]["delivery_days"] for o in offers(log, "merchant")]
+    assert merchant_days[-1] < 20 or merchant_support[-1] == "none"
+    verdicts = [e["envelope"]["payload"] for e in log if e["envelope"]["type"] == "round.verdict"]
+    assert all(v["status"] != "violated" for v in verdicts)
+    assert verdicts[-1]["issues_open"] == 0
+
+
+def test_an_agent_without_terms_in_its_vault_takes_the_other_sides():
+    log = play(*agents(None, MERCHANT_TERMS))
+    assert verify_log(log, JWKS).ok
+    first_buyer = offers(log, "buyer")[0]["terms"]
+    # Indifferent, the buyer opens at the merchant's best: slowest delivery, no support.
+    assert first_buyer == {"delivery_days": 30, "support": "none"}
+    assert log[-1]["envelope"]["type"] == "session.agree"
+
+
+def test_no_offer_of_either_agent_is_a_pure_retraction():
+    for buyer_terms, merchant_terms in [
+        (BUYER_TERMS, MERCHANT_TERMS),
+        (None, BUYER_TERMS_FOR_MERCHANT),
+        (BUYER_TERMS, None),
+    ]:
+        log = play(*agents(buyer_terms, merchant_terms))
+        for role in ("buyer", "merchant"):
+            mine = [
+                (Decimal(str(o["price"])), read_terms(DECLARED, o["terms"]))
+                for o in offers(log, role)
+            ]
+            for old, new in itertools.pairwise(mine):
+                assert not is_pure_retraction(role == "merchant", DECLARED, old, new)
+
+
+LIMITS = Limits(ideal=Decimal(400), reservation=Decimal(280), target=Decimal(400))
+
+
+@given(
+    weight=st.decimals(min_value="0.1", max_value=5, places=2),
+    prices=st.lists(st.integers(280, 400), min_size=2, max_size=6),
+    theirs=st.tuples(st.integers(1, 30), st.integers(0, 2)),
+)
+def test_a_plans_offers_concede_monotonically_within_limits_and_never_past_theirs(
+    weight, prices, theirs
+):
+    vault = TermsVault(
+        Decimal(1),
+        (
+            IssueLimits("delivery_days", weight, Decimal(20), Decimal(3)),
+            IssueLimits("support", weight, "none", "standard"),
+        ),
+    )
+    plan = TermsPlan("merchant", DECLARED, LIMITS, vault)
+    their_values = (Decimal(theirs[0]), theirs[1])
+    previous = None
+    for price in sorted(prices, reverse=True):  # a merchant concedes downwards
+        values = plan.offer(Decimal(price), previous, their_values)
+        days, support = values
+        # Never past the limit (3 days, standard support), nor past what the buyer asks.
+        assert days >= max(Decimal(3), their_values[0])
+        assert support >= max(1, their_values[1])
+        if previous is not None:  # every move a concession, none taken back
+            assert days <= previous[0]
+            assert support <= previous[1]
+        previous = values
+
+
+def test_utility_weighs_price_and_issues():
+    plan = TermsPlan("merchant", DECLARED, LIMITS, MERCHANT_TERMS)
+    best = plan.utility(Decimal(400), (Decimal(20), 2))
+    worst = plan.utility(Decimal(280), (Decimal(3), 1))
+    assert best == 1
+    assert worst == 0
+    # Support matters eight times as much as delivery to this merchant.
+    give_support = plan.utility(Decimal(400), (Decimal(20), 1))
+    give_days = plan.utility(Decimal(400), (Decimal(3), 2))
+    assert give_days > give_support
+    assert plan.within((Decimal(3), 1))
+    assert not plan.within((Decimal(2), 1))
+    assert not plan.within((Decimal(10), 0))
+
+
+def test_a_vault_with_terms_commits_to_them_and_stays_sealed():
+    vault = MerchantVault(Decimal(280), Decimal(400), terms=MERCHANT_TERMS)
+    assert vault.constraints()["terms"]["issues"]["support"] == {
+        "weight": "2",
+        "ideal": "none",
+        "limit": "standard",
+    }
+    assert "standard" not in repr(vault)
+    assert "standard" not in repr(MERCHANT_TERMS)
+    assert "terms" not in MerchantVault(Decimal(280), Decimal(400)).constraints()
+
+
+def test_a_boulware_merchant_also_trades_off():
+    buyer, _ = agents(BUYER_TERMS, None)
+    merchant = MerchantAgent(
+        agent_id="merchant-sfo",
+        vault=MerchantVault(Decimal(280), Decimal(400), terms=MERCHANT_TERMS),
+        strategy=Boulware(),
+        salt=encode_salt(b"\x02" * 32),
+        new_message_id=iter(f"m-{i}" for i in itertools.count()).__next__,
+    )
+    log = play(buyer, merchant)
+    assert verify_log(log, JWKS).ok
+
+
+def test_a_vault_that_contradicts_the_declared_direction_is_refused_before_committing():
+    buyer, _ = agents(MERCHANT_TERMS, None)  # its "ideal" 20 days is the buyer's worse end
+    with pytest.raises(ValueError, match="worse for it than its limit"):
+        buyer.open(
+            session_id="s",
+            merchant_agent_id="merchant-sfo",
+            item=ITEM,
+            currency="USD",
+            now=T0,
+            issues=ISSUES,
+        )
+    assert buyer.commitment is None
