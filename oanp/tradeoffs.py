@@ -93,7 +93,12 @@ def _position(issue: Issue, value: Decimal | str) -> Decimal:
         if not isinstance(value, str) or value not in issue.options:
             raise ValueError(f"{value!r} is not an option of {issue.name}")
         return Decimal(issue.options.index(value))
-    if isinstance(value, str) or not issue.low <= value <= issue.high:
+    if isinstance(value, str):  # a number written as text, as a command line gives it
+        try:
+            value = Decimal(value)
+        except ArithmeticError:
+            raise ValueError(f"{value!r} is not a number for {issue.name}") from None
+    if not issue.low <= value <= issue.high:
         raise ValueError(f"{value!r} is outside {issue.name}'s range")
     return value
 
@@ -245,3 +250,47 @@ def terms_of(issues: Sequence[Issue], terms: Mapping[str, object]) -> Values:
             assert isinstance(raw, int | float | Decimal) and not isinstance(raw, bool)
             values.append(Decimal(repr(raw)) if isinstance(raw, float) else Decimal(raw))
     return tuple(values)
+
+
+def read_terms_vault(value: object) -> TermsVault:
+    """A :class:`TermsVault` from the JSON its :meth:`~TermsVault.constraints` writes
+    (``{"price_weight": w, "issues": {name: {"weight", "ideal", "limit"}}}``); numbers may be
+    JSON numbers or numeric strings, options are strings. ``ValueError`` says what is wrong."""
+    if not isinstance(value, dict):
+        raise ValueError("terms must be an object with price_weight and issues")
+    issues = value.get("issues", {})
+    if not isinstance(issues, dict):
+        raise ValueError("terms.issues must be an object of issue names")
+    limits = []
+    for name, spec in issues.items():
+        if not isinstance(spec, dict) or set(spec) != {"weight", "ideal", "limit"}:
+            raise ValueError(f"terms.issues.{name} must hold weight, ideal and limit")
+        limits.append(
+            IssueLimits(
+                str(name),
+                _decimal(spec["weight"], f"terms.issues.{name}.weight"),
+                _term(spec["ideal"]),
+                _term(spec["limit"]),
+            )
+        )
+    weight = _decimal(value.get("price_weight", 1), "terms.price_weight")
+    return TermsVault(weight, tuple(limits))
+
+
+def _decimal(value: object, where: str) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        raise ValueError(f"{where} must be a number")
+    try:
+        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    except ArithmeticError:
+        raise ValueError(f"{where} must be a number") from None
+    if not number.is_finite():
+        raise ValueError(f"{where} must be a finite number")
+    return number
+
+
+def _term(value: object) -> Decimal | str:
+    """An ideal or a limit: a number for a number issue, an option (a string) for a choice."""
+    if isinstance(value, str):
+        return value
+    return _decimal(value, "an ideal or a limit")

@@ -27,16 +27,26 @@ def describe_entry(entry: Entry) -> str:
     if kind == "session.ack":
         return f"{head}commitment {payload['constraints_commit']}"
     if kind.startswith("offer."):
-        return f"{head}round {payload['round']}: {payload['price']}"
+        return f"{head}round {payload['round']}: {payload['price']}{_terms(payload.get('terms'))}"
     if kind == "round.verdict":
         return (
             f"{head}round {payload['round']}: {payload['status']} ({payload['rationale']}), "
             f"buyer {payload['buyer_price']}, merchant {payload['merchant_price']}, "
             f"spread {payload['spread']}"
+            + ("" if "issues_open" not in payload else f", issues open {payload['issues_open']}")
         )
     if kind == "session.agree":
+        agreement = payload.get("agreement")
+        terms = agreement.get("final_terms") if isinstance(agreement, dict) else None
         return (
-            f"{head}{payload['final_price']} {payload['currency']}, "
+            f"{head}{payload['final_price']} {payload['currency']}{_terms(terms)}, "
             f"digest {payload['session_digest']}, {payload['signature_alg']} kid {payload['kid']}"
         )
     return f"{head}{payload.get('reason')}: {payload.get('detail', '')}"
+
+
+def _terms(terms: object) -> str:
+    """Terms beside a price, as ``name value`` pairs, or nothing in a price-only session."""
+    if not isinstance(terms, dict):
+        return ""
+    return " with " + ", ".join(f"{name} {value}" for name, value in terms.items())

@@ -42,6 +42,8 @@ from oanp.strategies import (
     canonical_name,
     strategy_named,
 )
+from oanp.terms import IssuesInvalid, read_issues
+from oanp.tradeoffs import IssueLimits, TermsVault, read_terms_vault
 from oanp.transcript import describe_entry
 
 #: Exit codes of ``oanp negotiate``: agreed, verification failed, bad input, closed.
@@ -93,6 +95,72 @@ def _limits_file(path: Path | None) -> dict[str, Any]:
     return limits
 
 
+_NUMBER_ISSUE = re.compile(r"number:(low|high):([^.:]+(?:\.\d+)?)\.\.([^:]+?)(?::(\d))?")
+
+
+def parse_issue(text: str) -> dict[str, Any]:
+    """``--issue NAME=number:low|high:MIN..MAX[:DECIMALS]``, or ``NAME=choice:A,B,C`` with
+    the options from the buyer's best to the merchant's best (docs/protocol.md §16)."""
+    name, equals, spec = text.partition("=")
+    number = _NUMBER_ISSUE.fullmatch(spec)
+    if equals and number:
+        prefers, low, high, decimals = number.groups()
+        issue: dict[str, Any] = {
+            "name": name,
+            "kind": "number",
+            "buyer_prefers": prefers,
+            "min": _issue_number(low, text),
+            "max": _issue_number(high, text),
+            "decimals": int(decimals or 0),
+        }
+    elif equals and spec.startswith("choice:"):
+        issue = {"name": name, "kind": "choice", "options": spec.removeprefix("choice:").split(",")}
+    else:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected NAME=number:low|high:MIN..MAX[:DECIMALS] or NAME=choice:A,B,C"
+        )
+    try:
+        read_issues([issue])
+    except IssuesInvalid as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    return issue
+
+
+def _issue_number(text: str, flag: str) -> int | float:
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"{flag!r}: {text!r} is not a number") from None
+    return int(number) if number == number.to_integral_value() else float(number)
+
+
+def parse_want(text: str) -> IssueLimits:
+    """``--want NAME=IDEAL..LIMIT[@WEIGHT]``: this party's best and worst value of an issue,
+    and how much it matters beside the price (whose weight is ``--price-weight``)."""
+    name, equals, spec = text.partition("=")
+    values, _, weight = spec.partition("@")
+    ideal, dots, limit = values.partition("..")
+    if not (equals and name and dots and ideal and limit):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=IDEAL..LIMIT[@WEIGHT]")
+    try:
+        return IssueLimits(name, Decimal(weight or "1"), ideal, limit)
+    except (InvalidOperation, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: weight {weight!r}: {exc}") from None
+
+
+def _terms_vault(args: argparse.Namespace, limits: dict[str, Any]) -> TermsVault | None:
+    """Weights and per-issue limits from ``--want`` and ``--price-weight``, or ``terms`` in
+    ``--limits``; none when neither is given (the party then takes the other side's terms)."""
+    try:
+        if args.want:
+            return TermsVault(_amount(args.price_weight, "--price-weight"), tuple(args.want))
+        if "terms" in limits:
+            return read_terms_vault(limits["terms"])
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return None
+
+
 def buyer_vault(args: argparse.Namespace) -> BuyerVault:
     """The buyer's vault from ``--ceiling``/``--budget``/``--urgency`` or ``--limits``."""
     limits = _limits_file(args.limits)
@@ -106,6 +174,7 @@ def buyer_vault(args: argparse.Namespace) -> BuyerVault:
             true_ceiling=_amount(ceiling, "the ceiling"),
             budget_cap=_amount(budget, "the budget"),
             urgency=str(urgency),
+            terms=_terms_vault(args, limits),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -120,7 +189,9 @@ def merchant_vault(args: argparse.Namespace) -> MerchantVault:
         raise UsageError("the merchant needs --floor and --ideal, or both in --limits")
     try:
         return MerchantVault(
-            floor_price=_amount(floor, "the floor"), ideal_price=_amount(ideal, "the ideal price")
+            floor_price=_amount(floor, "the floor"),
+            ideal_price=_amount(ideal, "the ideal price"),
+            terms=_terms_vault(args, limits),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -174,8 +245,19 @@ def add_commands(commands: Any) -> None:
     buy.add_argument("--budget", help="budget_cap: the soft target (default: the ceiling)")
     buy.add_argument("--urgency", help="committed with the limits (default: medium)")
     buy.add_argument("--limits", type=Path, metavar="FILE", help="JSON with the limits instead")
+    _terms_flags(buy)
     buy.add_argument("--session-id", help="default: a new ULID")
     buy.add_argument("--profile", default="default/v0.1")
+    buy.add_argument(
+        "--issue",
+        action="append",
+        type=parse_issue,
+        default=[],
+        metavar="NAME=SPEC",
+        help="negotiate this issue besides the price (profile terms/v0.1; repeatable): "
+        "NAME=number:low|high:MIN..MAX[:DECIMALS] or NAME=choice:A,B,C, options from the "
+        "buyer's best to the merchant's best",
+    )
     buy.add_argument("--response-window", type=int, metavar="SECONDS")
     buy.add_argument(
         "--settle",
@@ -196,6 +278,7 @@ def add_commands(commands: Any) -> None:
     sell.add_argument("--floor", help="floor_price: the least the merchant will ever take")
     sell.add_argument("--ideal", help="ideal_price: its list price, where it opens")
     sell.add_argument("--limits", type=Path, metavar="FILE", help="JSON with the limits instead")
+    _terms_flags(sell)
     sell.add_argument(
         "--settle",
         type=settle_policy,
@@ -231,6 +314,21 @@ def add_commands(commands: Any) -> None:
     )
     tools.add_argument(
         "--state", type=Path, metavar="FILE", help="keep commitments' constraints and salts here"
+    )
+
+
+def _terms_flags(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--want",
+        action="append",
+        type=parse_want,
+        default=[],
+        metavar="NAME=IDEAL..LIMIT[@WEIGHT]",
+        help="in sessions with issues: this party's best and worst value of one (repeatable; "
+        "sealed with the limits); an issue not named is taken as the other side offers it",
+    )
+    command.add_argument(
+        "--price-weight", default="1", help="how much the price matters beside --want's weights"
     )
 
 
@@ -329,6 +427,7 @@ def negotiate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
             profile=args.profile,
             response_window_s=args.response_window,
             now=_now(),
+            issues=args.issue or None,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

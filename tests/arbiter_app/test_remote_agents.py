@@ -8,6 +8,7 @@ where the command line itself is the point.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -91,7 +92,9 @@ class MerchantProcess:
 def merchants(live_arbiter: LiveServer) -> Iterator[Callable[..., MerchantProcess]]:
     started: list[MerchantProcess] = []
 
-    def start(agent: Agent, state: Path, *, strategy: str = "reference") -> MerchantProcess:
+    def start(
+        agent: Agent, state: Path, *extra: str, strategy: str = "reference"
+    ) -> MerchantProcess:
         argv = [
             sys.executable,
             "-m",
@@ -111,6 +114,7 @@ def merchants(live_arbiter: LiveServer) -> Iterator[Callable[..., MerchantProces
             strategy,
             "--state",
             str(state),
+            *extra,
         ]
         merchant = MerchantProcess(argv).start()
         started.append(merchant)
@@ -274,6 +278,75 @@ def test_negotiate_settles_by_reveal_with_a_merchant_process(
     assert agreement["final_price"] == 350
     assert verify_log(run.log, ArbiterClient(live_arbiter.url).jwks()).ok
     assert_answered_once(run.log)
+
+
+def test_negotiate_trades_off_terms_with_a_merchant_process(
+    live_arbiter: LiveServer, merchants: Any, tmp_path: Path
+) -> None:
+    """Profile terms/v0.1 between two processes: the buyer wants fast delivery and cares
+    little for support, the merchant the other way round; they agree on terms within both
+    sides' limits, and the log, with its signed final_terms, verifies."""
+    seller = make_agent("merchant-terms", "merchant")
+    merchants(
+        seller,
+        tmp_path / "terms.json",
+        "--want",
+        "delivery_days=20..3@0.25",
+        "--want",
+        "support=none..standard@2",
+    )
+    buyer = make_agent("buyer-terms", "buyer")
+    run = negotiate(
+        live_arbiter.url,
+        buyer,
+        seller.agent_id,
+        tmp_path,
+        "--ceiling",
+        "420",
+        "--budget",
+        "400",
+        "--issue",
+        "delivery_days=number:low:1..30",
+        "--issue",
+        "support=choice:premium,standard,none",
+        "--want",
+        "delivery_days=2..14@2",
+        "--want",
+        "support=premium..none@0.25",
+    )
+    assert run.code == commands.EXIT_AGREED, run.out + run.err
+    opened = run.log[0]["envelope"]["payload"]
+    assert opened["profile"] == "terms/v0.1"
+    assert [i["name"] for i in opened["issues"]] == ["delivery_days", "support"]
+    final = run.log[-1]["envelope"]["payload"]["agreement"]["final_terms"]
+    assert 3 <= final["delivery_days"] <= 14
+    assert final["support"] in ("standard", "none")
+    assert "with delivery_days" in run.out  # the transcript prints each offer's terms
+    verdicts = [
+        e["envelope"]["payload"] for e in run.log if e["envelope"]["type"] == "round.verdict"
+    ]
+    assert all(v["status"] != "violated" for v in verdicts)
+    assert verify_log(run.log, ArbiterClient(live_arbiter.url).jwks()).ok
+    assert_answered_once(run.log)
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("--issue=days", "expected NAME=number"),
+        ("--issue=Days=number:low:1..30", "name must be"),
+        ("--issue=days=number:low:30..1", "less than its max"),
+        ("--issue=support=choice:only", "options"),
+        ("--want=days", "expected NAME=IDEAL..LIMIT"),
+        ("--want=days=1..5@x", "weight 'x'"),
+    ],
+)
+def test_negotiate_refuses_malformed_issue_flags(flag: str, message: str) -> None:
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as exit_, contextlib.redirect_stderr(err):
+        cli._parser().parse_args(["negotiate", "--merchant", "m", "--item", "a=b", flag])
+    assert exit_.value.code == 2
+    assert message in err.getvalue()
 
 
 def test_negotiate_command_line_prints_rounds_and_refuses_bad_limits(
