@@ -24,7 +24,7 @@ import hashlib
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -58,6 +58,7 @@ from oanp.strategies import (
     Strategy,
     TitForTat,
 )
+from oanp.tradeoffs import IssueLimits, TermsVault
 
 #: From the issue: envelopes per second on one core, and the machine's cost over bare hashing.
 AIM_ENVELOPES_PER_S = 10_000
@@ -86,6 +87,37 @@ MERCHANT_TACTICS: tuple[Strategy, ...] = (
     TitForTat(),
     ReferenceMerchant(),
 )
+
+
+#: The multi-issue corpus's issues (profile terms/v0.1): a number and a choice besides the price.
+ISSUES: list[JsonObject] = [
+    {
+        "name": "delivery_days",
+        "kind": "number",
+        "buyer_prefers": "low",
+        "min": 1,
+        "max": 30,
+        "decimals": 0,
+    },
+    {"name": "support", "kind": "choice", "options": ["premium", "standard", "none"]},
+]
+
+
+def _terms(rng: random.Random, role: str) -> TermsVault:
+    """Random weights and limits that fit ``role``'s side of :data:`ISSUES`."""
+    weights = [Decimal(rng.choice(("0.25", "0.5", "1", "2"))) for _ in range(3)]
+    fast, slow = rng.randint(1, 8), rng.randint(12, 30)
+    days = (fast, slow) if role == "buyer" else (slow, fast)
+    support = ("premium", rng.choice(("standard", "none")))
+    if role != "buyer":
+        support = ("none", rng.choice(("standard", "premium")))
+    return TermsVault(
+        weights[0],
+        (
+            IssueLimits("delivery_days", weights[1], Decimal(days[0]), Decimal(days[1])),
+            IssueLimits("support", weights[2], *support),
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -189,14 +221,20 @@ def _scenario(
     )
 
 
-def build_corpus(sessions: int, arbiter: Arbiter, *, seed: int = CORPUS_SEED) -> Corpus:
-    """Rehearse ``sessions`` whole sessions and keep the party envelopes as JSON bytes."""
+def build_corpus(
+    sessions: int, arbiter: Arbiter, *, seed: int = CORPUS_SEED, with_terms: bool = False
+) -> Corpus:
+    """Rehearse ``sessions`` whole sessions and keep the party envelopes as JSON bytes;
+    ``with_terms``, sessions of profile terms/v0.1 over :data:`ISSUES` with random weights."""
     rng = random.Random(seed)
     out: list[SessionMoves] = []
     for number in range(sessions):
         buyer_vault, merchant_vault, buyer_tactic, merchant_tactic, max_rounds = _scenario(
             rng, number
         )
+        if with_terms:
+            buyer_vault = replace(buyer_vault, terms=_terms(rng, "buyer"))
+            merchant_vault = replace(merchant_vault, terms=_terms(rng, "merchant"))
         origin, destination = rng.sample(AIRPORTS, 2)
         if number % 3 == 0:
             origin, destination = "SFO", "JFK"
@@ -229,6 +267,7 @@ def build_corpus(sessions: int, arbiter: Arbiter, *, seed: int = CORPUS_SEED) ->
             currency="USD",
             max_rounds=max_rounds,
             now=clock(),
+            issues=ISSUES if with_terms else None,
         )
         result = rehearse(
             buyer=buyer, merchant=merchant, arbiter=arbiter, opening=opening, clock=clock
@@ -341,6 +380,7 @@ def run(options: Options) -> SectionResult:
     key = ArbiterKey.from_ed25519_seed(SEED)
     arbiter = Arbiter(ARBITER_ID, key, JWKS_URI)
     corpus = build_corpus(size.sessions, arbiter)
+    with_terms = build_corpus(size.sessions, arbiter, with_terms=True)
     envelopes = corpus.envelopes
     count = len(envelopes)
     entries = corpus.entry_count
@@ -357,8 +397,11 @@ def run(options: Options) -> SectionResult:
         run_parse_hash(envelopes)
         run_bare(envelopes)
         run_chain(chain_entries)
+        if run_machine(with_terms, arbiter)[0] != with_terms.entry_count:
+            raise RuntimeError("the terms corpus does not replay to its logs")
 
         machine = best_of(size.repeats, lambda: run_machine(corpus, arbiter))
+        terms_machine = best_of(size.repeats, lambda: run_machine(with_terms, arbiter))
         parse_hash = best_of(size.repeats, lambda: run_parse_hash(envelopes))
         bare = best_of(size.repeats, lambda: run_bare(envelopes))
         chain = best_of(size.repeats, lambda: run_chain(chain_entries))
@@ -375,6 +418,8 @@ def run(options: Options) -> SectionResult:
         raw = best_of(size.repeats, sign_raw)
 
     machine_rate = count / machine.best_s
+    terms_count = len(with_terms.envelopes)
+    terms_rate = terms_count / terms_machine.best_s
     entry_rate = entries / machine.best_s
     parse_hash_rate = count / parse_hash.best_s
     bare_rate = count / bare.best_s
@@ -406,6 +451,15 @@ def run(options: Options) -> SectionResult:
             "envelopes_per_s": machine_rate,
             "entries_per_s": entry_rate,
             **machine.as_json(),
+        },
+        "machine_with_terms": {
+            "sessions": len(with_terms.sessions),
+            "envelopes": terms_count,
+            "entries": with_terms.entry_count,
+            "agreed": with_terms.count(Phase.AGREED),
+            "envelopes_per_s": terms_rate,
+            "over_single_issue": machine_rate / terms_rate,
+            **terms_machine.as_json(),
         },
         "parse_hash": {
             "envelopes": count,
@@ -441,6 +495,11 @@ def run(options: Options) -> SectionResult:
             rate(machine_rate),
             f"bare: {rate(bare_rate)}; parse+hash: {rate(parse_hash_rate)}",
             judged(f"≥ {AIM_ENVELOPES_PER_S:,} /s", rate_met),
+        ),
+        Row(
+            "machine, price and two issues (terms/v0.1): party envelopes/s",
+            rate(terms_rate),
+            f"{machine_rate / terms_rate:.2f}× the single-issue machine's time per envelope",
         ),
         Row(
             "machine: log entries/s",
@@ -480,7 +539,11 @@ def run(options: Options) -> SectionResult:
         f"{corpus.count(Phase.CLOSED):,} closed without agreement), {count:,} party envelopes "
         f"(mean {mean_bytes:.0f} bytes), {entries:,} log entries; every third session is the "
         "SFO→JFK pair, the others pit Boulware, Linear, Conceder, tit-for-tat and the reference "
-        "tactics over 6 to 20 rounds.",
+        "tactics over 6 to 20 rounds. The terms/v0.1 corpus is the same sessions with two "
+        f"issues besides the price (a number and a choice) and random weights and limits "
+        f"({terms_count:,} party envelopes, {with_terms.count(Phase.AGREED):,} agreed): each of "
+        "its offers carries terms the machine reads against the declaration and compares for I4 "
+        "and issues_open.",
         f"One core{'' if cpu is None else f' (CPU {cpu})'}, best of {size.repeats} repeats "
         "over the same bytes, garbage collector on. The corpus is built before timing; the "
         "machine's run includes parsing, every check, hashing every entry it logs (its own "

@@ -165,15 +165,16 @@ def timers_lateness(count: int, spread_s: float, lead_s: float) -> dict[str, Any
     buyer, _ = _agents()
     base = datetime.now(UTC) + timedelta(seconds=lead_s)
     ids = []
+    # Each session's deadline as opened: on a busy machine an early one may already have been
+    # closed (its row's next_deadline cleared) before the last is opened.
+    due = {}
     for number in range(count):
         deadline = base + timedelta(seconds=spread_s * number / max(1, count))
         envelope = _opening(number, "eta", deadline=deadline)
         services.receive_envelope(agent=buyer, envelope=envelope)
         ids.append(envelope.session_id)
+        due[envelope.session_id] = deadline
     armed_late = datetime.now(UTC) > base
-    due = dict(
-        Session.objects.filter(session_id__in=ids).values_list("session_id", "next_deadline")
-    )
     give_up = time.monotonic() + lead_s + spread_s + 60
     while Session.objects.filter(session_id__in=ids, ended_at__isnull=True).exists():
         if time.monotonic() > give_up:

@@ -134,11 +134,12 @@ def test_two_server_groups_share_sessions_without_a_duplicated_or_skipped_seq(
         httpx.Client(base_url=b) as via_b,
     ):
         clients = [via_a, via_b]
-        # Sessions left to their deadline, opened through either group.
-        deadline = datetime.now(UTC) + timedelta(seconds=3)
+        # Sessions left to their deadline, opened through either group; each deadline is
+        # counted from its own open, since opening them all may take seconds on a busy machine.
         waiting = [f"scale-deadline-{n}" for n in range(DEADLINE_SESSIONS)]
         for n, session_id in enumerate(waiting):
             opener, _ = sfo_jfk_agents(f"{session_id}-", buyer_id=buyer.agent_id)
+            deadline = datetime.now(UTC) + timedelta(seconds=3)
             first = opening(opener, session_id, merchant, deadline=deadline)
             answer = clients[n % 2].post(ENVELOPES, json=first, headers=buyer.headers)
             assert answer.status_code == 201, answer.text
