@@ -63,6 +63,12 @@ class InvalidMove(LimitGuard):
     """A move the arbiter must refuse anyway: an unfit price, or an accept with none standing."""
 
 
+class TermsUnfit(LimitGuard, ValueError):
+    """The vault's terms cannot be read against the issues the session declares (an option it
+    does not offer, a value outside its range, an ideal worse than the limit): the agent
+    commits to nothing rather than negotiate issues it has no sound limits for."""
+
+
 class AgentStateError(Exception):
     """The agent's session state does not allow the call (open twice, withdraw when done)."""
 
@@ -411,7 +417,10 @@ class PartyAgent(ABC, Generic[V]):
             raise ValueError("an item is a JSON object")
         if issues:
             # Its terms must fit the declared issues before it commits to anything.
-            TermsPlan(self.role, issues, self._vault.limits(), self._vault.terms)
+            try:
+                TermsPlan(self.role, issues, self._vault.limits(), self._vault.terms)
+            except ValueError as unfit:
+                raise TermsUnfit(str(unfit)) from None
         commitment = commit(self._vault.constraints(), item_json, max_rounds, self._salt)
         return _Session(session_id, item_json, currency, max_rounds, commitment, issues)
 

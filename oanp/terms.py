@@ -86,12 +86,17 @@ def read_issues(value: object) -> tuple[Issue, ...]:
     return issues
 
 
+def is_issue_name(name: object) -> bool:
+    """Whether ``name`` may name an issue: 1-32 of a-z and _, and not the price."""
+    return isinstance(name, str) and bool(_NAME.fullmatch(name)) and name != "price"
+
+
 def _issue(index: int, raw: object) -> Issue:
     where = f"[{index}]"
     if not isinstance(raw, dict):
         raise IssuesInvalid(f"{where} must be an object")
     name = raw.get("name")
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == "price":
+    if not isinstance(name, str) or not is_issue_name(name):
         raise IssuesInvalid(f"{where}.name must be 1-32 of a-z and _, and not price")
     kind = raw.get("kind")
     if kind == "number":

@@ -29,9 +29,9 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 from oanp.canonical import JsonObject
 from oanp.commitments import Role
-from oanp.money import price_to_json
+from oanp.money import PRICE_CEILING, decimals_of, price_to_json
 from oanp.strategies import Limits
-from oanp.terms import ChoiceIssue, Issue, Values
+from oanp.terms import MAX_DECIMALS, MAX_OPTION_CHARS, ChoiceIssue, Issue, Values, is_issue_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,15 +91,16 @@ def _position(issue: Issue, value: Decimal | str) -> Decimal:
     """A value on the issue's own axis: the number itself, or a choice's option index."""
     if isinstance(issue, ChoiceIssue):
         if not isinstance(value, str) or value not in issue.options:
-            raise ValueError(f"{value!r} is not an option of {issue.name}")
+            # Never the value itself: it is a sealed ideal or limit, and messages reach logs.
+            raise ValueError(f"the ideal or the limit of {issue.name} is not one of its options")
         return Decimal(issue.options.index(value))
     if isinstance(value, str):  # a number written as text, as a command line gives it
         try:
             value = Decimal(value)
         except ArithmeticError:
-            raise ValueError(f"{value!r} is not a number for {issue.name}") from None
+            raise ValueError(f"the ideal or the limit of {issue.name} is not a number") from None
     if not issue.low <= value <= issue.high:
-        raise ValueError(f"{value!r} is outside {issue.name}'s range")
+        raise ValueError(f"the ideal or the limit of {issue.name} is outside its range")
     return value
 
 
@@ -294,3 +295,62 @@ def _term(value: object) -> Decimal | str:
     if isinstance(value, str):
         return value
     return _decimal(value, "an ideal or a limit")
+
+
+#: The largest weight :func:`read_want` takes: weights only count relative to each other.
+MAX_WEIGHT = Decimal(100)
+#: How :func:`read_want` reads one issue's limits, as ``oanp --want`` and the dashboard write them.
+WANT_SYNTAX = "NAME=IDEAL..LIMIT[@WEIGHT]"
+
+
+def read_weight(text: str, what: str = "the weight") -> Decimal:
+    """A weight written as text: a number from 0 to :data:`MAX_WEIGHT`."""
+    try:
+        weight = Decimal(text.strip())
+    except ArithmeticError:
+        weight = Decimal("NaN")
+    if not weight.is_finite() or not 0 <= weight <= MAX_WEIGHT:
+        raise ValueError(f"{what} must be a number from 0 to {MAX_WEIGHT}")
+    return weight
+
+
+def read_want(text: str) -> IssueLimits:
+    """One issue's limits written ``NAME=IDEAL..LIMIT[@WEIGHT]`` (weight 1 when left out): two
+    numbers for a number issue, two options for a choice. Values stay as written, so that a
+    choice whose options look like numbers still reads. ``ValueError`` says what is wrong
+    without quoting the ideal or the limit, which are private."""
+    name, equals, spec = text.strip().partition("=")
+    values, at, weight = spec.partition("@")
+    ideal, dots, limit = (value.strip() for value in values.partition(".."))
+    if not (equals and dots and ideal and limit) or (at and not weight.strip()):
+        raise ValueError(f"expected {WANT_SYNTAX}")
+    name = name.strip()
+    if not is_issue_name(name):
+        raise ValueError("an issue's name is 1-32 of a-z and _, and not price")
+    numbers = [_written_number(name, value) for value in (ideal, limit)]
+    if (numbers[0] is None) != (numbers[1] is None):
+        raise ValueError(
+            f"{name}: the ideal and the limit are both numbers (a number issue) "
+            "or both options (a choice)"
+        )
+    if numbers[0] is None and max(len(ideal), len(limit)) > MAX_OPTION_CHARS:
+        raise ValueError(f"{name}: an option is at most {MAX_OPTION_CHARS} characters")
+    if ideal == limit or (numbers[0] is not None and numbers[0] == numbers[1]):
+        raise ValueError(f"{name}: the ideal and the limit must differ")
+    return IssueLimits(name, read_weight(weight or "1", f"{name}: the weight"), ideal, limit)
+
+
+def _written_number(name: str, text: str) -> Decimal | None:
+    """``text`` as a term's number, ``None`` when it is an option instead; a number no issue
+    can hold is refused."""
+    try:
+        number = Decimal(text)
+    except ArithmeticError:
+        return None
+    if not number.is_finite():
+        return None  # "NaN", "Infinity": words, so options
+    if abs(number) >= PRICE_CEILING or decimals_of(number) > MAX_DECIMALS:
+        raise ValueError(
+            f"{name}: a number is below 10^12 in magnitude, with at most {MAX_DECIMALS} decimals"
+        )
+    return number

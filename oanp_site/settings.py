@@ -378,6 +378,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "arbiter_app.tasks.sweep_deliveries",
         "schedule": OANP_TIMER_SWEEP_SECONDS,
     },
+    # Hosted merchants' reveals after the end whose task was lost (sessions_app.runner).
+    "sweep-hosted-reveals": {
+        "task": "sessions_app.tasks.sweep_reveals",
+        "schedule": OANP_TIMER_SWEEP_SECONDS,
+    },
     # Hourly, the key policy: rotate every OANP_KEY_ROTATION_DAYS, retire after the overlap.
     "maintain-signing-keys": {
         "task": "arbiter_app.tasks.maintain_signing_keys",

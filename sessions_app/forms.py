@@ -23,6 +23,8 @@ from oanp.envelope import IDENTIFIER_RULE, MAX_ITEM_BYTES, is_identifier
 from oanp.errors import ProtocolError, SchemaInvalid
 from oanp.money import MINOR_UNITS
 from oanp.strategies import STRATEGIES
+from oanp.terms import MAX_ISSUES
+from oanp.tradeoffs import MAX_WEIGHT, WANT_SYNTAX, IssueLimits, TermsVault, read_want, read_weight
 from sessions_app import services
 from sessions_app.models import Merchant, Mode
 from sessions_app.strategy_forms import TacticsFields
@@ -34,6 +36,13 @@ _PRICE = {"max_digits": 15, "decimal_places": 3, "min_value": Decimal("0.001"), 
 
 class SealedNumberInput(forms.NumberInput):
     """A number input that is always rendered empty."""
+
+    def format_value(self, value: Any) -> None:
+        return None
+
+
+class SealedTextarea(forms.Textarea):
+    """A text area that is always rendered empty."""
 
     def format_value(self, value: Any) -> None:
         return None
@@ -64,6 +73,38 @@ class AgentForm(TacticsFields):
     )
     floor_price = _price("Floor price (never goes below)")
     ideal_price = _price("Ideal price (opens here)")
+    terms = forms.CharField(
+        label="Limits on each issue",
+        required=False,
+        # Room for every issue with the longest options, and no more to parse.
+        max_length=MAX_ISSUES * 200,
+        strip=False,
+        widget=SealedTextarea(
+            attrs={"rows": 4, "cols": 60, "spellcheck": "false", "autocomplete": "off"}
+        ),
+        help_text=f"One issue a line, as {WANT_SYNTAX}: the agent's best value, the worst it "
+        "accepts, and how much the issue matters beside the price (no weight: 1). Two numbers "
+        "for a number issue, as delivery_days=20..3@0.5 (best 20 days, at worst 3); two "
+        "options for a choice, as support=none..standard@2. An issue the buyer declares that "
+        "is not named here is one the agent takes as the buyer offers it.",
+    )
+    price_weight = forms.CharField(
+        label="Price weight",
+        required=False,
+        max_length=32,
+        widget=SealedNumberInput(
+            attrs={"autocomplete": "off", "step": "any", "min": 0, "max": MAX_WEIGHT}
+        ),
+        help_text="How much the price matters beside the issues' weights; empty is 1.",
+    )
+    reveal_after_end = forms.BooleanField(
+        label="Reveal my floor after the session ends",
+        required=False,
+        help_text="Hosted agents: once a session that opened with this on has ended, agreed "
+        "or not, the limits it committed to (floor and ideal price) are revealed to the "
+        "arbiter, so the session page can show the zone of agreement and the surplus. A "
+        "revealed limit stays in the session's record.",
+    )
 
     def __init__(
         self,
@@ -92,9 +133,53 @@ class AgentForm(TacticsFields):
             raise forms.ValidationError("This agent id is taken; choose another.") from taken
         return agent_id
 
+    @property
+    def sectioned_field_names(self) -> list[str]:
+        """Fields the template shows in a fieldset of their own, not in the general list."""
+        return ["floor_price", "ideal_price", "terms", "price_weight", *self.tactics_field_names]
+
+    def clean_terms(self) -> tuple[IssueLimits, ...]:
+        """Each line's issue limits; every bad line is named, never with its values."""
+        lines = [(n, line) for n, line in enumerate(self.cleaned_data["terms"].splitlines(), 1)]
+        lines = [(n, line) for n, line in lines if line.strip()]
+        if len(lines) > MAX_ISSUES:
+            raise forms.ValidationError(f"A session has at most {MAX_ISSUES} issues: one a line.")
+        issues: list[IssueLimits] = []
+        problems = []
+        for n, line in lines:
+            try:
+                want = read_want(line)
+            except ValueError as bad:
+                problems.append(f"Line {n}: {bad}.")
+                continue
+            if any(issue.name == want.name for issue in issues):
+                problems.append(f"Line {n}: {want.name} has a line already.")
+            issues.append(want)
+        if problems:
+            raise forms.ValidationError(problems)
+        return tuple(issues)
+
+    def clean_price_weight(self) -> Decimal | None:
+        text = self.cleaned_data["price_weight"].strip()
+        if not text:
+            return None
+        try:
+            weight = read_weight(text, "The price weight")
+        except ValueError as bad:
+            raise forms.ValidationError(f"{bad}.") from None
+        if weight == 0:
+            raise forms.ValidationError("The price weight must be more than 0.")
+        return weight
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         self.clean_tactics(data)
+        issues, weight = data.get("terms"), data.get("price_weight")
+        if weight is not None and not issues and not self.has_error("terms"):
+            self.add_error(
+                "price_weight", "A price weight weighs the price against the issues: name them too."
+            )
+        data["terms_vault"] = TermsVault(weight or Decimal(1), issues) if issues else None
         floor, ideal = data.get("floor_price"), data.get("ideal_price")
         if (floor is None) != (ideal is None) and not self.has_error("floor_price"):
             raise forms.ValidationError("Enter both the floor and the ideal price, or neither.")
@@ -146,11 +231,18 @@ def limits_from(form: AgentForm, items: BaseItemLimitFormSet) -> Limits | None:
         for row in items.forms
         if row.cleaned_data.get("item")
     }
+    terms = form.cleaned_data.get("terms_vault")
     if floor is None:
         if per_item:
             form.add_error(None, "Per-item limits need the default floor and ideal price too.")
+        if terms is not None:
+            form.add_error(
+                "terms",
+                "New limits on issues need the floor and ideal price too: new limits replace "
+                "all the sealed ones.",
+            )
         return None
-    return Limits(floor_price=floor, ideal_price=ideal, per_item=per_item)
+    return Limits(floor_price=floor, ideal_price=ideal, per_item=per_item, terms=terms)
 
 
 #: The lifetimes a new API key may be issued with; "" never expires.

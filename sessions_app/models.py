@@ -111,6 +111,10 @@ class AgentProfile(HostedTactics):
     display_name = models.CharField(max_length=200, blank=True)
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.HOSTED)
     vault = models.BinaryField(default=b"")
+    #: Whether a hosted agent reveals the limits it committed to once a session ends, for the
+    #: session's analytics. Off unless the merchant turns it on: a reveal puts the floor in
+    #: the arbiter's record for good.
+    reveal_after_end = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -134,6 +138,11 @@ class HostedSession(HostedTactics):
     session_id = models.CharField(max_length=64, unique=True)
     sealed_salt = models.BinaryField()
     sealed_limits = models.BinaryField(default=b"")
+    #: The agent's ``reveal_after_end`` at open: a session reveals only what the merchant
+    #: agreed to reveal before it began (and still agrees to when it ends).
+    reveal_after_end = models.BooleanField(default=False)
+    #: When the reveal after the end went in, or was refused for good: nothing is left to send.
+    reveal_done_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
 

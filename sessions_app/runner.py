@@ -10,6 +10,11 @@ whole log in seq order, and submits whatever it still has to say through
 Running :func:`answer` twice is harmless: an answer's ``message_id`` is derived from the seq it
 answers and its ``timestamp`` is that entry's ``received_at``, so a second run submits the very
 same envelope and the arbiter replays its first answer (200) instead of taking a second move.
+
+When the merchant chose to (``reveal_after_end``, on at the session's open and still on), the
+end of a session queues :func:`reveal_after_end`, which reveals the limits the agent committed
+to through :func:`arbiter_app.services.reveal_constraints`, the service behind an external
+agent's ``POST …/reveal``; :func:`sweep_reveals` finds the ones whose task was lost.
 """
 
 from __future__ import annotations
@@ -18,13 +23,16 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from django.utils import timezone
+
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
 from arbiter_app.queue import enqueue
-from oanp.agents import LimitGuard, MerchantAgent
+from oanp.agents import AgentStateError, LimitGuard, MerchantAgent
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.envelope import parse_envelope, parse_timestamp
-from oanp.errors import OutOfTurn, ProtocolError, SessionTerminal, TimerExpired
+from oanp.errors import AlreadyRevealed, OutOfTurn, ProtocolError, SessionTerminal, TimerExpired
+from oanp.machine import Phase
 from sessions_app import services
 from sessions_app.models import AgentProfile, HostedSession, Mode
 from sessions_app.vault import unseal, unseal_text
@@ -34,30 +42,45 @@ log = logging.getLogger(__name__)
 
 # A race with a timer or a second run of this task: the session moved on without this answer.
 _BENIGN = (OutOfTurn, SessionTerminal, TimerExpired)
+#: The entries that end a session, whoever sends them.
+_ENDINGS = frozenset({"session.agree", "session.close"})
+_TERMINAL = [phase.value for phase in Phase if phase.is_terminal]
 
 
 def on_entries_committed(
     sender: Any, *, session_id: str, merchant_agent_id: str, entries: Sequence[Any], **_: Any
 ) -> None:
-    """Queue an answer when a buyer's envelope to a hosted agent committed.
+    """Queue an answer when a buyer's envelope to a hosted agent committed, and the reveal
+    after the end when the session ended.
 
     Called after the commit (see :mod:`arbiter_app.events`). Only a buyer's envelope asks the
     merchant to move; the merchant's own moves and the arbiter's verdicts do not. This must
     never raise: the arbiter's stream wake-ups are sent after its listeners.
     """
     try:
-        if not any(entry["envelope"]["sender"]["role"] == "buyer" for entry in entries):
+        asked = any(entry["envelope"]["sender"]["role"] == "buyer" for entry in entries)
+        ended = any(entry["envelope"]["type"] in _ENDINGS for entry in entries)
+        if not (asked or ended):
             return
-        if AgentProfile.objects.filter(agent_id=merchant_agent_id, mode=Mode.HOSTED).exists():
-            from sessions_app import tasks
+        profile = AgentProfile.objects.filter(agent_id=merchant_agent_id, mode=Mode.HOSTED).first()
+        if profile is None:
+            return
+        from sessions_app import tasks
 
+        if asked:
             enqueue(
                 tasks.answer_session,
                 args=[session_id],
                 about=f"the hosted answer in session {session_id}; its timer will close it",
             )
-    except Exception:  # the session's response timer closes it if no answer ever comes
-        log.exception("could not queue the hosted answer in session %s", session_id)
+        if ended and profile.reveal_after_end:
+            enqueue(
+                tasks.reveal_after_end,
+                args=[session_id],
+                about=f"the hosted reveal in session {session_id}; the reveal sweep will send it",
+            )
+    except Exception:  # the timer closes an unanswered session; the sweep sends a lost reveal
+        log.exception("could not queue the hosted work in session %s", session_id)
 
 
 class _AnswerIds:
@@ -75,8 +98,10 @@ class _AnswerIds:
         return f"hosted.{self.seq}.{self._n}"
 
 
-def pending_answers(hosted: HostedSession, entries: Sequence[JsonObject]) -> list[JsonObject]:
-    """The envelopes the hosted agent has still to submit after ``entries`` (the whole log)."""
+def _replayed(
+    hosted: HostedSession, entries: Sequence[JsonObject]
+) -> tuple[MerchantAgent, list[JsonObject]]:
+    """The hosted agent rebuilt and fed ``entries`` (the whole log), and all it answered."""
     ids = _AnswerIds()
     agent = MerchantAgent(
         agent_id=hosted.agent.agent_id,
@@ -90,6 +115,12 @@ def pending_answers(hosted: HostedSession, entries: Sequence[JsonObject]) -> lis
     for entry in entries:
         ids.answering(int(entry["seq"]))
         answers += agent.receive(entry["envelope"], parse_timestamp(entry["received_at"]))
+    return agent, answers
+
+
+def pending_answers(hosted: HostedSession, entries: Sequence[JsonObject]) -> list[JsonObject]:
+    """The envelopes the hosted agent has still to submit after ``entries`` (the whole log)."""
+    agent, answers = _replayed(hosted, entries)
     if agent.finished:
         return []
     logged = {entry["envelope"]["message_id"] for entry in entries}
@@ -139,3 +170,61 @@ def answer(session_id: str) -> int:
             outcome.status,
         )
     return applied
+
+
+def reveal_after_end(session_id: str) -> bool:
+    """Reveal the limits the hosted agent committed to in ``session_id``, once it ended, when
+    the merchant chose to at its open and still does; whether this run's reveal went in.
+
+    Safe to run any number of times: the session's row records that its reveal is done, and
+    the arbiter refuses a second reveal (``already_revealed``), taken here as done too.
+    """
+    session = arbiter.session_named(session_id)
+    hosted = (
+        HostedSession.objects.filter(
+            session_id=session_id,
+            reveal_after_end=True,
+            reveal_done_at__isnull=True,
+            agent__reveal_after_end=True,
+        )
+        .select_related("agent")
+        .first()
+    )
+    # No row: the agent never answered, so it committed nothing (or its merchant said no).
+    if session is None or hosted is None or not session.is_terminal:
+        return False
+    revealed = False
+    try:
+        agent, _ = _replayed(hosted, arbiter.session_entries(session))
+        arbiter_services.reveal_constraints(
+            session=session,
+            agent=services.hosted_credential(hosted.agent.agent_id),
+            data=canonical_bytes(agent.reveal()),
+        )
+        revealed = True
+    except AlreadyRevealed:
+        log.info("hosted agent %s had revealed in %s already", hosted.agent.agent_id, session_id)
+    except (ProtocolError, LimitGuard, AgentStateError) as refused:
+        # Never the limits themselves in a log line: the messages do not carry them.
+        log.error("hosted reveal in %s refused for good: %s", session_id, refused)
+    HostedSession.objects.filter(pk=hosted.pk).update(reveal_done_at=timezone.now())
+    if revealed:
+        log.info("hosted agent %s revealed its limits in %s", hosted.agent.agent_id, session_id)
+    return revealed
+
+
+#: The most reveals one sweep sends; the next sweep takes the rest.
+REVEAL_SWEEP_BATCH = 100
+
+
+def sweep_reveals() -> int:
+    """Send the reveals after the end whose task was lost (a broker away, a crash between a
+    commit and its queueing); how many went in."""
+    ended = arbiter.sessions_of(None).filter(phase__in=_TERMINAL)
+    due = HostedSession.objects.filter(
+        reveal_after_end=True,
+        reveal_done_at__isnull=True,
+        agent__reveal_after_end=True,
+        session_id__in=ended.values("session_id"),
+    ).values_list("session_id", flat=True)[:REVEAL_SWEEP_BATCH]
+    return sum(reveal_after_end(session_id) for session_id in due)

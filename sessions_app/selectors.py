@@ -42,6 +42,8 @@ from arbiter_app.models import (
     Session,
 )
 from oanp.machine import Phase, SessionState
+from oanp.replay import Frame
+from oanp.replay import replay as replay_log
 from oanp.snapshot import load_state
 from sessions_app.filters import SORTS, STATES, VIOLATED, SessionFilter, encode_cursor
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Membership, Mode, Role
@@ -176,6 +178,13 @@ def session_page(found: SessionFilter, size: int) -> SessionPage:
     )
 
 
+def session_rows(scope: Scope, session_ids: list[str]) -> list[SessionRow]:
+    """The list's rows of those of ``session_ids`` in scope, as they stand now, whatever the
+    list's filters: a live list redraws the rows it shows with them."""
+    found = sessions(scope).filter(session_id__in=session_ids)
+    return [_row(s) for s in found.annotate(last_activity=_last_activity()).order_by("pk")]
+
+
 def opened_since(found: SessionFilter, newest: int) -> int:
     """How many of a valid filter's sessions opened after the session ``newest``."""
     return found.qs.filter(pk__gt=newest).count()
@@ -225,6 +234,12 @@ def session(scope: Scope, session_id: str) -> Session:
 
 def entries(found: Session) -> list[dict[str, Any]]:
     return arbiter.session_entries(found)
+
+
+def replay(found: Session) -> list[Frame]:
+    """The session's log step by step, each step audited over the entries up to it with every
+    key the arbiter ever signed with, as the offline auditor would (:mod:`oanp.replay`)."""
+    return replay_log(entries(found), arbiter.every_public_jwk())
 
 
 def summary(found: Session) -> dict[str, Any]:
@@ -316,6 +331,12 @@ def limit_items(profile: AgentProfile) -> list[str] | None:
     return sorted(unseal(profile.vault).per_item)
 
 
+def limit_issues(profile: AgentProfile) -> list[str]:
+    """The issues the sealed limits weigh besides the price, by name only, in their order."""
+    terms = unseal(profile.vault).terms if profile.vault else None
+    return [] if terms is None else [issue.name for issue in terms.issues]
+
+
 def listing(profile: AgentProfile) -> Listing | None:
     """The agent's entry in the arbiter's directory, listed or not: public, unlike its limits."""
     return arbiter.listing_of(profile.agent_id)
@@ -353,15 +374,20 @@ def revealed(found: Session) -> dict[str, dict[str, Any]]:
 def deliveries(
     scope: Scope,
     *,
-    kind: str,
-    state: str,
-    target: str,
-    after: arbiter.Position | None,
+    agent: str = "",
+    kind: str = "",
+    state: str = "",
+    target: str = "",
+    after: arbiter.Position | None = None,
     limit: int,
 ) -> tuple[list[arbiter.Delivery], arbiter.Position | None]:
-    """A page of the deliveries in scope, newest first, and where the next page starts."""
+    """A page of the deliveries in scope, newest first, and where the next page starts;
+    with ``agent``, only that merchant agent's (none when it is not in scope)."""
+    agent_ids = scope.agent_ids
+    if agent:
+        agent_ids = [agent] if agent_ids is None or agent in agent_ids else []
     return arbiter.delivery_page(
-        scope.agent_ids,
+        agent_ids,
         kind=kind or None,
         state=state or None,
         target=target,

@@ -74,6 +74,7 @@ def create_agent(
     limits: Limits | None,
     parameters: Mapping[str, object] | None = None,
     settle: SettlePolicy = NEVER_SETTLE,
+    reveal_after_end: bool = False,
 ) -> AgentProfile:
     """A new agent; ``parameters`` tune its ``strategy`` (none: the defaults). Refuses an
     unknown strategy or a bad parameter (``ValueError``), as :func:`update_agent` does."""
@@ -87,6 +88,7 @@ def create_agent(
         display_name=display_name,
         mode=mode,
         vault=b"" if limits is None else seal(limits),
+        reveal_after_end=reveal_after_end,
         **tactics,
     )
     if mode == Mode.HOSTED:
@@ -100,6 +102,7 @@ def create_agent(
         strategy=strategy,
         parameters=tactics["parameters"],
         settle=settle_text(tactics),
+        reveal_after_end=reveal_after_end,
     )
     return profile
 
@@ -115,6 +118,7 @@ def update_agent(
     limits: Limits | None,
     parameters: Mapping[str, object] | None = None,
     settle: SettlePolicy = NEVER_SETTLE,
+    reveal_after_end: bool = False,
 ) -> AgentProfile:
     """Change an agent; ``limits`` ``None`` keeps the sealed ones. The agent id never changes:
     it is the identity its keys and sessions are bound to. Running sessions keep the tactics
@@ -124,11 +128,16 @@ def update_agent(
     tactics = tactics_fields(strategy=strategy, parameters=parameters or {}, settle=settle)
     changed = [
         name
-        for name, value in (("display_name", display_name), ("mode", mode))
+        for name, value in (
+            ("display_name", display_name),
+            ("mode", mode),
+            ("reveal_after_end", reveal_after_end),
+        )
         if getattr(profile, name) != value
     ]
     changed += changed_tactics(profile.tactics(), tactics)
     profile.display_name, profile.mode = display_name, mode
+    profile.reveal_after_end = reveal_after_end
     for name, value in tactics.items():
         setattr(profile, name, value)
     if limits is not None:
@@ -140,6 +149,8 @@ def update_agent(
     detail: dict[str, Any] = {"changed": changed}
     if {"strategy", "parameters", "settle"} & set(changed):
         detail |= {"parameters": tactics["parameters"], "settle": settle_text(tactics)}
+    if "reveal_after_end" in changed:
+        detail["reveal_after_end"] = reveal_after_end
     _audit(actor, "agent.updated", profile.agent_id, **detail)
     return profile
 
@@ -196,8 +207,8 @@ def open_hosted_session(
     *, profile: AgentProfile, session_id: str, item: dict[str, Any]
 ) -> HostedSession:
     """The hosted agent's side of ``session_id``, created on its first answer with a fresh salt
-    and a copy of today's limits for ``item`` and tactics (strategy, parameters, settle
-    policy); the same row on every later call."""
+    and a copy of today's limits for ``item``, tactics (strategy, parameters, settle policy)
+    and choice to reveal after the end; the same row on every later call."""
     existing = HostedSession.objects.filter(session_id=session_id).select_related("agent").first()
     if existing is not None:
         return existing
@@ -209,7 +220,8 @@ def open_hosted_session(
         defaults={
             "agent": profile,
             "sealed_salt": seal_text(encode_salt(secrets.token_bytes(SALT_BYTES))),
-            "sealed_limits": seal(Limits(vault.floor_price, vault.ideal_price, {})),
+            "sealed_limits": seal(Limits(vault.floor_price, vault.ideal_price, {}, vault.terms)),
+            "reveal_after_end": profile.reveal_after_end,
             **profile.tactics(),
         },
     )

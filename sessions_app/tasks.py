@@ -13,5 +13,15 @@ def answer_session(session_id: str) -> int:
 
 
 @shared_task
+def reveal_after_end(session_id: str) -> bool:
+    return runner.reveal_after_end(session_id)
+
+
+@shared_task
+def sweep_reveals() -> int:
+    return runner.sweep_reveals()
+
+
+@shared_task
 def run_export(export_id: int) -> None:
     exports.run(export_id=export_id)

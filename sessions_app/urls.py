@@ -1,12 +1,13 @@
 from django.urls import path
 
-from sessions_app.views import admin, agents, deliveries, overview, sessions
+from sessions_app.views import admin, agents, deliveries, overview, replay, sessions
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("sessions/", sessions.session_list, name="sessions"),
     path("sessions/<str:session_id>/", sessions.session_page, name="session"),
     path("sessions/<str:session_id>/head/", sessions.session_head, name="session-head"),
+    path("sessions/<str:session_id>/replay/", replay.session_replay, name="session-replay"),
     path("deliveries/", deliveries.delivery_list, name="deliveries"),
     path("deliveries/redeliver/", deliveries.bulk_redeliver, name="deliveries-redeliver"),
     path("deliveries/<str:kind>/<int:pk>/", deliveries.delivery_page, name="delivery"),

@@ -15,6 +15,7 @@ from cryptography.fernet import Fernet
 from django.conf import settings
 
 from oanp.agents import MerchantVault
+from oanp.tradeoffs import TermsVault, read_terms_vault
 
 
 def _fernet() -> Fernet:
@@ -23,16 +24,18 @@ def _fernet() -> Fernet:
 
 @dataclass(frozen=True)
 class Limits:
-    """A merchant agent's limits: a default, and optionally others per item sku."""
+    """A merchant agent's limits: a default, and optionally others per item sku; with
+    ``terms``, its weights and limits on issues besides the price (the same for every item)."""
 
     floor_price: Decimal
     ideal_price: Decimal
     per_item: dict[str, tuple[Decimal, Decimal]]
+    terms: TermsVault | None = None
 
     def for_item(self, item: dict[str, Any]) -> MerchantVault:
         key = str(item.get("sku") or item.get("id") or item.get("route") or "")
         floor, ideal = self.per_item.get(key, (self.floor_price, self.ideal_price))
-        return MerchantVault(floor_price=floor, ideal_price=ideal)
+        return MerchantVault(floor_price=floor, ideal_price=ideal, terms=self.terms)
 
 
 def seal(limits: Limits) -> bytes:
@@ -41,6 +44,8 @@ def seal(limits: Limits) -> bytes:
         "ideal_price": str(limits.ideal_price),
         "per_item": {k: [str(f), str(i)] for k, (f, i) in limits.per_item.items()},
     }
+    if limits.terms is not None:
+        document["terms"] = limits.terms.constraints()
     return _fernet().encrypt(json.dumps(document).encode())
 
 
@@ -50,6 +55,8 @@ def unseal(sealed: bytes) -> Limits:
         floor_price=Decimal(document["floor_price"]),
         ideal_price=Decimal(document["ideal_price"]),
         per_item={k: (Decimal(f), Decimal(i)) for k, (f, i) in document["per_item"].items()},
+        # Vaults sealed before terms existed hold none.
+        terms=read_terms_vault(document["terms"]) if "terms" in document else None,
     )
 
 

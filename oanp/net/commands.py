@@ -43,7 +43,7 @@ from oanp.strategies import (
     strategy_named,
 )
 from oanp.terms import IssuesInvalid, read_issues
-from oanp.tradeoffs import IssueLimits, TermsVault, read_terms_vault
+from oanp.tradeoffs import IssueLimits, TermsVault, read_terms_vault, read_want
 from oanp.transcript import describe_entry
 
 #: Exit codes of ``oanp negotiate``: agreed, verification failed, bad input, closed.
@@ -137,15 +137,10 @@ def _issue_number(text: str, flag: str) -> int | float:
 def parse_want(text: str) -> IssueLimits:
     """``--want NAME=IDEAL..LIMIT[@WEIGHT]``: this party's best and worst value of an issue,
     and how much it matters beside the price (whose weight is ``--price-weight``)."""
-    name, equals, spec = text.partition("=")
-    values, _, weight = spec.partition("@")
-    ideal, dots, limit = values.partition("..")
-    if not (equals and name and dots and ideal and limit):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=IDEAL..LIMIT[@WEIGHT]")
     try:
-        return IssueLimits(name, Decimal(weight or "1"), ideal, limit)
-    except (InvalidOperation, ValueError) as exc:
-        raise argparse.ArgumentTypeError(f"{text!r}: weight {weight!r}: {exc}") from None
+        return read_want(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 def _terms_vault(args: argparse.Namespace, limits: dict[str, Any]) -> TermsVault | None:

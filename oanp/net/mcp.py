@@ -44,11 +44,14 @@ from oanp.errors import ProtocolError
 from oanp.ids import new_ulid
 from oanp.money import price_to_json
 from oanp.net.client import ArbiterClient, ProblemError, ServerEvent
+from oanp.profiles import TERMS
+from oanp.terms import issues_json, issues_open, read_issues
+from oanp.tradeoffs import terms_of
 
 #: After the first new entry, wait this long for the ones it causes (a verdict, a close).
 SETTLE_SECONDS = 0.3
 INSTRUCTIONS = """\
-Negotiate a price through a neutral OANP v0.1 arbiter.
+Negotiate a price (and, if declared, terms besides it) through a neutral OANP v0.1 arbiter.
 0. A buyer that knows no merchant agent yet finds one with find_merchants(q): what it sells
    (catalog), in which currencies; its agent_id is open_session's merchant_agent_id.
 1. make_commitment(constraints, item, max_rounds): your private limits stay here; you get a
@@ -66,6 +69,17 @@ Negotiate a price through a neutral OANP v0.1 arbiter.
 5. A buyer may open with settlement=true; then, on its turn, either side may settle: its
    committed limit is revealed, and once both are, the arbiter settles at their midpoint
    (or closes with no_zone). After the end, reveal shares your limits for analytics.
+6. Terms besides the price: a buyer opens with issues, e.g. [{"name": "delivery_days",
+   "kind": "number", "buyer_prefers": "low", "min": 1, "max": 30, "decimals": 0},
+   {"name": "support", "kind": "choice", "options": ["premium", "standard", "none"]}]
+   (choices run from the buyer's best to the merchant's best). Every propose and counter
+   then carries terms, a value for each issue, e.g. {"delivery_days": 6, "support":
+   "standard"}; accept repeats the other side's standing terms (left out, they are filled
+   in). A new offer may trade one issue against another, but may not be worse for the other
+   side on one issue and better on none. The session view's terms show the issues, your
+   and their standing terms, and issues_open. Your limits on issues belong in
+   make_commitment's constraints, e.g. "terms": {"price_weight": 1, "issues":
+   {"delivery_days": {"weight": 2, "ideal": 2, "limit": 14}}}.
 Never put a private limit in a tool argument other than make_commitment's constraints.
 """
 
@@ -211,13 +225,26 @@ class Desk:
             "replayed": answer.replayed,
         }
 
-    def offer(self, session_id: str, kind: str, round_: int, price: Decimal) -> dict[str, Any]:
-        """``offer.propose``, ``offer.counter`` or ``offer.accept`` at ``price``."""
-        payload = {
+    def offer(
+        self,
+        session_id: str,
+        kind: str,
+        round_: int,
+        price: Decimal,
+        terms: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """``offer.propose``, ``offer.counter`` or ``offer.accept`` at ``price``, with
+        ``terms`` in a session with issues; an accept without them repeats the standing ones."""
+        payload: dict[str, Any] = {
             "round": round_,
             "price": price_to_json(price) if price.is_finite() else str(price),
             "constraints_commit": self.commitment_for(session_id),
         }
+        if terms is None and kind == "offer.accept":
+            view = self.terms_view(session_id, self.read(session_id))
+            terms = None if view is None else view["theirs"]
+        if terms is not None:
+            payload["terms"] = terms
         return self.send(session_id, kind, payload)
 
     def opening(self, session_id: str) -> _Sealed:
@@ -250,6 +277,40 @@ class Desk:
             raise _refused(exc, "by the arbiter") from None
 
     # Reading -----------------------------------------------------------------------------
+
+    def terms_view(self, session_id: str, summary: dict[str, Any]) -> dict[str, Any] | None:
+        """In a session with issues: the issues, each side's standing terms (its latest
+        offer's, or the ones it accepted), seen from this agent, and how many issues those
+        differ on; else ``None``."""
+        if summary.get("profile") != TERMS.name:
+            return None
+        entries = self.log(session_id)
+        issues = read_issues(entries[0]["envelope"]["payload"]["issues"])
+        standing: dict[str, dict[str, Any] | None] = {"buyer": None, "merchant": None}
+        for entry in entries:
+            envelope = entry["envelope"]
+            if envelope["type"] in ("offer.propose", "offer.counter", "offer.accept"):
+                standing[envelope["sender"]["role"]] = envelope["payload"]["terms"]
+        buyer, merchant = (
+            None if terms is None else terms_of(issues, terms) for terms in standing.values()
+        )
+        other = "merchant" if self.role == "buyer" else "buyer"
+        return {
+            "issues": issues_json(issues),
+            "yours": standing[self.role],
+            "theirs": standing[other],
+            "issues_open": issues_open(issues, buyer, merchant),
+        }
+
+    def turn(self, session_id: str) -> dict[str, Any]:
+        """Where the session stands for this agent: state, round, whose turn, outcome, and
+        the terms in a session with issues."""
+        summary = self.read(session_id)
+        view = _turn_summary(summary, self.role)
+        terms = self.terms_view(session_id, summary)
+        if terms is not None:
+            view["terms"] = terms
+        return view
 
     def read(self, session_id: str) -> dict[str, Any]:
         """The session summary."""
@@ -320,7 +381,7 @@ class Desk:
         if error is not None and not fresh:
             raise ToolError(f"the event stream failed: {error}; call again to reconnect")
         if session_id:
-            result["session"] = _turn_summary(self.read(session_id), self.role)
+            result["session"] = self.turn(session_id)
         elif fresh:
             result["cursor"] = fresh[-1][0]
         return result
@@ -386,10 +447,13 @@ def build_server(desk: Desk) -> MCPServer[Any]:
         deadline: str | None = None,
         session_id: str | None = None,
         settlement: bool = False,
+        issues: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """(buyer) Open a session with a merchant agent over an item, committing your
         constraints (from make_commitment). With settlement=true either side may later call
-        settle to end the haggle at once. Returns the session id and the arbiter's answer."""
+        settle to end the haggle at once. With issues (1 to 8 declarations, see the
+        instructions) the session negotiates them besides the price, under profile
+        terms/v0.1. Returns the session id and the arbiter's answer."""
         sealed = desk.sealed.get(constraints_commit)
         if sealed is not None and (sealed.item != item or sealed.max_rounds != max_rounds):
             raise ToolError(
@@ -402,9 +466,11 @@ def build_server(desk: Desk) -> MCPServer[Any]:
             "item": item,
             "currency": currency,
             "max_rounds": max_rounds,
-            "profile": profile,
+            "profile": TERMS.name if issues and profile == DEFAULT_PROFILE else profile,
             "constraints_commit": constraints_commit,
         }
+        if issues:
+            payload["issues"] = issues
         if response_window_s is not None:
             payload["response_window_s"] = response_window_s
         if deadline is not None:
@@ -424,21 +490,32 @@ def build_server(desk: Desk) -> MCPServer[Any]:
         return answer
 
     @server.tool()
-    def propose(session_id: str, round: int, price: Decimal) -> dict[str, Any]:
-        """(buyer) Propose a price for this round. Never lower than your previous price."""
-        return desk.offer(session_id, "offer.propose", round, price)
+    def propose(
+        session_id: str, round: int, price: Decimal, terms: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """(buyer) Propose a price for this round, with terms (a value for every issue) in a
+        session with issues. Never lower than your previous price, unless the terms give the
+        merchant more in exchange."""
+        return desk.offer(session_id, "offer.propose", round, price, terms)
 
     @server.tool()
-    def counter(session_id: str, round: int, price: Decimal) -> dict[str, Any]:
-        """(merchant) Counter the buyer's price in this round. Never higher than before."""
-        return desk.offer(session_id, "offer.counter", round, price)
+    def counter(
+        session_id: str, round: int, price: Decimal, terms: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """(merchant) Counter the buyer's price in this round, with terms (a value for every
+        issue) in a session with issues. Never higher than before, unless the terms give the
+        buyer more in exchange."""
+        return desk.offer(session_id, "offer.counter", round, price, terms)
 
     @server.tool()
-    def accept(session_id: str, round: int, price: Decimal) -> dict[str, Any]:
+    def accept(
+        session_id: str, round: int, price: Decimal, terms: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Accept the other side's standing price: a merchant the buyer's price of this
         round, a buyer (from round 2) the merchant's counter of the round before, or, as its
-        final answer in the last round, the merchant's counter of that round."""
-        return desk.offer(session_id, "offer.accept", round, price)
+        final answer in the last round, the merchant's counter of that round. In a session
+        with issues the accept repeats their standing terms: left out, they are filled in."""
+        return desk.offer(session_id, "offer.accept", round, price, terms)
 
     @server.tool()
     def withdraw(session_id: str) -> dict[str, Any]:
@@ -466,8 +543,13 @@ def build_server(desk: Desk) -> MCPServer[Any]:
 
     @server.tool()
     def read_session(session_id: str, include_log: bool = False) -> dict[str, Any]:
-        """The session's summary (state, round, whose turn, outcome), and its log if asked."""
-        result: dict[str, Any] = {"summary": desk.read(session_id)}
+        """The session's summary (state, round, whose turn, outcome; with issues, the terms
+        standing and issues_open), and its log if asked."""
+        summary = desk.read(session_id)
+        result: dict[str, Any] = {"summary": summary}
+        terms = desk.terms_view(session_id, summary)
+        if terms is not None:
+            result["terms"] = terms
         if include_log:
             result["entries"] = [_described(entry) for entry in desk.log(session_id)]
         return result
@@ -476,7 +558,8 @@ def build_server(desk: Desk) -> MCPServer[Any]:
     def wait_for_events(session_id: str | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
         """The session's entries you have not seen yet (or, without session_id, your inbox:
         every session you are a party to), waiting up to timeout_s for the first one. With a
-        session_id the answer also says whose turn it is."""
+        session_id the answer also says whose turn it is, and in a session with issues the
+        terms standing on each side."""
         return desk.wait(session_id, max(0.0, min(timeout_s, 300.0)))
 
     @server.resource(

@@ -22,11 +22,14 @@ def ago(moment: datetime | None) -> str:
 
 
 @register.filter
-def when(moment: datetime | None) -> str:
-    """A ``<time>`` that static/js/times.js turns into "3 minutes ago", kept current; the exact
-    UTC time is its text until then (and without script) and its title always."""
-    if moment is None:
+def when(moment: datetime | str | None) -> str:
+    """A ``<time>`` that static/js/times.js turns into "3 minutes ago" (or "in 3 days"), kept
+    current; the exact UTC time is its text until then (and without script) and its title
+    always. A protocol timestamp, as the session summary's timers, is the moment it names."""
+    if not moment:
         return ""
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
     exact = moment.astimezone(UTC)
     return format_html(
         '<time datetime="{0}" title="{1} UTC" data-relative>{1}</time>',

@@ -4,6 +4,7 @@ operators' actions on one), agents (merchants' own agents and keys), and the adm
 
 from __future__ import annotations
 
+from django import forms
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
@@ -15,3 +16,11 @@ def scope_or_denied(request: HttpRequest) -> selectors.Scope:
     if scope is None:
         raise PermissionDenied("this account has no role yet; ask an admin")
     return scope
+
+
+def refusal(reason: str) -> forms.Form:
+    """The form of an action with nothing to fill in (a confirmation, a single button), refused
+    for ``reason``: its page shows it in the error summary, as any other form's errors."""
+    form = forms.Form(data={})
+    form.add_error(None, reason)
+    return form

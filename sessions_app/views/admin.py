@@ -35,39 +35,54 @@ def _dated(key: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@login_required
-@require_GET
-def keys_page(request: HttpRequest) -> HttpResponse:
-    scope = scope_or_denied(request)
-    actions.require_admin(scope)
+class RotateForm(forms.Form):
+    alg = forms.ChoiceField(
+        label="Algorithm", choices=[(alg, alg) for alg in arbiter.SIGNING_ALGORITHMS]
+    )
+
+
+def _keys_page(
+    request: HttpRequest, scope: selectors.Scope, form: RotateForm, status: int = 200
+) -> HttpResponse:
     return render(
         request,
         "sessions_app/keys.html",
         {
             "scope": scope,
             "keys": [_dated(key) for key in reversed(arbiter.key_history())],
-            "algorithms": arbiter.SIGNING_ALGORITHMS,
+            "form": form,
             "jwks_json": json.dumps(arbiter.published_jwks(), indent=2),
         },
+        status=status,
     )
+
+
+@login_required
+@require_GET
+def keys_page(request: HttpRequest) -> HttpResponse:
+    scope = scope_or_denied(request)
+    actions.require_admin(scope)
+    return _keys_page(request, scope, RotateForm(auto_id="%s"))
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def rotate_key(request: HttpRequest) -> HttpResponse:
     """A GET, or a POST without the confirmation page's answer, only asks: rotating moves
-    every agent onto a new key, so it takes a second, deliberate click."""
+    every agent onto a new key, so it takes a second, deliberate click. An algorithm the
+    arbiter cannot sign with is sent back to the keys page's form, where it was chosen."""
     scope = scope_or_denied(request)
     actions.require_admin(scope)
-    alg = request.POST.get("alg", request.GET.get("alg", ""))
-    if alg not in arbiter.SIGNING_ALGORITHMS:
-        return HttpResponse("unsupported signing algorithm", status=400)
+    form = RotateForm(request.POST if request.method == "POST" else request.GET, auto_id="%s")
+    if not form.is_valid():
+        return _keys_page(request, scope, form, status=400)
+    alg = form.cleaned_data["alg"]
     if request.POST.get("confirmed") != "yes":
         active = [_dated(k) for k in arbiter.key_history() if k["state"] == KeyState.ACTIVE]
         context = {"scope": scope, "alg": alg, "active": active}
         return render(request, "sessions_app/rotate_confirm.html", context)
     fresh = actions.rotate_signing_key(actor=request.user, scope=scope, alg=alg)
-    messages.success(request, f"Rotated: {fresh.alg} key {fresh.kid} now signs.")
+    messages.success(request, f"Signing key rotated; the new {fresh.alg} key id is {fresh.kid}.")
     return redirect("keys")
 
 

@@ -23,7 +23,7 @@ from sessions_app.models import AgentProfile, Merchant
 from sessions_app.preview import Preview, preview_form, preview_saved
 from sessions_app.strategy_forms import tactics_initial
 from sessions_app.vault import Limits, seal_text, unseal_text
-from sessions_app.views import scope_or_denied
+from sessions_app.views import refusal, scope_or_denied
 
 
 def _manager(request: HttpRequest) -> selectors.Scope:
@@ -45,6 +45,10 @@ def agent_list(request: HttpRequest) -> HttpResponse:
             "can_manage": scope.may_manage_agents,
         },
     )
+
+
+#: How many of its latest deliveries an agent's page lists; the deliveries page has the rest.
+AGENT_PAGE_DELIVERIES = 10
 
 
 def _agent_page(
@@ -71,6 +75,7 @@ def _agent_page(
             "scope": scope,
             "agent": profile,
             "limit_items": selectors.limit_items(profile),
+            "limit_issues": selectors.limit_issues(profile),
             "keys": selectors.keys_of(profile),
             "hosted_label": services.HOSTED_KEY_LABEL,
             "issued": issued,
@@ -84,6 +89,9 @@ def _agent_page(
             "listing_form": listing_form
             or forms.ListingForm(initial=forms.listing_initial(listing)),
             "preview": preview,
+            "deliveries": selectors.deliveries(
+                scope, agent=profile.agent_id, limit=AGENT_PAGE_DELIVERIES
+            )[0],
         },
         status=status,
     )
@@ -127,6 +135,7 @@ def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) ->
             "display_name": profile.display_name,
             "mode": profile.mode,
             "strategy": profile.strategy,
+            "reveal_after_end": profile.reveal_after_end,
         }
     ) | tactics_initial(profile)
     played = None
@@ -155,6 +164,7 @@ def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) ->
             "form": form,
             "items": items,
             "limit_items": None if profile is None else selectors.limit_items(profile),
+            "limit_issues": [] if profile is None else selectors.limit_issues(profile),
             "preview": played,
         },
         status=400 if request.method == "POST" and played is None else 200,
@@ -175,6 +185,7 @@ def _save(
         "strategy": data["strategy"],
         "parameters": data["parameters"],
         "settle": data["settle"],
+        "reveal_after_end": data["reveal_after_end"],
         "limits": limits,
     }
     if profile is None:
@@ -227,23 +238,20 @@ def key_revoke(request: HttpRequest, agent_id: str, key_id: int) -> HttpResponse
     scope = _manager(request)
     profile = selectors.agent(scope, agent_id)
     credential = get_object_or_404(selectors.keys_of(profile), pk=key_id)
+    context = {
+        "scope": scope,
+        "agent": profile,
+        "key": credential,
+        "hosted": credential.label == services.HOSTED_KEY_LABEL,
+    }
     if request.POST.get("confirmed") != "yes":
-        return render(
-            request,
-            "sessions_app/key_revoke_confirm.html",
-            {
-                "scope": scope,
-                "agent": profile,
-                "key": credential,
-                "hosted": credential.label == services.HOSTED_KEY_LABEL,
-            },
-        )
+        return render(request, "sessions_app/key_revoke_confirm.html", context)
     try:
         services.revoke_key(actor=request.user, profile=profile, credential=credential)
     except services.HostedKey as refused:
-        messages.error(request, str(refused))
-    else:
-        messages.success(request, f"Key {credential.prefix} revoked.")
+        context["form"] = refusal(f"Key {credential.prefix} was not revoked: {refused}.")
+        return render(request, "sessions_app/key_revoke_confirm.html", context, status=400)
+    messages.success(request, f"Key {credential.prefix} revoked.")
     return redirect("agent", agent_id=agent_id)
 
 
@@ -328,6 +336,8 @@ def listing_save(request: HttpRequest, agent_id: str) -> HttpResponse:
     services.save_listing(actor=request.user, profile=profile, listing=listing)
     messages.success(
         request,
-        "Listed in the arbiter's directory." if listing.listed else "Listing saved, not listed.",
+        "Listing saved; the agent is listed in the arbiter's directory."
+        if listing.listed
+        else "Listing saved, not listed.",
     )
     return redirect(f"{reverse('agent', args=[profile.agent_id])}#listing-h")

@@ -6,14 +6,15 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from arbiter_app import selectors as arbiter
 from sessions_app import actions, selectors
-from sessions_app.views import scope_or_denied
+from sessions_app.views import refusal, scope_or_denied
 
 PAGE_SIZE = 50
 
@@ -23,12 +24,22 @@ def _choices(values: tuple[str, ...], anything: str) -> list[tuple[str, str]]:
 
 
 class DeliveryFilterForm(forms.Form):
+    agent = forms.ChoiceField(
+        choices=[],
+        required=False,
+        error_messages={"invalid_choice": "%(value)s is not an agent in your scope."},
+    )
     kind = forms.ChoiceField(choices=_choices(arbiter.DELIVERY_KINDS, "any kind"), required=False)
     state = forms.ChoiceField(
         choices=_choices(arbiter.DELIVERY_STATES, "any state"), required=False
     )
     target = forms.CharField(label="Target URL contains", max_length=200, required=False)
     after = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, data: QueryDict, *, scope: selectors.Scope) -> None:
+        super().__init__(data)
+        agent_ids = selectors.agents(scope).values_list("agent_id", flat=True)
+        self.fields["agent"].choices = _choices(tuple(agent_ids), "any agent")
 
     def clean_target(self) -> str:
         target: str = self.cleaned_data["target"]
@@ -50,7 +61,7 @@ class DeliveryFilterForm(forms.Form):
 @require_GET
 def delivery_list(request: HttpRequest) -> HttpResponse:
     scope = scope_or_denied(request)
-    form = DeliveryFilterForm(request.GET)
+    form = DeliveryFilterForm(request.GET, scope=scope)
     page, next_position, status = [], None, 200
     if form.is_valid():
         page, next_position = selectors.deliveries(scope, limit=PAGE_SIZE, **form.cleaned_data)
@@ -100,17 +111,17 @@ def bulk_redeliver(request: HttpRequest) -> HttpResponse:
     selected: list[arbiter.Delivery] = []
     error = ""
     if not all(i.isascii() and i.isdigit() and len(i) <= 18 for i in ids):
-        error = "The selection names no delivery of this list."
+        error = "the selection names no delivery of this list."
     else:
         try:
             selected = actions.redeliverable(scope, [int(i) for i in ids])
         except ValueError as exc:
-            error = f"Nothing was redelivered: {exc}."
+            error = f"{exc}."
     if error or request.POST.get("confirm") != "yes":
         return render(
             request,
             "sessions_app/deliveries_redeliver.html",
-            {"scope": scope, "selected": selected, "error": error},
+            {"scope": scope, "selected": selected, "form": refusal(error) if error else None},
             status=400 if error else 200,
         )
     refused = actions.redeliver_handoffs(
@@ -118,7 +129,7 @@ def bulk_redeliver(request: HttpRequest) -> HttpResponse:
     )
     taken = len(selected) - len(refused)
     if taken:
-        messages.success(request, f"{taken} handoff(s) queued for redelivery.")
+        messages.success(request, f"Redelivery queued for {taken} handoff{pluralize(taken)}.")
     for session_id, why in refused.items():
         messages.error(request, f"Not redelivered {session_id}: {why}")
     return redirect(f"{reverse('deliveries')}?state=failed")

@@ -17,12 +17,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from arbiter_app import selectors as arbiter
+from oanp.envelope import IDENTIFIER_RULE, is_identifier
 from sessions_app import actions, selectors
 from sessions_app.analytics import analyse
 from sessions_app.filters import RANGES, SORTS, STATES, VERDICTS
 from sessions_app.models import Merchant
 from sessions_app.timeline import timeline
-from sessions_app.views import scope_or_denied
+from sessions_app.views import refusal, scope_or_denied
 
 PAGE_SIZE = 50
 
@@ -30,9 +31,12 @@ PAGE_SIZE = 50
 @login_required
 def session_list(request: HttpRequest) -> HttpResponse:
     """The filtered, sorted list. Its rows alone for htmx (the next page); with ``since``, the
-    live list's announcement of the sessions opened since; a bad parameter is a 400 that
-    lists nothing and says what to fix."""
+    live list's announcement of the sessions opened since; with ``ids``, the rows of those
+    sessions as they stand now; a bad parameter is a 400 that lists nothing and says what to
+    fix."""
     scope = scope_or_denied(request)
+    if "ids" in request.GET:
+        return _rows_by_id(request, scope)
     found = selectors.session_filter(scope, request.GET)
     valid = found.is_valid()
     params = request.GET.copy()
@@ -70,6 +74,34 @@ def session_list(request: HttpRequest) -> HttpResponse:
         else "sessions_app/session_list.html"
     )
     return render(request, template, context)
+
+
+#: The most rows one ``?ids=`` asks for: a live list asks for the rows it shows in batches.
+MAX_ROW_IDS = 100
+
+
+class RowIdsForm(forms.Form):
+    ids = forms.CharField(max_length=MAX_ROW_IDS * 65)
+
+    def clean_ids(self) -> list[str]:
+        ids = self.cleaned_data["ids"].split(",")
+        if len(ids) > MAX_ROW_IDS:
+            raise forms.ValidationError(f"At most {MAX_ROW_IDS} sessions at a time.")
+        if not all(is_identifier(i) for i in ids):
+            raise forms.ValidationError(f"A session id is {IDENTIFIER_RULE}.")
+        return ids
+
+
+def _rows_by_id(request: HttpRequest, scope: selectors.Scope) -> HttpResponse:
+    """The live list's rows of the sessions ``ids`` names (comma-separated), as they stand
+    now: those in scope, the others left out as unknown ones."""
+    form = RowIdsForm(request.GET)
+    if not form.is_valid():
+        return HttpResponse(
+            f"ids: {' '.join(form.errors['ids'])}", status=400, content_type="text/plain"
+        )
+    rows = selectors.session_rows(scope, form.cleaned_data["ids"])
+    return render(request, "sessions_app/_session_rows.html", {"page": {"rows": rows}})
 
 
 def _with(params: QueryDict, **changes: str) -> str:
@@ -173,12 +205,16 @@ def terminate(request: HttpRequest, session_id: str) -> HttpResponse:
             detail=form.cleaned_data["detail"],
         )
         if closed:
+            messages.success(request, f"Session {found.session_id} terminated.")
             return redirect("session", session_id=found.session_id)
         form.add_error(None, "The session had already ended; nothing was changed.")
+        # Ended meanwhile: the page must say so rather than offer the button again.
+        found.refresh_from_db()
     return render(
         request,
         "sessions_app/terminate_confirm.html",
         {"scope": scope, "session": found, "form": form, "ended": found.is_terminal},
+        status=400 if form.errors else 200,
     )
 
 
@@ -189,7 +225,8 @@ def redeliver(request: HttpRequest, session_id: str) -> HttpResponse:
     try:
         actions.redeliver_handoff(actor=request.user, scope=scope, session_id=session_id)
     except ValueError as refused:
-        messages.error(request, f"Not redelivered: {refused}")
-    else:
-        messages.success(request, "Handoff queued for redelivery.")
+        context = _session_context(request, session_id)
+        context["action_form"] = refusal(f"{refused}.")
+        return render(request, "sessions_app/session_page.html", context, status=400)
+    messages.success(request, f"Handoff of {session_id} queued for redelivery.")
     return redirect(f"{reverse('session', args=[session_id])}#handoff-h")

@@ -10,6 +10,9 @@
   const announcer = document.getElementById("announcer");
   if (!body) return;
   const sessionId = body.dataset.session;
+  // The page's own address, not the location's: a refused redelivery answers with this page
+  // at the redeliver URL, which serves no body and no head.
+  const pageUrl = body.dataset.url;
   let chart = null;
   let retry = 500;
 
@@ -63,7 +66,7 @@
   }
   let announced = verdicts();
   function refresh() {
-    htmx.ajax("GET", window.location.pathname, { target: "#session-body", swap: "innerHTML" });
+    htmx.ajax("GET", pageUrl, { target: "#session-body", swap: "innerHTML" });
   }
   // After each swap has settled: redraw the chart on the new canvas, announce new verdicts.
   body.addEventListener("htmx:afterSettle", () => {
@@ -103,7 +106,7 @@
   // and then, and catch up the same way.
   const POLL_MS = 3000;
   setInterval(() => {
-    fetch(window.location.pathname + "head/", { headers: { Accept: "application/json" } })
+    fetch(pageUrl + "head/", { headers: { Accept: "application/json" } })
       .then((r) => (r.ok ? r.json() : null))
       .then((h) => { if (h && h.head_seq > head()) refresh(); })
       .catch(() => {});

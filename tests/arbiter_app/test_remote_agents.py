@@ -338,7 +338,10 @@ def test_negotiate_trades_off_terms_with_a_merchant_process(
         ("--issue=days=number:low:30..1", "less than its max"),
         ("--issue=support=choice:only", "options"),
         ("--want=days", "expected NAME=IDEAL..LIMIT"),
-        ("--want=days=1..5@x", "weight 'x'"),
+        ("--want=days=1..5@x", "days: the weight must be a number from 0 to 100"),
+        ("--want=days=1..express", "both numbers (a number issue) or both options"),
+        ("--want=days=5..5.0", "must differ"),
+        ("--want=Days=1..5", "1-32 of a-z and _"),
     ],
 )
 def test_negotiate_refuses_malformed_issue_flags(flag: str, message: str) -> None:
@@ -728,3 +731,131 @@ def test_mcp_server_negotiates_a_whole_session_over_stdio(
     assert verify_log(result["log"], jwks).ok
     assert_answered_once(result["log"])
     assert "true_ceiling" not in json.dumps(result["log"])
+
+
+def test_mcp_server_negotiates_terms_over_stdio(
+    live_arbiter: LiveServer, merchants: Any, tmp_path: Path
+) -> None:
+    """A terms/v0.1 session through the tools: open with issues, offers with terms, the view
+    showing each side's standing terms and issues_open, an accept that repeats the standing
+    terms, against a merchant process that trades off its own (support matters more to it)."""
+    seller = make_agent("merchant-mcp-terms", "merchant")
+    merchants(
+        seller,
+        tmp_path / "mcp-terms-merchant.json",
+        "--want",
+        "delivery_days=20..3@0.25",
+        "--want",
+        "support=none..standard@2",
+    )
+    params = mcp_buyer(live_arbiter, make_agent("buyer-llm-terms", "buyer"), tmp_path)
+    item = {"route": "SFO-JFK", "date": "2026-04-28"}
+    issues = [
+        {"name": "delivery_days", "kind": "number", "buyer_prefers": "low", "min": 1,
+         "max": 30, "decimals": 0},
+        {"name": "support", "kind": "choice", "options": ["premium", "standard", "none"]},
+    ]  # fmt: skip
+
+    async def drive() -> dict[str, Any]:
+        async with stdio_client(params) as streams, ClientSession(*streams) as mcp:
+            await mcp.initialize()
+
+            async def call(name: str, **arguments: Any) -> Any:
+                return _tool_json(await mcp.call_tool(name, arguments))
+
+            commitment = (
+                await call(
+                    "make_commitment",
+                    constraints={"true_ceiling": 420, "budget_cap": 400},
+                    item=item,
+                    max_rounds=5,
+                )
+            )["constraints_commit"]
+            malformed = await mcp.call_tool(
+                "open_session",
+                {
+                    "merchant_agent_id": seller.agent_id,
+                    "item": item,
+                    "currency": "USD",
+                    "constraints_commit": commitment,
+                    "issues": [{"name": "price", "kind": "number"}],
+                },
+            )
+            assert malformed.is_error
+            assert "schema_invalid (400, refused locally)" in malformed.content[0].text
+            session_id = (
+                await call(
+                    "open_session",
+                    merchant_agent_id=seller.agent_id,
+                    item=item,
+                    currency="USD",
+                    constraints_commit=commitment,
+                    max_rounds=5,
+                    issues=issues,
+                )
+            )["session_id"]
+            views: list[dict[str, Any]] = []
+            accepted, countered = None, None
+            # An LLM's simple policy: 20 more and 3 days slower a round, standard support
+            # from round 2, accept a counter at most 380 that delivers within 14 days.
+            for _ in range(30):
+                waited = await call("wait_for_events", session_id=session_id, timeout_s=10)
+                for event in waited["events"]:
+                    if event["type"] == "offer.counter":
+                        countered = event["payload"]["price"]
+                session = waited["session"]
+                views.append(session["terms"])
+                if session["outcome"] is not None:
+                    break
+                if not session["your_turn"]:
+                    continue
+                round_, theirs = session["round"], session["terms"]["theirs"]
+                if round_ == 1:
+                    # Terms are required in such a session: the arbiter says which.
+                    bare = await mcp.call_tool(
+                        "propose", {"session_id": session_id, "round": 1, "price": 320}
+                    )
+                    assert bare.is_error
+                    assert "bad_terms" in bare.content[0].text
+                if (
+                    countered is not None
+                    and theirs["delivery_days"] <= 14
+                    and (countered <= 380 or round_ == 5)
+                ):
+                    accepted = await call(
+                        "accept", session_id=session_id, round=round_, price=countered
+                    )
+                    continue
+                await call(
+                    "propose",
+                    session_id=session_id,
+                    round=round_,
+                    price=320 + 20 * (round_ - 1),
+                    terms={
+                        "delivery_days": 2 + 3 * (round_ - 1),
+                        "support": "premium" if round_ == 1 else "standard",
+                    },
+                )
+            read = await call("read_session", session_id=session_id)
+            resource = await mcp.read_resource(f"oanp://sessions/{session_id}/log")
+            log = json.loads(resource.contents[0].text)["entries"]
+            return {"read": read, "log": log, "views": views, "accepted": accepted}
+
+    result = anyio.run(drive)
+    log, views = result["log"], result["views"]
+    assert result["read"]["summary"]["outcome"]["result"] == "agreed"
+    agreement = log[-1]["envelope"]["payload"]["agreement"]
+    last_counter = [e for e in log if e["envelope"]["type"] == "offer.counter"][-1]["envelope"]
+    # The accept was sent without terms: the tool repeated the merchant's standing ones.
+    assert (
+        result["accepted"]["entry"]["envelope"]["payload"]["terms"]
+        == last_counter["payload"]["terms"]
+    )
+    assert agreement["final_terms"] == last_counter["payload"]["terms"]
+    assert agreement["final_terms"]["delivery_days"] <= 14
+    assert result["read"]["terms"]["issues_open"] == 0
+    # Before any offer every issue is open and nobody stands on terms; later both do.
+    assert views[0] == {"issues": issues, "yours": None, "theirs": None, "issues_open": 2}
+    assert any(v["yours"] and v["theirs"] for v in views)
+    assert verify_log(log, ArbiterClient(live_arbiter.url).jwks()).ok
+    assert_answered_once(log)

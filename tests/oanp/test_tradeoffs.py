@@ -5,6 +5,7 @@ agreement whose log the auditor passes."""
 from __future__ import annotations
 
 import itertools
+import re
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -13,13 +14,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.agents import (
+    BuyerAgent,
+    BuyerVault,
+    LimitGuard,
+    MerchantAgent,
+    MerchantVault,
+    TermsUnfit,
+)
 from oanp.audit import verify_log
 from oanp.commitments import encode_salt
 from oanp.rehearsal import rehearse
 from oanp.strategies import Boulware, Limits, ReferenceBuyer, ReferenceMerchant
 from oanp.terms import is_pure_retraction, read_issues, read_terms
-from oanp.tradeoffs import IssueLimits, TermsPlan, TermsVault
+from oanp.tradeoffs import IssueLimits, TermsPlan, TermsVault, read_want
 from tests.support.factories.sessions import ARBITER, ITEM, JWKS, T0
 
 ISSUES: list[dict[str, Any]] = [
@@ -248,3 +256,53 @@ def test_a_vault_that_contradicts_the_declared_direction_is_refused_before_commi
             issues=ISSUES,
         )
     assert buyer.commitment is None
+
+
+def test_a_vault_that_does_not_fit_the_issues_is_a_guard_that_names_no_limit():
+    unfit = TermsVault(Decimal(1), (IssueLimits("support", Decimal(1), "gold", "none"),))
+    buyer, _ = agents(unfit, None)
+    with pytest.raises(TermsUnfit) as raised:
+        buyer.open(
+            session_id="s",
+            merchant_agent_id="merchant-sfo",
+            item=ITEM,
+            currency="USD",
+            now=T0,
+            issues=ISSUES,
+        )
+    assert isinstance(raised.value, LimitGuard | ValueError)
+    assert "gold" not in str(raised.value)
+    assert "support is not one of its options" in str(raised.value)
+
+
+def test_read_want_reads_an_issues_limits_as_written():
+    assert read_want(" delivery_days = 20 .. 3 @0.25") == IssueLimits(
+        "delivery_days", Decimal("0.25"), "20", "3"
+    )
+    assert read_want("support=none..standard") == IssueLimits(
+        "support", Decimal(1), "none", "standard"
+    )
+    # A choice's options may look like numbers: they are kept as written.
+    assert read_want("tier=1..2").ideal == "1"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("delivery_days", "expected NAME=IDEAL..LIMIT[@WEIGHT]"),
+        ("days=1..5@", "expected"),
+        ("=1..5", "an issue's name"),
+        ("price=1..5", "not price"),
+        ("days=1..fast", "both numbers"),
+        ("days=2..2.00", "must differ"),
+        ("days=1..5@101", "the weight must be a number from 0 to 100"),
+        ("days=1..5@nan", "the weight must be a number"),
+        ("days=1..1000000000000", "below 10^12"),
+        ("days=1..1.00001", "at most 4 decimals"),
+    ],
+)
+def test_read_want_refuses_without_quoting_the_values(text: str, message: str):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        read_want(text)
+    assert "1.00001" not in str(raised.value)
+    assert "1000000000000" not in str(raised.value)

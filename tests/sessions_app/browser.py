@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from playwright.sync_api import Browser, Page, sync_playwright
 
@@ -22,6 +23,28 @@ QUIET = [
     "--disable-sync",
 ]
 SCREENSHOTS = ROOT / "var" / "screenshots"
+#: axe-core, vendored with the tests: injected from disk, so checking a page needs no network.
+AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
+#: The rules of WCAG 2.0, 2.1 and 2.2 at levels A and AA, the usual bar of conformance (2.2
+#: adds a minimum size for what a finger taps, which a phone's user needs), and axe's best
+#: practices: they judge what WCAG leaves open and the pages care about (landmarks holding all
+#: content, one h1 and no skipped heading level, unique landmark names). AAA is no bar the
+#: pages set; axe's experimental rules, which change between releases, run only when named.
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]
+#: Each violation as a failure message reads it: which rule, how bad, and where.
+AXE_RUN = """async (tags) => {
+  // Only the violations are read: axe then spares itself the details of what passed.
+  const results = await axe.run(document, {
+    runOnly: { type: "tag", values: tags },
+    resultTypes: ["violations"],
+  });
+  return results.violations.map((v) => ({
+    id: v.id,
+    impact: v.impact,
+    help: v.help,
+    nodes: v.nodes.map((n) => ({ target: n.target.join(" "), why: n.failureSummary })),
+  }));
+}"""
 
 
 @contextmanager
@@ -47,3 +70,11 @@ def screenshot(page: Page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def axe_violations(page: Page) -> list[dict[str, Any]]:
+    """What axe-core finds wrong with the page as it stands, by ``AXE_TAGS``."""
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
+    violations: list[dict[str, Any]] = page.evaluate(AXE_RUN, AXE_TAGS)
+    return violations

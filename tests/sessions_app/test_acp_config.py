@@ -14,8 +14,8 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from arbiter_app.deliveries import outbound
 from arbiter_app.models import HandoffTarget
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
-from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, acp_signed_by, signed_by
 from sessions_app.templatetags.ago import when
+from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, acp_signed_by, signed_by
 from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.factories.accounts import member, merchant, signed_in
 

@@ -62,7 +62,7 @@ def test_an_admin_rotates_exports_verifies_and_terminates(
         screenshot(page, "keys-rotate-confirm")
         page.click("button:has-text('Rotate to a new ES256 key')")
         page.wait_for_selector("#keys tbody tr >> nth=1")
-        assert "now signs" in page.inner_text(".messages")
+        assert "Signing key rotated; the new ES256 key id is" in page.inner_text(".messages")
         assert page.locator("#keys tbody tr").first.inner_text().count("ES256") == 1
         assert page.locator("#keys .key-retiring").count() == 1
         screenshot(page, "keys")

@@ -3,7 +3,7 @@ for the new key, and a revoke that asks first and says it is done."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -14,6 +14,8 @@ from arbiter_app import credential_cache
 from arbiter_app.models import AgentCredential
 from sessions_app import services
 from sessions_app.models import AgentProfile, AuditEvent, Role
+from sessions_app.templatetags.ago import when
+from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.factories.accounts import member, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +39,7 @@ def test_a_key_issued_to_expire_says_when_and_the_api_refuses_it_after(
     assert (
         before + timedelta(days=30) <= credential.expires_at <= timezone.now() + timedelta(days=30)
     )
-    assert f"Key {credential.prefix} issued." in page
+    assert messages_in(page) == [f"Key {credential.prefix} issued."]
     assert f'datetime="{credential.expires_at:%Y-%m-%dT%H:%M:%S}' in page
     event = AuditEvent.objects.get(action="key.issued")
     assert event.detail["expires_at"] == credential.expires_at.isoformat()
@@ -72,6 +74,10 @@ def test_an_unknown_expiry_is_a_form_error_in_the_summary_and_issues_nothing(
     summary = page[page.index("data-error-summary") :]
     assert 'href="#id_expires"' in summary.split("</div>", 1)[0]
     assert "Select a valid choice. forever is not one of the available choices." in summary
+    # What was typed stays, and the field points at its error.
+    assert 'name="label" value="x"' in page
+    assert 'aria-describedby="id_expires_helptext id_expires_error"' in page
+    assert 'id="id_expires_error"' in page
     assert not AgentCredential.objects.filter(label="x").exists()
     assert not AuditEvent.objects.filter(action="key.issued").exists()
 
@@ -86,8 +92,7 @@ def test_the_last_use_shows_once_the_key_has_opened_the_api(
     issued.credential.refresh_from_db()
     assert issued.credential.last_used_at is not None
     row = browser.get("/agents/hosted-a/").content.decode().split(issued.credential.prefix, 1)[1]
-    shown = timezone.localtime(issued.credential.last_used_at)
-    assert f">{shown:%Y-%m-%d %H:%M}</time>" in row.split("</tr>", 1)[0]
+    assert when(issued.credential.last_used_at) in row.split("</tr>", 1)[0]
 
 
 def test_revoking_asks_first_and_a_get_or_an_unconfirmed_post_changes_nothing(
@@ -114,8 +119,43 @@ def test_revoking_asks_first_and_a_get_or_an_unconfirmed_post_changes_nothing(
     assert browser.get(PROBE, headers=headers).status_code == 404
 
     done = browser.post(revoke, {"confirmed": "yes"}, follow=True)
-    assert f"Key {issued.credential.prefix} revoked." in done.content.decode()
+    assert done.redirect_chain == [("/agents/hosted-a/", 302)]
+    page = done.content.decode()
+    assert messages_in(page) == [f"Key {issued.credential.prefix} revoked."]
+    issued.credential.refresh_from_db()
+    assert f'<span class="badge bad">revoked</span> {when(issued.credential.revoked_at)}' in page
     assert browser.get(PROBE, headers=headers).status_code == 401
+    # Shown once: the next page has no message left.
+    assert messages_in(browser.get("/agents/hosted-a/").content.decode()) == []
+
+
+def test_the_hosted_runners_key_is_refused_in_the_error_summary_and_stays(
+    browser: Client, agent_a: AgentProfile
+) -> None:
+    hosted = services.hosted_credential(agent_a.agent_id)
+    answer = browser.post(f"/agents/hosted-a/keys/{hosted.pk}/revoke/", {"confirmed": "yes"})
+    assert answer.status_code == 400
+    summary = error_summary_in(answer.content.decode())
+    assert "Nothing was revoked:" in summary
+    assert f"Key {hosted.prefix} was not revoked: the hosted runner's key is never shown" in summary
+    hosted.refresh_from_db()
+    assert hosted.revoked_at is None
+    assert not AuditEvent.objects.filter(action="key.revoked").exists()
+
+
+def test_the_keys_table_shows_its_times_relative_with_the_exact_utc_on_hover(
+    browser: Client, agent_a: AgentProfile, alice: User
+) -> None:
+    issued = services.issue_key(
+        actor=alice, profile=agent_a, label="ci", lifetime=timedelta(days=30)
+    )
+    row = browser.get("/agents/hosted-a/").content.decode().split(issued.credential.prefix, 1)[1]
+    row = row.split("</tr>", 1)[0]
+    created, expires = issued.credential.created_at, issued.credential.expires_at
+    assert expires is not None
+    assert f"<td>{when(created)}</td>" in row
+    assert f"<td>{when(expires)}</td>" in row
+    assert f'title="{expires.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" data-relative' in row
 
 
 def test_revoking_requires_a_manager(agent_a: AgentProfile, alice: User) -> None:

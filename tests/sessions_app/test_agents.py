@@ -13,8 +13,10 @@ from django.test import Client
 from arbiter_app.models import AgentCredential
 from sessions_app import services
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
+from sessions_app.templatetags.ago import when
 from sessions_app.vault import unseal
 from sessions_app.views import agents as agents_views
+from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.factories.accounts import hosted_agent, member, merchant, signed_in
 from tests.support.factories.agents import make_agent
 
@@ -79,7 +81,12 @@ def test_a_merchant_creates_a_hosted_agent_with_sealed_limits(
     event = AuditEvent.objects.get(action="agent.created")
     assert (event.actor, event.target) == (alice, "hosted-a")
     assert "280" not in str(event.detail)
-    assert "hosted-a" in browser.get("/agents/").content.decode()
+    assert messages_in(browser.get("/agents/hosted-a/").content.decode()) == [
+        "Agent hosted-a created."
+    ]
+    page = browser.get("/agents/").content.decode()
+    assert "hosted-a" in page
+    assert f"<td>{when(profile.created_at)}</td>" in page
 
 
 @pytest.mark.parametrize(
@@ -112,7 +119,9 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(
     browser: Client, overrides: dict[str, str], message: str
 ) -> None:
     page = errors_of(browser.post("/agents/new/", agent_form(**overrides)))
-    assert message in page
+    # Listed in the summary that takes the focus, the display name kept as typed.
+    assert message in error_summary_in(page)
+    assert 'value="Flights A"' in page
     assert not AgentProfile.objects.exists()
     # Even on a form with errors, a typed limit is not echoed back.
     assert 'value="280"' not in page
@@ -156,6 +165,9 @@ def test_the_edit_form_never_shows_the_limits_and_keeps_them_when_left_empty(
         agent_form(display_name="Renamed", floor_price="", ideal_price="", strategy="linear"),
     )
     assert response.status_code == 302
+    assert messages_in(browser.get(response["Location"]).content.decode()) == [
+        "Agent hosted-a saved."
+    ]
     profile.refresh_from_db()
     assert (profile.display_name, profile.strategy) == ("Renamed", "linear")
     assert unseal(profile.vault).floor_price == Decimal(280)

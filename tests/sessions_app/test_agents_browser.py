@@ -37,7 +37,10 @@ def test_a_merchant_creates_a_hosted_agent_that_a_buyer_negotiates_with(
         page.fill("#id_agent_id", "skyways-sfo")
         page.fill("#id_floor_price", "280")
         page.click("button:has-text('Create agent')")
-        assert "Enter both the floor and the ideal price" in page.inner_text("#form-errors")
+        summary = page.locator("[data-error-summary]")
+        assert "Enter both the floor and the ideal price" in summary.inner_text()
+        assert page.evaluate("document.activeElement.hasAttribute('data-error-summary')")
+        assert page.input_value("#id_agent_id") == "skyways-sfo"  # kept; the limits are not
         screenshot(page, "agents-form-errors")
         assert page.input_value("#id_floor_price") == ""
         page.fill("#id_floor_price", "280")

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from sessions_app import audit_log
 from sessions_app.models import AuditEvent, Merchant, Role
+from sessions_app.templatetags.ago import when
 from tests.support.factories.accounts import member, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -56,6 +57,15 @@ def test_filters_by_actor_action_day_and_search(admin: Client, ada: User) -> Non
     assert targets(admin, q="export") == ["export 7"]  # in the target
     assert targets(admin, actor="bob", q="kid") == []
     assert "No action matches these filters." in admin.get("/audit/", {"q": "zzz"}).content.decode()
+
+
+def test_each_action_shows_when_relative_with_the_exact_utc_on_hover(
+    admin: Client, ada: User
+) -> None:
+    record(ada, "key.rotate", "kid-new", days_ago=2)
+    event = AuditEvent.objects.get()
+    page = admin.get("/audit/").content.decode()
+    assert f"<tr><td>{when(event.at)}</td>" in page
 
 
 @pytest.mark.parametrize(

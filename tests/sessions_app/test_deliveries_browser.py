@@ -68,7 +68,7 @@ def test_filter_expand_and_bulk_redeliver(
         assert "Redeliver 1 failed handoff?" in page.inner_text("#confirm-h")
         page.click("#confirm-redeliver")
         page.wait_for_url(f"{base}/deliveries/?state=failed")
-        assert "1 handoff(s) queued for redelivery." in page.inner_text(".messages")
+        assert "Redelivery queued for 1 handoff." in page.inner_text(".messages")
         screenshot(page, "deliveries-redelivered")
     handoff.refresh_from_db()
     assert handoff.state != HandoffState.FAILED

@@ -16,8 +16,10 @@ from arbiter_app import tasks
 from arbiter_app.models import AgentCallback, CallbackCursor, Handoff, HandoffState
 from sessions_app import actions, selectors
 from sessions_app.models import AuditEvent, Merchant, Role
+from sessions_app.templatetags.ago import when
 from sessions_app.views import deliveries as deliveries_view
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request
+from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.sessions_app.test_handoff_panel import PAGE, SESSION, agree_and_hand_off, panel, rows
 from tests.support.factories.accounts import member, merchant, signed_in
 
@@ -182,6 +184,10 @@ def test_attempts_number_on_across_a_redeliver_with_requests_redacted(failed: Ha
     page = olga.get(f"/deliveries/handoff/{failed.pk}/").content.decode()
     assert "<strong>#1</strong>" in page
     assert "<strong>#2</strong>" in page
+    for attempt in failed.attempt_log.all():
+        assert f"<strong>#{attempt.number}</strong> · {when(attempt.started_at)}" in page
+    listed = olga.get(LIST).content.decode()
+    assert when(failed.attempt_log.get(number=2).started_at) in listed  # the last attempt
     assert f"POST {failed.target.endpoint}/checkout_sessions" in page
     assert API_KEY not in page
     assert "Bearer [redacted]" in page
@@ -226,7 +232,7 @@ def test_bulk_redeliver_asks_to_confirm_then_redelivers(failed: Handoff, shop: M
     assert failed.state == HandoffState.FAILED
     done = olga.post(BULK, {"handoff": [str(failed.pk)], "confirm": "yes"}, follow=True)
     assert done.redirect_chain == [("/deliveries/?state=failed", 302)]
-    assert "1 handoff(s) queued for redelivery." in done.content.decode()
+    assert messages_in(done.content.decode()) == ["Redelivery queued for 1 handoff."]
     failed.refresh_from_db()
     assert failed.state == HandoffState.PENDING
     assert AuditEvent.objects.filter(action="handoff.redeliver").count() == 1
@@ -237,6 +243,7 @@ def test_a_bad_selection_changes_nothing(failed: Handoff, selection: list[str]) 
     page = operator().post(BULK, {"handoff": selection, "confirm": "yes"})
     assert page.status_code == 400
     assert "Nothing was redelivered" in page.content.decode()
+    assert "This selection cannot be redelivered:" in error_summary_in(page.content.decode())
     failed.refresh_from_db()
     assert failed.state == HandoffState.FAILED
     assert not AuditEvent.objects.filter(action="handoff.redeliver").exists()

@@ -49,7 +49,7 @@ def test_an_agreed_session_offers_no_termination(
 
     head = len(agreed.log())
     answer = operator.post(TERMINATE, {"detail": "too late"})
-    assert answer.status_code == 200
+    assert answer.status_code == 400
     assert "already ended" in answer.content.decode()
     assert len(agreed.log()) == head
     assert Session.objects.get(session_id=SESSION).phase == "AGREED"

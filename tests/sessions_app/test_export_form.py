@@ -14,6 +14,8 @@ from django.test import Client
 from django.utils import timezone
 
 from sessions_app.models import AuditEvent, Export, Merchant, Role
+from sessions_app.templatetags.ago import when
+from tests.sessions_app.pages import messages_in
 from tests.support.factories.accounts import member, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -70,6 +72,10 @@ def test_a_missing_or_unknown_value_is_a_clear_error_and_exports_nothing(
     page = answer.content.decode()
     assert f'<a href="#{field}">' in summary_of(page)
     assert message in summary_of(page)
+    # The input names its error for screen readers (radios sit in their fieldset instead).
+    assert f'id="{field.removesuffix("_0")}_error"' in page
+    if field != "id_kind_0":
+        assert f'aria-describedby="{field}_error"' in page
     assert "no session &#x27;&#x27;" not in page
     assert not Export.objects.exists()
     assert not AuditEvent.objects.exists()
@@ -79,7 +85,9 @@ def test_a_queued_export_says_so(admin: Client) -> None:
     answer = admin.post("/exports/", {"kind": "range", "preset": "24h"}, follow=True)
     assert answer.redirect_chain == [("/exports/", 302)]
     export = Export.objects.get()
-    assert f"Export #{export.pk} queued" in answer.content.decode()
+    page = answer.content.decode()
+    assert messages_in(page) == [f"Export #{export.pk} queued: it runs in the background."]
+    assert f"<td>{when(export.created_at)}</td>" in page
 
 
 @pytest.fixture
@@ -104,8 +112,7 @@ def test_a_finished_export_shows_its_sizes_and_finish_time(
         page = admin.get(url).content.decode()
         assert "audit bundle (JSON, 2.0\xa0KB)" in page
         assert "summary (CSV, 300\xa0bytes)" in page
-        shown = timezone.localtime(finished_export.finished_at)
-        assert f'finished <time datetime="{shown:%Y-%m-%dT%H:%M:%S}' in page
+        assert f"finished {when(finished_export.finished_at)}" in page
 
 
 def test_a_lost_file_leaves_the_size_out_and_the_page_up(

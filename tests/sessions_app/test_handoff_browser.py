@@ -104,4 +104,4 @@ def test_the_session_page_handoff_and_analytics(
         screenshot(page, "session-analytics-handoff")
         page.click("#redeliver")
         page.wait_for_url(f"{base}/sessions/{SESSION}/#handoff-h")
-        assert "Handoff queued for redelivery." in page.inner_text(".messages")
+        assert f"Handoff of {SESSION} queued for redelivery." in page.inner_text(".messages")

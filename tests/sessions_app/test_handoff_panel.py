@@ -20,6 +20,7 @@ from arbiter_app.models import DeliveryAttempt, Handoff, HandoffState
 from sessions_app import services
 from sessions_app.models import AuditEvent, Merchant, Mode, Role
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, deliveries_counted
+from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.factories.accounts import admin, member, merchant, signed_in
 from tests.support.factories.agents import ClientNegotiation, make_agent
 
@@ -161,6 +162,9 @@ def test_an_operator_redelivers_and_it_is_audited(
     response = operator.post(REDELIVER)
     assert response.status_code == 302
     assert response["Location"] == f"{PAGE}#handoff-h"
+    assert messages_in(operator.get(PAGE).content.decode()) == [
+        f"Handoff of {SESSION} queued for redelivery."
+    ]
     handed_off.refresh_from_db()
     assert handed_off.state == HandoffState.PENDING
     assert handed_off.attempts == 0
@@ -181,9 +185,13 @@ def test_an_admin_redelivers_a_refused_one_and_sees_why(handed_off: Handoff) -> 
     # An attempt still running cannot be doubled: the arbiter refuses, and the refusal is
     # shown and audited.
     handed_off.attempt_log.update(outcome="")
-    page = ada.post(REDELIVER, follow=True)
-    messages = page.content.decode().split('class="messages"', 1)[1].split("</div>", 1)[0]
-    assert "Not redelivered: an attempt is running; wait for its answer" in messages
+    answer = ada.post(REDELIVER)
+    assert answer.status_code == 400
+    summary = error_summary_in(answer.content.decode())
+    assert "Not redelivered:" in summary
+    assert "an attempt is running; wait for its answer." in summary
+    # Shown at the redeliver URL, the live page still refreshes from the session's own.
+    assert f'data-url="{PAGE}"' in answer.content.decode()
     event = AuditEvent.objects.get(action="handoff.redeliver")
     assert event.detail == {
         "redelivered": False,

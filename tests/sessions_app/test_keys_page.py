@@ -3,11 +3,15 @@ rotation is in the audit log; nobody else sees the page or rotates."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
 from sessions_app.models import AuditEvent, Membership, Merchant, Role
+from sessions_app.templatetags.ago import when
+from tests.sessions_app.pages import error_summary_in, messages_in
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +46,9 @@ def test_an_admin_rotates_now_and_the_jwks_publishes_both_keys() -> None:
     assert history == {before[0]["kid"]: "retiring", fresh["kid"]: "active"}
 
     page = answer.content.decode()
-    assert f"Rotated: ES256 key {fresh['kid']} now signs." in page
+    assert messages_in(page) == [f"Signing key rotated; the new ES256 key id is {fresh['kid']}."]
+    for key in admin.get("/oanp/v0.1/keys").json()["keys"]:
+        assert when(datetime.fromisoformat(key["activated_at"])) in page
     assert fresh["kid"] in page
     assert "retiring" in page
 
@@ -76,9 +82,24 @@ def test_rotating_asks_first_and_a_get_or_an_unconfirmed_post_changes_nothing() 
 def test_an_unknown_algorithm_is_refused_and_changes_nothing() -> None:
     admin = member("admin", Role.ADMIN)
     kids = [k["kid"] for k in admin.get("/.well-known/jwks.json").json()["keys"]]
-    assert admin.post("/keys/rotate/", {"alg": "HS256", "confirmed": "yes"}).status_code == 400
-    assert admin.get("/keys/rotate/", {"alg": "HS256"}).status_code == 400
-    assert admin.get("/keys/rotate/").status_code == 400
+    for answer in (
+        admin.post("/keys/rotate/", {"alg": "HS256", "confirmed": "yes"}),
+        admin.get("/keys/rotate/", {"alg": "HS256"}),
+    ):
+        # Back on the keys page, whose form chose it, with the error linked to its field.
+        assert answer.status_code == 400
+        page = answer.content.decode()
+        summary = error_summary_in(page)
+        assert "No key was rotated:" in summary
+        assert (
+            '<a href="#alg">Algorithm: Select a valid choice. HS256 is not one of the available'
+            in summary
+        )
+        assert 'aria-describedby="alg_error"' in page
+        assert 'id="alg_error"' in page
+    assert "This field is required." in error_summary_in(
+        admin.get("/keys/rotate/").content.decode()
+    )
     assert [k["kid"] for k in admin.get("/.well-known/jwks.json").json()["keys"]] == kids
     assert not AuditEvent.objects.exists()
 

@@ -13,6 +13,8 @@ from django.test import Client
 
 from arbiter_app.models import Listing
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
+from sessions_app.templatetags.ago import when
+from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.factories.accounts import member, merchant, signed_in
 from tests.support.factories.agents import Agent, make_agent
 
@@ -77,7 +79,9 @@ def test_a_merchant_lists_its_agent_for_buyers_to_find(
     }
     # The page shows the listing as saved, ready to change.
     page = browser.get(PAGE).content.decode()
-    assert "Listed in the arbiter&#x27;s directory." in page
+    assert messages_in(page) == ["Listing saved; the agent is listed in the arbiter's directory."]
+    row = Listing.objects.get()
+    assert f"<dt>Updated</dt><dd>{when(row.updated_at)}</dd>" in page
     assert 'name="listed" id="id_listed" checked' in page
     assert "USD, EUR" in page
     assert "SFO-LAX" in page
@@ -95,7 +99,11 @@ def test_unlisting_keeps_the_listing_but_buyers_no_longer_see_it(
     last = AuditEvent.objects.filter(action="listing.saved").first()
     assert last is not None
     assert last.detail["changed"] == ["listed"]
-    assert "Listing saved, not listed." in browser.get(PAGE).content.decode()
+    # Neither was seen yet: both are said, in order.
+    assert messages_in(browser.get(PAGE).content.decode()) == [
+        "Listing saved; the agent is listed in the arbiter's directory.",
+        "Listing saved, not listed.",
+    ]
     # Saved unchanged: recorded, with nothing changed.
     browser.post(LISTING, listing_form(listed=None))
     last = AuditEvent.objects.filter(action="listing.saved").first()
@@ -141,6 +149,9 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(
     assert response.status_code == 400
     page = response.content.decode()
     assert message in page, page[page.find('id="listing-form"') :][:3000]
+    # The form's summary lists it, with a link to the field, and takes the focus (forms.js).
+    assert message in error_summary_in(page).replace("'", "&#x27;")
+    assert "The listing was not saved. Please fix:" in error_summary_in(page)
     assert not Listing.objects.exists()
     assert not AuditEvent.objects.filter(action="listing.saved").exists()
     assert directory(browser, buyer) == []

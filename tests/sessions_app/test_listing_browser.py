@@ -50,7 +50,7 @@ def test_a_merchant_lists_its_agent_from_the_agent_page(
         page.fill("#id_catalog", json.dumps(CATALOG, indent=2))
         page.click("button:has-text('Save listing')")
         page.wait_for_url(f"{base}/agents/skyways-sfo/#listing-h")
-        assert "Listed in the arbiter's directory." in page.inner_text("[role=status]")
+        assert "the agent is listed in the arbiter's directory." in page.inner_text(".messages")
         assert "listed" in page.inner_text("#listing-state")
         assert "USD, EUR" in page.inner_text("#listing-state")
         assert page.is_checked("#id_listed")

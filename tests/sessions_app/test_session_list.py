@@ -18,6 +18,7 @@ from arbiter_app.models import Session
 from sessions_app import selectors
 from sessions_app.filters import SessionFilter, encode_cursor
 from sessions_app.models import AgentProfile, Membership, Merchant, Role
+from sessions_app.templatetags.ago import when
 from sessions_app.templatetags.prices import price
 from sessions_app.views import sessions as views
 from tests.support.factories.agents import ClientNegotiation, make_agent, post
@@ -227,6 +228,12 @@ def test_each_row_names_its_item_and_says_where_the_session_stands(
     page = operator.get("/sessions/").content.decode()
     assert "…" not in page[page.index("<tbody") :]
     assert '<td class="outcome">round 1, merchant to move</td>' in page
+    # Last activity and opened: relative once times.js runs, the exact UTC time on hover.
+    opened = Session.objects.get(session_id="sess-open")
+    row = page.split(f'<tr id="row-{opened.pk}"', 1)[1].split("</tr>", 1)[0]
+    assert f"<td>{when(opened.opened_at)}</td>" in row
+    assert row.count("<time ") == 2
+    assert row.count(" data-relative>") == 2
 
 
 @pytest.mark.usefixtures("sessions")

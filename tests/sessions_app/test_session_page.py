@@ -11,7 +11,6 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from oanp.envelope import format_timestamp
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
 from tests.support.factories.accounts import member, merchant, signed_in
 from tests.support.factories.agents import ClientNegotiation, make_agent, now, post
@@ -49,7 +48,10 @@ def test_the_header_names_item_deadline_max_rounds_and_turn(
     run.open(max_rounds=3, deadline=deadline)
     assert text(operator, "item") == "route: SFO-JFK, date: 2026-04-28"
     assert text(operator, "max-rounds") == "3"
-    assert text(operator, "deadline") == format_timestamp(deadline)
+    # The exact UTC time until times.js makes it relative ("in 2 hours"), and on hover after.
+    assert text(operator, "deadline") == f"{deadline:%Y-%m-%d %H:%M:%S}"
+    page = operator.get(PAGE).content.decode()
+    assert f'datetime="{deadline.isoformat()}" title="{deadline:%Y-%m-%d %H:%M:%S} UTC"' in page
     assert text(operator, "turn").startswith("merchant: to join (ack), until 20")
     assert text(operator, "idle").endswith("since the last entry")
 

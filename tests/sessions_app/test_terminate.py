@@ -9,6 +9,7 @@ from django.test import Client
 
 from arbiter_app.models import Session
 from sessions_app.models import AgentProfile, AuditEvent, Membership, Merchant, Role
+from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.factories.agents import Agent, ClientNegotiation, make_agent
 
 pytestmark = pytest.mark.django_db
@@ -69,12 +70,31 @@ def test_an_operator_terminates_a_live_session(live: ClientNegotiation) -> None:
     assert event.actor.get_username() == "operator"
     assert event.target == SESSION
     assert event.detail == {"detail": "counterparty reported abuse", "closed": True}
-    # Ended, the session offers no button, and a second POST changes nothing.
-    assert f'href="{TERMINATE}"' not in operator.get(f"/sessions/{SESSION}/").content.decode()
+    # Ended, the session says so once and offers no button; a second POST changes nothing.
+    page = operator.get(f"/sessions/{SESSION}/").content.decode()
+    assert messages_in(page) == [f"Session {SESSION} terminated."]
+    assert f'href="{TERMINATE}"' not in page
     again = operator.post(TERMINATE, {"detail": ""})
-    assert again.status_code == 200
-    assert "already ended" in again.content.decode()
+    assert again.status_code == 400
+    summary = error_summary_in(again.content.decode())
+    assert "Nothing was terminated:" in summary
+    assert "The session had already ended; nothing was changed." in summary
     assert len(live.log()) == session.head_seq
+
+
+def test_a_reason_too_long_is_in_the_error_summary_kept_and_terminates_nothing(
+    live: ClientNegotiation,
+) -> None:
+    operator = member("operator", Role.OPERATOR)
+    reason = "abuse " * 200
+    answer = operator.post(TERMINATE, {"detail": reason})
+    assert answer.status_code == 400
+    page = answer.content.decode()
+    assert '<a href="#id_detail">' in error_summary_in(page)
+    assert 'aria-describedby="id_detail_error"' in page
+    assert f">\n{reason}</textarea>" in page
+    assert Session.objects.get(session_id=SESSION).phase == "NEGOTIATING"
+    assert not AuditEvent.objects.filter(action="session.terminate").exists()
 
 
 def test_an_admin_may_terminate_without_a_reason(live: ClientNegotiation) -> None:

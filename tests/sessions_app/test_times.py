@@ -24,8 +24,15 @@ def test_a_moment_in_another_zone_is_shown_in_utc() -> None:
     assert 'title="2026-04-28 12:00:00 UTC"' in shown
 
 
+def test_a_protocol_timestamp_is_the_moment_it_names() -> None:
+    assert when("2026-04-28T12:03:04.567Z") == when(
+        datetime(2026, 4, 28, 12, 3, 4, 567000, tzinfo=UTC)
+    )
+
+
 def test_no_moment_shows_nothing() -> None:
     assert when(None) == ""
+    assert when("") == ""
 
 
 def test_a_template_gets_markup_not_escaped_text() -> None:

@@ -17,6 +17,7 @@ from django.test import Client
 from oanp.agents import NEVER_SETTLE, BuyerAgent, BuyerVault, SettlePolicy
 from oanp.commitments import encode_salt
 from oanp.strategies import ReferenceBuyer
+from oanp.tradeoffs import TermsVault
 from sessions_app import services
 from sessions_app.models import AgentProfile, Membership, Merchant, Mode, Role
 from sessions_app.vault import Limits
@@ -58,6 +59,8 @@ def hosted_agent(
     strategy: str = "reference",
     parameters: dict[str, str] | None = None,
     settle: SettlePolicy = NEVER_SETTLE,
+    reveal_after_end: bool = False,
+    terms: TermsVault | None = None,
 ) -> AgentProfile:
     return services.create_agent(
         actor=admin(),
@@ -66,9 +69,10 @@ def hosted_agent(
         display_name="",
         mode=Mode.HOSTED,
         strategy=strategy,
-        limits=Limits(Decimal(floor), Decimal(ideal), {}),
+        limits=Limits(Decimal(floor), Decimal(ideal), {}, terms),
         parameters=parameters,
         settle=settle,
+        reveal_after_end=reveal_after_end,
     )
 
 
@@ -79,7 +83,8 @@ def now() -> datetime:
 @dataclass
 class HostedNegotiation:
     """A reference buyer (ceiling 420) negotiating over the API with a hosted merchant agent;
-    with a ``settle`` policy it opens the session for settlement by reveal.
+    with a ``settle`` policy it opens the session for settlement by reveal; with ``issues`` it
+    negotiates them too (profile terms/v0.1), weighing them by ``terms``.
 
     The buyer reads the log and posts its moves through Django's test client; the merchant's
     moves come from the hosted runner, a Celery worker's or one ``nudge`` calls in-process.
@@ -90,6 +95,8 @@ class HostedNegotiation:
     session_id: str = "sess-hosted"
     buyer_key: Agent = field(default_factory=lambda: make_agent("buyer-001", "buyer"))
     settle: SettlePolicy = NEVER_SETTLE
+    issues: list[dict[str, Any]] | None = None
+    terms: TermsVault | None = None
     buyer: BuyerAgent = field(init=False)
     seen: int = 0
     #: Seconds the buyer waited for each merchant move.
@@ -99,7 +106,7 @@ class HostedNegotiation:
         numbers = count(1)
         self.buyer = BuyerAgent(
             agent_id=self.buyer_key.agent_id,
-            vault=BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400)),
+            vault=BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), terms=self.terms),
             strategy=ReferenceBuyer(),
             salt=encode_salt(b"\x01" * 32),
             new_message_id=lambda: f"buyer-{next(numbers)}",
@@ -125,6 +132,7 @@ class HostedNegotiation:
                 currency="USD",
                 max_rounds=5,
                 now=now(),
+                issues=self.issues,
             )
         )
 

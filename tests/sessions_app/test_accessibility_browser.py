@@ -1,0 +1,251 @@
+"""In Chromium against the real ASGI server, with axe-core injected: every page family, at a
+1440 px desk and a 390 px phone, in the light scheme and the dark one (the stylesheet follows
+prefers-color-scheme), has no WCAG 2.x A/AA violation and none of axe's best practices broken,
+and fits its width. Forms are judged after a refused submit too, their error summaries showing.
+Screenshots of a few phone pages in the dark in var/screenshots (a11y-*)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import pytest
+from django.core.management import call_command
+from django.test import Client, override_settings
+from playwright.sync_api import Browser, Page, StorageState, ViewportSize
+
+from arbiter_app.models import AgentCredential, Handoff, HandoffState, Session
+from sessions_app.models import Role
+from tests.arbiter_app.test_deliveries import Receiver, Reply, Request
+from tests.conftest import LiveServer
+from tests.sessions_app.browser import axe_violations, chromium, screenshot, sign_in
+from tests.sessions_app.test_handoff_panel import SESSION, agree_and_hand_off
+from tests.sessions_app.test_layout_browser import STICKING_OUT, page_width
+from tests.support.factories.accounts import PASSWORD, hosted_agent, member, merchant
+from tests.support.factories.agents import ClientNegotiation
+
+pytestmark = pytest.mark.django_db
+
+T = TypeVar("T")
+Scheme = Literal["light", "dark"]
+WIDTHS: dict[str, ViewportSize] = {
+    "1440": {"width": 1440, "height": 900},
+    "390": {"width": 390, "height": 844},
+}
+SCHEMES: tuple[Scheme, ...] = ("light", "dark")
+#: Who signs in for a case: an admin sees every page and every link of the navigation; an
+#: operator is refused the admin's pages; None is nobody signed in.
+ADMIN, OPERATOR = "ada", "olga"
+#: Phone screenshots of the dark scheme, to look at: var/screenshots/a11y-<page>-dark-390.png.
+SHOWN = {"overview", "session-live", "session-ended", "replay", "agent-edit", "export-refused"}
+
+
+def shows_errors(page: Page) -> None:
+    """The refused form's page, its error summary showing: judged as the user finds it."""
+    page.wait_for_selector("[data-error-summary]")
+
+
+def refused_sign_in(page: Page) -> None:
+    page.fill("#id_username", ADMIN)
+    page.fill("#id_password", "not the password")
+    page.click("button[type=submit]")
+    shows_errors(page)
+
+
+def refused_export(page: Page) -> None:
+    """One session, and no session id to export."""
+    page.check("input[name=kind][value=session]")
+    page.click("#export-form button[type=submit]")
+    shows_errors(page)
+
+
+def refused_agent(page: Page) -> None:
+    page.click("button:has-text('Create agent')")
+    shows_errors(page)
+
+
+def asks_to_redeliver(page: Page) -> None:
+    """The failed handoff selected for redelivery: its confirmation page."""
+    page.check("#deliveries input[name=handoff]")
+    page.click("#redeliver-selected")
+    page.wait_for_selector("#confirm-redeliver")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    path: str
+    user: str | None = ADMIN
+    #: What to do on the page before it is judged, e.g. submit its form.
+    act: Callable[[Page], None] | None = None
+
+
+CASES = [
+    Case("login", "/login/", user=None),
+    Case("login-refused", "/login/", user=None, act=refused_sign_in),
+    Case("overview", "/"),
+    Case("sessions", "/sessions/"),
+    Case("sessions-refused", "/sessions/?opened_after=yesterday", act=shows_errors),
+    Case("session-live", "/sessions/sess-live/"),
+    Case("session-ended", f"/sessions/{SESSION}/"),
+    Case("terminate-confirm", "/sessions/sess-live/terminate/"),
+    Case("replay", f"/sessions/{SESSION}/replay/?step=5"),
+    Case("replay-refused", f"/sessions/{SESSION}/replay/?step=0", act=shows_errors),
+    Case("replay-live", "/sessions/sess-live/replay/"),
+    Case("agents", "/agents/"),
+    Case("agent", "/agents/hosted-sfo/"),
+    Case("agent-external", "/agents/merchant-sfo/"),
+    Case("agent-edit", "/agents/hosted-sfo/edit/"),
+    Case("agent-new-refused", "/agents/new/", act=refused_agent),
+    Case("key-revoke-confirm", "/agents/merchant-sfo/keys/{key}/revoke/"),
+    Case("keys", "/keys/"),
+    Case("rotate-confirm", "/keys/rotate/?alg=ES256"),
+    Case("deliveries", "/deliveries/"),
+    Case("delivery", "/deliveries/handoff/{handoff}/"),
+    Case("redeliver-confirm", "/deliveries/?state=failed", act=asks_to_redeliver),
+    Case("exports", "/exports/"),
+    Case("export-refused", "/exports/", act=refused_export),
+    Case("audit", "/audit/"),
+    Case("not-found", "/sessions/no-such-session/"),
+    Case("forbidden", "/keys/", user=OPERATOR),
+]
+
+
+@pytest.fixture(scope="module")
+def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, str]]:
+    """For the whole module, since no case changes anything: an admin and an operator; merchant
+    sfo with a hosted agent and an external one whose agreed session's handoff failed (ACP
+    answered 400); a second session of the same agents still negotiating, past a verdict.
+    Yields what the paths need filled in. Everything goes at the end, as after any
+    transactional test."""
+    acp = Receiver(refuse).start()
+    try:
+        with django_db_blocker.unblock(), override_settings(OANP_ALLOW_PRIVATE_TARGETS=True):
+            member(ADMIN, Role.ADMIN)
+            member(OPERATOR, Role.OPERATOR)
+            shop = merchant("sfo")
+            hosted_agent(shop, "hosted-sfo")
+            handoff, ended = agree_and_hand_off(Client(), shop, f"{acp.url}/acp")
+            live = ClientNegotiation(
+                Client(), ended.buyer_key, ended.merchant_key, "sess-live", "l-"
+            )
+            # An hour to answer in, the longest there is: a worker's timers, when one runs,
+            # leave the session live for as long as the module takes.
+            live.open(response_window_s=3600)
+            live.run_until("offer.accept")
+            key = AgentCredential.objects.get(agent_id="merchant-sfo", role="merchant")
+        yield {"handoff": str(handoff.pk), "key": str(key.pk)}
+    finally:
+        assert acp.server is not None
+        acp.server.shutdown()
+        acp.server.server_close()
+        with django_db_blocker.unblock():
+            call_command("flush", interactive=False, verbosity=0)
+
+
+def refuse(request: Request) -> Reply:
+    return 400, {}, json.dumps({"type": "invalid_request"}).encode()
+
+
+class Tabs:
+    """A tab for each user, width and scheme, opened when a case first needs it, in a browser
+    context of its own (the user's cookies, the viewport, the colour scheme). Each case loads
+    its page afresh in its tab: a new tab per case would start a new renderer process each
+    time, which doubled the module's time."""
+
+    def __init__(self, browser: Browser, base_url: str) -> None:
+        self.browser = browser
+        self.base_url = base_url
+        self.opened: dict[tuple[str | None, str, Scheme], Page] = {}
+        self.signed_in: dict[str, StorageState] = {}
+
+    def __call__(self, user: str | None, width: str, scheme: Scheme) -> Page:
+        key = (user, width, scheme)
+        if key not in self.opened:
+            context = self.browser.new_context(
+                viewport=WIDTHS[width],
+                color_scheme=scheme,
+                storage_state=self.cookies(user) if user else None,
+            )
+            self.opened[key] = context.new_page()
+        return self.opened[key]
+
+    def cookies(self, user: str) -> StorageState:
+        """``user``'s, signed in once for the module."""
+        if user not in self.signed_in:
+            context = self.browser.new_context()
+            sign_in(context.new_page(), self.base_url, user, PASSWORD)
+            self.signed_in[user] = context.storage_state()
+            context.close()
+        return self.signed_in[user]
+
+
+#: Runs a function with the module's tabs on the thread that drives them, and returns what it
+#: returns.
+OnBrowser = Callable[[Callable[[Tabs], T]], T]
+
+
+@pytest.fixture(scope="module")
+def on_browser(dashboard: dict[str, str], live_arbiter: LiveServer) -> Iterator[OnBrowser[Any]]:
+    """The module's one Chromium, driven from a thread of its own: Playwright keeps an event
+    loop open on the thread that drives it, and Django refuses its ORM on such a thread, which
+    each case's database fixture uses."""
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        launched = chromium()
+        tabs = Tabs(thread.submit(launched.__enter__).result(), live_arbiter.url)
+        try:
+            yield lambda work: thread.submit(work, tabs).result()
+        finally:
+            thread.submit(launched.__exit__, None, None, None).result()
+
+
+def test_the_pages_are_judged_with_what_they_can_show(dashboard: dict[str, str]) -> None:
+    """Offers, verdicts and a handoff on the session pages; a failed delivery to look into."""
+    live = Session.objects.get(session_id="sess-live")
+    ended = Session.objects.get(session_id=SESSION)
+    assert (live.phase, live.round, live.fair_rounds) == ("NEGOTIATING", 2, 1)
+    assert (ended.phase, ended.fair_rounds) == ("AGREED", 2)
+    assert Handoff.objects.get(pk=dashboard["handoff"]).state == HandoffState.FAILED
+
+
+def readable(violations: list[dict[str, Any]]) -> str:
+    return "\n".join(
+        f"{v['id']} ({v['impact']}): {v['help']}\n"
+        + "\n".join(f"  {n['target']}: {n['why']}" for n in v["nodes"])
+        for v in violations
+    )
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_accessible(
+    on_browser: OnBrowser[tuple[list[dict[str, Any]], int, list[str]]],
+    dashboard: dict[str, str],
+    live_arbiter: LiveServer,
+    case: Case,
+    width: str,
+    scheme: Scheme,
+) -> None:
+    """No axe violation; and the page reflows to the width (WCAG 1.4.10), which axe cannot
+    judge: nothing makes the page itself scroll sideways."""
+    viewport = WIDTHS[width]["width"]
+
+    def judge(tabs: Tabs) -> tuple[list[dict[str, Any]], int, list[str]]:
+        page = tabs(case.user, width, scheme)
+        page.goto(live_arbiter.url + case.path.format(**dashboard))
+        if case.act:
+            case.act(page)
+        violations = axe_violations(page)
+        wide = page_width(page)
+        sticking_out = page.evaluate(STICKING_OUT, viewport) if wide > viewport else []
+        if case.name in SHOWN and scheme == "dark" and width == "390":
+            screenshot(page, f"a11y-{case.name}-{scheme}-{width}")
+        return violations, wide, sticking_out
+
+    violations, wide, sticking_out = on_browser(judge)
+    assert not violations, readable(violations)
+    assert wide <= viewport, f"{wide} px wide, past the {viewport} px screen: {sticking_out}"

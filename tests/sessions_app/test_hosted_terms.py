@@ -1,0 +1,227 @@
+"""Hosted merchant agents negotiate terms besides the price (profile terms/v0.1): their limits
+and weights per issue, entered on the agent form, sealed with the floor and never shown again,
+played by the runner; over a live arbiter too, against ``oanp negotiate --issue --want``."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils.html import escape
+
+from oanp.audit import verify_log
+from oanp.net import commands
+from oanp.net.client import ArbiterClient
+from oanp.tradeoffs import IssueLimits, TermsVault
+from sessions_app import runner
+from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant
+from sessions_app.vault import unseal
+from tests.arbiter_app.test_remote_agents import negotiate
+from tests.conftest import LiveServer, Worker
+from tests.sessions_app.test_agents import agent_form, errors_of
+from tests.support.factories.accounts import HostedNegotiation, hosted_agent, merchant
+from tests.support.factories.agents import make_agent
+
+pytestmark = pytest.mark.django_db
+
+ISSUES = [
+    {"name": "delivery_days", "kind": "number", "buyer_prefers": "low", "min": 1, "max": 30,
+     "decimals": 0},
+    {"name": "support", "kind": "choice", "options": ["premium", "standard", "none"]},
+]  # fmt: skip
+#: The merchant would rather deliver slowly and sell no support; support matters more to it.
+MERCHANT_TERMS = TermsVault(
+    Decimal(1),
+    (
+        IssueLimits("delivery_days", Decimal("0.25"), "20", "3"),
+        IssueLimits("support", Decimal(2), "none", "standard"),
+    ),
+)
+#: The buyer wants fast delivery above all, and cares little for support.
+BUYER_TERMS = TermsVault(
+    Decimal(1),
+    (
+        IssueLimits("delivery_days", Decimal(2), "2", "14"),
+        IssueLimits("support", Decimal("0.25"), "premium", "none"),
+    ),
+)
+TERMS_TEXT = "delivery_days=19..4@0.25\r\n\r\n  support = none..standard@2.5\r\n"
+TYPED = TermsVault(
+    Decimal("1.5"),
+    (
+        IssueLimits("delivery_days", Decimal("0.25"), "19", "4"),
+        IssueLimits("support", Decimal("2.5"), "none", "standard"),
+    ),
+)
+
+
+def _offers(log: list[dict[str, Any]], role: str) -> list[dict[str, Any]]:
+    return [
+        e["envelope"]["payload"]
+        for e in log
+        if e["envelope"]["sender"]["role"] == role and "terms" in e["envelope"]["payload"]
+    ]
+
+
+def within_merchant_limits(terms: dict[str, Any]) -> bool:
+    """At least 3 days to deliver, and support no better for the buyer than standard."""
+    return terms["delivery_days"] >= 3 and terms["support"] in ("standard", "none")
+
+
+# The form ------------------------------------------------------------------------------------
+
+
+def test_the_form_seals_the_terms_with_the_limits_and_never_shows_them(
+    browser: Client, shop_a: Merchant
+) -> None:
+    response = browser.post(
+        "/agents/new/", agent_form(terms=TERMS_TEXT, price_weight="1.5", strategy="reference")
+    )
+    assert response.status_code == 302, response.content
+    profile = AgentProfile.objects.get(agent_id="hosted-a")
+    assert unseal(profile.vault).terms == TYPED
+    assert b"19..4" not in bytes(profile.vault)
+    assert "delivery_days" not in str(AuditEvent.objects.get(action="agent.created").detail)
+    for page in (browser.get("/agents/hosted-a/edit/"), browser.get("/agents/hosted-a/")):
+        text = page.content.decode()
+        assert "delivery_days, support" in text  # names only, as the per-item keys
+        assert not {"19", "2.5", "1.5"} & set(re.findall(r"[\d.]+", text))
+    # Saving without new limits keeps them all, the terms included.
+    kept = browser.post(
+        "/agents/hosted-a/edit/", agent_form(floor_price="", ideal_price="", display_name="B")
+    )
+    assert kept.status_code == 302
+    profile.refresh_from_db()
+    assert unseal(profile.vault).terms == TYPED
+    # New limits replace every one: without terms, the agent weighs no issue any more.
+    browser.post("/agents/hosted-a/edit/", agent_form())
+    profile.refresh_from_db()
+    assert unseal(profile.vault).terms is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"terms": "delivery_days"}, "terms", "Line 1: expected NAME=IDEAL..LIMIT[@WEIGHT]."),
+        ({"terms": "x=1..2\ndays=1..5@"}, "terms", "Line 2: expected NAME=IDEAL..LIMIT"),
+        ({"terms": "Days=1..5"}, "terms", "Line 1: an issue's name is 1-32 of a-z and _"),
+        ({"terms": "price=1..5"}, "terms", "and not price."),
+        (
+            {"terms": "days=3..express"},
+            "terms",
+            "Line 1: days: the ideal and the limit are both numbers",
+        ),
+        ({"terms": "days=3..3.0"}, "terms", "Line 1: days: the ideal and the limit must differ."),
+        ({"terms": "days=3..10@500"}, "terms", "the weight must be a number from 0 to 100."),
+        ({"terms": "days=3..10@-1"}, "terms", "the weight must be a number from 0 to 100."),
+        ({"terms": "days=3..10@x"}, "terms", "the weight must be a number from 0 to 100."),
+        ({"terms": "days=1e13..3"}, "terms", "a number is below 10^12 in magnitude"),
+        ({"terms": "days=3.12345..3"}, "terms", "with at most 4 decimals."),
+        ({"terms": "support=a..b\nsupport=b..a"}, "terms", "Line 2: support has a line already."),
+        ({"terms": f"s=a..{'b' * 65}"}, "terms", "an option is at most 64 characters."),
+        (
+            {"terms": "\n".join(f"{'abcdefghi'[n]}=1..2" for n in range(9))},
+            "terms",
+            "A session has at most 8 issues: one a line.",
+        ),
+        ({"terms": "days=19..4", "price_weight": "0"}, "price_weight", "must be more than 0."),
+        (
+            {"terms": "days=19..4", "price_weight": "heavy"},
+            "price_weight",
+            "The price weight must be a number from 0 to 100.",
+        ),
+        ({"terms": "days=19..4", "price_weight": "NaN"}, "price_weight", "from 0 to 100."),
+        ({"price_weight": "2"}, "price_weight", "weighs the price against the issues"),
+        (
+            {"terms": "days=19..4", "floor_price": "", "ideal_price": "", "mode": "external"},
+            "terms",
+            "New limits on issues need the floor and ideal price too",
+        ),
+    ],
+)
+def test_bad_terms_are_refused_with_a_message_and_nothing_is_saved(
+    browser: Client, shop_a: Merchant, fields: dict[str, str], field: str, message: str
+) -> None:
+    page = errors_of(browser.post("/agents/new/", agent_form(**fields)))
+    assert escape(message) in page
+    assert f'id="id_{field}_error"' in page  # beside its field, and in the summary
+    assert not AgentProfile.objects.exists()
+    # The typed limits are not rendered back, not even into the refused form.
+    assert "19..4" not in page
+
+
+# Playing the terms ---------------------------------------------------------------------------
+
+
+def test_a_hosted_agent_trades_off_its_terms_within_its_limits(client: Client) -> None:
+    hosted_agent(merchant("sfo"), terms=MERCHANT_TERMS)
+    negotiation = HostedNegotiation(client, "hosted-sfo", issues=ISSUES, terms=BUYER_TERMS)
+    log = negotiation.play(nudge=lambda: runner.answer("sess-hosted"))
+    agreement = log[-1]["envelope"]["payload"]["agreement"]
+    assert within_merchant_limits(agreement["final_terms"])
+    assert all(within_merchant_limits(offer["terms"]) for offer in _offers(log, "merchant"))
+    # The session keeps the terms it opened with, sealed with the floor.
+    hosted = HostedSession.objects.get(session_id="sess-hosted")
+    assert unseal(hosted.sealed_limits).terms == MERCHANT_TERMS
+
+
+def test_a_hosted_agent_without_terms_takes_the_buyers(client: Client) -> None:
+    hosted_agent(merchant("sfo"))
+    negotiation = HostedNegotiation(client, "hosted-sfo", issues=ISSUES, terms=BUYER_TERMS)
+    log = negotiation.play(nudge=lambda: runner.answer("sess-hosted"))
+    assert log[-1]["envelope"]["type"] == "session.agree"
+    proposed = [offer["terms"] for offer in _offers(log, "buyer")]
+    countered = [offer["terms"] for offer in _offers(log, "merchant")]
+    assert countered
+    assert all(terms in proposed for terms in countered)
+    final = log[-1]["envelope"]["payload"]["agreement"]["final_terms"]
+    assert final in proposed
+
+
+def test_a_hosted_agent_whose_terms_do_not_fit_the_issues_commits_to_nothing(
+    client: Client,
+) -> None:
+    unfit = TermsVault(Decimal(1), (IssueLimits("support", Decimal(1), "none", "gold"),))
+    hosted_agent(merchant("sfo"), terms=unfit)
+    negotiation = HostedNegotiation(client, "hosted-sfo", issues=ISSUES, terms=BUYER_TERMS)
+    negotiation.open()
+    assert runner.answer("sess-hosted") == 0
+    assert [e["envelope"]["type"] for e in negotiation.log()] == ["session.open"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_negotiate_trades_off_terms_with_a_hosted_agent(
+    live_arbiter: LiveServer, celery_worker_process: Worker, tmp_path: Path
+) -> None:
+    hosted_agent(merchant("sfo"), "hosted-terms", terms=MERCHANT_TERMS)
+    buyer = make_agent("buyer-terms", "buyer")
+    run = negotiate(
+        live_arbiter.url,
+        buyer,
+        "hosted-terms",
+        tmp_path,
+        "--ceiling",
+        "420",
+        "--budget",
+        "400",
+        "--issue",
+        "delivery_days=number:low:1..30",
+        "--issue",
+        "support=choice:premium,standard,none",
+        "--want",
+        "delivery_days=2..14@2",
+        "--want",
+        "support=premium..none@0.25",
+    )
+    assert run.code == commands.EXIT_AGREED, run.out + run.err
+    agreement = run.log[-1]["envelope"]["payload"]["agreement"]
+    final = agreement["final_terms"]
+    assert within_merchant_limits(final)
+    assert final["delivery_days"] <= 14  # and within the buyer's
+    assert 280 <= agreement["final_price"] <= 420
+    assert all(within_merchant_limits(offer["terms"]) for offer in _offers(run.log, "merchant"))
+    assert verify_log(run.log, ArbiterClient(live_arbiter.url).jwks()).ok

@@ -1,0 +1,124 @@
+"""In Chromium against the real ASGI server: times read relative ("3 hours ago", "in 29 days")
+with the exact UTC time on hover, kept current, rows that arrive later included; an action's
+message and a refused form's error summary, which takes the focus, in light and dark."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from arbiter_app.models import AgentCredential, Listing, Session
+from sessions_app import services
+from sessions_app.models import AgentProfile, Role
+from tests.conftest import LiveServer
+from tests.sessions_app.browser import chromium, screenshot, sign_in
+from tests.support.factories.accounts import PASSWORD, hosted_agent, member, merchant
+from tests.support.factories.agents import ClientNegotiation, make_agent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def exact(moment: datetime | None) -> str:
+    """What a time's title says: its moment to the second, in UTC."""
+    assert moment is not None
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def test_times_read_relative_with_the_exact_utc_time_on_hover(
+    live_arbiter: LiveServer, client: Client
+) -> None:
+    shop = merchant("skyways")
+    profile = hosted_agent(shop, "skyways-sfo")
+    mia = member("mia", Role.MERCHANT, shop)
+    issued = services.issue_key(actor=mia, profile=profile, label="ci", lifetime=timedelta(days=30))
+    AgentCredential.objects.filter(pk=issued.credential.pk).update(
+        created_at=timezone.now() - timedelta(hours=3, minutes=5)
+    )
+    key = AgentCredential.objects.get(pk=issued.credential.pk)
+    AgentProfile.objects.create(merchant=shop, agent_id="merchant-sfo", mode="external")
+    buyer, seller = make_agent("buyer-001", "buyer"), make_agent("merchant-sfo", "merchant")
+    ClientNegotiation(client, buyer, seller, "sess-times", "t-").open()
+    opened = Session.objects.get(session_id="sess-times").opened_at
+    base = live_arbiter.url
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        # A clock of the test's own, so that "kept current" is seen without waiting a minute.
+        page.clock.install()
+        sign_in(page, base, "mia", PASSWORD)
+        page.goto(f"{base}/agents/skyways-sfo/")
+        created, expires = page.locator("#keys tr", has_text="ci").locator("time").all()
+        assert created.inner_text() == "3 hours ago"
+        assert re.fullmatch(r"in (29|30) days", expires.inner_text())
+        created.hover()
+        assert created.get_attribute("title") == exact(key.created_at)
+        assert expires.get_attribute("title") == exact(key.expires_at)
+        assert created.get_attribute("datetime") == key.created_at.astimezone(UTC).isoformat(
+            timespec="seconds"
+        )
+
+        page.goto(f"{base}/sessions/")
+        first = page.locator("#session-rows tr", has_text="sess-times").locator("time").last
+        assert first.inner_text() == "less than a minute ago"
+        assert first.get_attribute("title") == exact(opened)
+        page.clock.fast_forward("03:00")
+        page.wait_for_function(
+            "document.querySelector('#session-rows time:last-of-type')"
+            ".textContent === '3 minutes ago'"
+        )
+        # Rows added after the page loaded (as the list's paging and live updates add them)
+        # read relative as soon as they arrive: the server's own rows, appended by htmx.
+        page.evaluate(
+            "htmx.ajax('GET', '/sessions/', {target: '#session-rows', swap: 'beforeend'})"
+        )
+        page.wait_for_function("document.querySelectorAll('#session-rows tr').length === 2")
+        added = page.locator("#session-rows tr").last.locator("time[data-relative]")
+        assert added.count() == 2
+        for time in added.all():
+            assert time.inner_text() == "3 minutes ago"
+        assert added.last.get_attribute("title") == exact(opened)
+        screenshot(page, "times-sessions-list")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_message_and_an_error_summary_in_each_scheme(
+    live_arbiter: LiveServer, scheme: str
+) -> None:
+    shop = merchant("skyways")
+    hosted_agent(shop, "skyways-sfo")
+    member("mia", Role.MERCHANT, shop)
+    base = live_arbiter.url
+    with chromium() as browser:
+        context = browser.new_context(
+            viewport={"width": 1100, "height": 900},
+            color_scheme="dark" if scheme == "dark" else "light",
+        )
+        page = context.new_page()
+        sign_in(page, base, "mia", PASSWORD)
+        page.goto(f"{base}/agents/skyways-sfo/")
+        assert page.inner_text(".messages") == ""
+        page.fill("#id_label", "laptop")
+        page.click("button:has-text('Issue key')")
+        prefix = page.input_value("#issued-key").split("_")[1]
+        assert page.inner_text(".messages") == f"Key {prefix} issued."
+        assert page.get_attribute(".messages", "role") == "status"
+        screenshot(page, f"message-{scheme}")
+
+        page.check("#id_listed")
+        page.fill("#id_currencies", "USD, XYZ")
+        page.fill("#id_description", "Flights out of SFO.")
+        page.click("button:has-text('Save listing')")
+        summary = page.locator("[data-error-summary]")
+        assert "'XYZ' is not an ISO 4217 code." in summary.inner_text()
+        assert page.evaluate("document.activeElement.hasAttribute('data-error-summary')")
+        # What was typed is kept; the link leads to the field that needs fixing.
+        assert page.input_value("#id_description") == "Flights out of SFO."
+        assert page.input_value("#id_currencies") == "USD, XYZ"
+        assert page.inner_text(".messages") == ""
+        screenshot(page, f"error-summary-{scheme}")
+        summary.locator("a[href='#id_currencies']").click()
+        assert page.evaluate("document.activeElement.id") == "id_currencies"
+    assert not Listing.objects.exists()
