@@ -59,6 +59,7 @@ from oanp.strategies import (
     TitForTat,
 )
 from oanp.tradeoffs import IssueLimits, TermsVault
+from tests.support.factories.terms import ISSUES
 
 #: From the issue: envelopes per second on one core, and the machine's cost over bare hashing.
 AIM_ENVELOPES_PER_S = 10_000
@@ -90,17 +91,6 @@ MERCHANT_TACTICS: tuple[Strategy, ...] = (
 
 
 #: The multi-issue corpus's issues (profile terms/v0.1): a number and a choice besides the price.
-ISSUES: list[JsonObject] = [
-    {
-        "name": "delivery_days",
-        "kind": "number",
-        "buyer_prefers": "low",
-        "min": 1,
-        "max": 30,
-        "decimals": 0,
-    },
-    {"name": "support", "kind": "choice", "options": ["premium", "standard", "none"]},
-]
 
 
 def _terms(rng: random.Random, role: str) -> TermsVault:

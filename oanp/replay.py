@@ -1,7 +1,9 @@
 """A session log read back one entry at a time: what stood after each entry, as frames.
 
 Frame k is what the first k entries show: the entry itself, the round and phase they reach,
-each side's standing price, the offers and verdicts so far, and the I1–I7 checklist. The
+each side's standing price (and, in a session with issues, its standing terms and how many
+issues the two sides are still apart on), the offers and verdicts so far, and the I1–I7
+checklist. The
 checklist is the offline auditor's own (:class:`oanp.invariants.AuditWalk`, the walk
 :func:`oanp.invariants.audit_log` takes), asked after each entry, so what a replay shows at
 step k is what an auditor computes from those k entries, never a second opinion that could
@@ -23,15 +25,18 @@ from oanp.envelope import (
     Close,
     Envelope,
     Offer,
+    Open,
     Role,
     SettleReveal,
     Verdict,
     Withdraw,
 )
+from oanp.errors import BadTerms
 from oanp.invariants import AuditWalk, LogAudit
 from oanp.machine import Phase
 from oanp.money import price_to_json
 from oanp.profiles import PROFILES, Profile
+from oanp.terms import Issue, issues_open, read_terms
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +71,18 @@ class RoundVerdict:
     buyer_price: Decimal | None
     merchant_price: Decimal | None
     spread: Decimal | None
+    issues_open: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StandingTerms:
+    """In a session with issues: each side's standing terms as sent (declared order), and how
+    many issues they differ on (:func:`oanp.terms.issues_open`; ``None`` when an offer's terms
+    do not read against the declaration, which the checklist then reports)."""
+
+    buyer: JsonObject | None
+    merchant: JsonObject | None
+    issues_open: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +116,8 @@ class Frame:
     checks: tuple[Check, ...]
     #: ``"agreed"``, a close reason, or ``None`` while the log has not ended.
     outcome: str | None
+    #: ``None`` unless the session declared issues besides the price.
+    terms: StandingTerms | None = None
 
     def as_json(self) -> JsonObject:
         """The frame as JSON, prices as the log writes them (numbers, never exponents)."""
@@ -140,6 +159,7 @@ class Frame:
                     "buyer_price": _price(v.buyer_price),
                     "merchant_price": _price(v.merchant_price),
                     "spread": _price(v.spread),
+                    "issues_open": v.issues_open,
                 }
                 for v in self.verdicts
             ],
@@ -153,6 +173,13 @@ class Frame:
                 for c in self.checks
             ],
             "outcome": self.outcome,
+            "terms": None
+            if self.terms is None
+            else {
+                "buyer": self.terms.buyer,
+                "merchant": self.terms.merchant,
+                "issues_open": self.terms.issues_open,
+            },
         }
 
 
@@ -171,6 +198,8 @@ def replay(
     offers: list[PriceMove] = []
     verdicts: list[RoundVerdict] = []
     standing: dict[Role, Decimal] = {}
+    issues: tuple[Issue, ...] = ()
+    terms: dict[Role, JsonObject] = {}
     while walk.step():
         step = len(frames) + 1
         entry = log[step - 1]
@@ -179,6 +208,8 @@ def replay(
         envelope = walk.envelope
         if envelope is not None:
             payload = envelope.payload
+            if isinstance(payload, Open):
+                issues = payload.issues
             if isinstance(payload, Offer) and envelope.role is not Role.ARBITER:
                 offers.append(
                     PriceMove(
@@ -186,6 +217,8 @@ def replay(
                     )
                 )
                 standing[envelope.role] = payload.price
+                if issues and payload.terms is not None:
+                    terms[envelope.role] = _in_order(issues, payload.terms)
             elif isinstance(payload, Verdict):
                 verdicts.append(
                     RoundVerdict(
@@ -196,6 +229,7 @@ def replay(
                         payload.buyer_price,
                         payload.merchant_price,
                         payload.spread,
+                        payload.issues_open,
                     )
                 )
         audit = walk.audit()
@@ -211,9 +245,32 @@ def replay(
                 verdicts=tuple(verdicts),
                 checks=_checks(audit),
                 outcome=audit.outcome,
+                terms=_standing_terms(issues, terms) if issues else None,
             )
         )
     return frames
+
+
+def _in_order(issues: Sequence[Issue], terms: JsonObject) -> JsonObject:
+    """Terms as sent, the declared issues first in their order (a stored log may sort keys)."""
+    names = [i.name for i in issues]
+    return {
+        **{name: terms[name] for name in names if name in terms},
+        **{name: value for name, value in terms.items() if name not in names},
+    }
+
+
+def _standing_terms(issues: Sequence[Issue], terms: Mapping[Role, JsonObject]) -> StandingTerms:
+    buyer, merchant = terms.get(Role.BUYER), terms.get(Role.MERCHANT)
+    try:
+        apart = issues_open(
+            issues,
+            None if buyer is None else read_terms(issues, buyer),
+            None if merchant is None else read_terms(issues, merchant),
+        )
+    except BadTerms:
+        apart = None
+    return StandingTerms(buyer, merchant, apart)
 
 
 def _read(entry: Mapping[str, JsonValue]) -> Mapping[str, JsonValue]:

@@ -237,6 +237,20 @@ def merchant_gain(issue: Issue | None, old: Decimal | int, new: Decimal | int) -
     return 1 if higher else -1
 
 
+def gains_for_other(
+    merchant_moved: bool,
+    issues: Sequence[Issue],
+    old: tuple[Decimal, Values],
+    new: tuple[Decimal, Values],
+) -> tuple[int, ...]:
+    """Per issue, the price first: +1 where a party's new offer is better for the other side
+    than its own previous offer (it moved towards the other side), -1 worse, 0 unchanged."""
+    gains = [merchant_gain(None, old[0], new[0])]
+    gains += [merchant_gain(i, a, b) for i, a, b in zip(issues, old[1], new[1], strict=True)]
+    # The buyer gains what the merchant loses, and the other way round.
+    return tuple(-g for g in gains) if merchant_moved else tuple(gains)
+
+
 def is_pure_retraction(
     merchant_moved: bool,
     issues: Sequence[Issue],
@@ -247,10 +261,7 @@ def is_pure_retraction(
     every issue (price included) and worse on one, than its own previous offer. Trade-offs
     (better on one issue, worse on another) pass. With no issues it is exactly v0.1's I4: the
     buyer may not lower its price, the merchant may not raise it."""
-    gains = [merchant_gain(None, old[0], new[0])]
-    gains += [merchant_gain(i, a, b) for i, a, b in zip(issues, old[1], new[1], strict=True)]
-    # For the other side: the buyer gains what the merchant loses, and the other way round.
-    for_other = [-g for g in gains] if merchant_moved else gains
+    for_other = gains_for_other(merchant_moved, issues, old, new)
     return all(g <= 0 for g in for_other) and any(g < 0 for g in for_other)
 
 

@@ -132,6 +132,10 @@ class _Scale:
         share = (position - self.ideal) / (self.limit - self.ideal)
         return 1 - min(max(share, Decimal(0)), Decimal(1))
 
+    def score(self, position: Decimal) -> Decimal:
+        """The utility weighed: this issue's part of an offer's before the weights' total."""
+        return self.weight * self.utility(position)
+
     def within(self, position: Decimal) -> bool:
         """Whether a value is no worse than the limit (indifference takes anything)."""
         return self.indifferent or self.utility(position) > 0 or position == self.limit
@@ -200,15 +204,27 @@ class TermsPlan:
         return min(max((price - self.price.ideal) / span, Decimal(0)), Decimal(1))
 
     def utility(self, price: Decimal, values: Values) -> Decimal:
-        """The weighted utility of an offer, 0 to 1."""
+        """The weighted utility of an offer, 0 to 1: the price's and each issue's scores over
+        the weights' total."""
         scales = self._scales()
         total = self._price_weight + sum((s.weight for s in scales), Decimal(0))
-        score = self._price_weight * (1 - self.price_conceded(price))
-        score += sum(
-            (s.weight * s.utility(Decimal(v)) for s, v in zip(scales, values, strict=True)),
-            Decimal(0),
-        )
+        score = self.price_score(price)
+        score += sum((s.score(Decimal(v)) for s, v in zip(scales, values, strict=True)), Decimal(0))
         return score / total
+
+    def price_score(self, price: Decimal) -> Decimal:
+        """The price's part of :meth:`utility`, before the division by the weights' total: the
+        parts add up, so a search over offers may weigh each issue on its own."""
+        return self._price_weight * (1 - self.price_conceded(price))
+
+    def issue_score(self, index: int, value: Decimal | int) -> Decimal:
+        """The part of :meth:`utility` of the value of the issue at ``index``, as
+        :meth:`price_score` is the price's."""
+        return self._scales()[index].score(Decimal(value))
+
+    def accepts(self, index: int, value: Decimal | int) -> bool:
+        """Whether the value of the issue at ``index`` is no worse than the party's limit."""
+        return self._scales()[index].within(Decimal(value))
 
     def within(self, values: Values) -> bool:
         return all(s.within(Decimal(v)) for s, v in zip(self._scales(), values, strict=True))

@@ -1,5 +1,7 @@
 """What the parties' reveals say about a session: the zone of agreement, the Nash point and
-how the agreed price split the surplus (docs/protocol.md §10).
+how the agreed price split the surplus (docs/protocol.md §10); in a session with issues
+besides the price, each side's utility of the agreement and the Pareto frontier it is
+measured against (:mod:`oanp.frontier`).
 
 Only revealed values are used, and only once revealed: until then the arbiter knows
 commitments, not limits. The buyer's reservation price is its ``true_ceiling``, the
@@ -8,9 +10,14 @@ merchant's its ``floor_price``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from oanp.frontier import Outcome, TradeOffs, trade_offs
+from oanp.terms import Issue, read_terms, terms_json
 
 PERCENT = Decimal("0.1")
 
@@ -110,3 +117,69 @@ def analyse(revealed: dict[str, dict[str, Any]], final_price: Decimal | None) ->
         floor=_price(revealed.get("merchant"), "floor_price"),
         price=None if final_price is None else plain(final_price),
     )
+
+
+#: The most frontier points the chart draws: a frontier of thousands reads no better.
+CHART_POINTS = 400
+
+
+@dataclass(frozen=True)
+class TermsAnalysis:
+    """A terms session's trade-offs once both sides revealed: ``found`` is ``None`` when the
+    revealed limits leave no agreement both could accept, or ``problem`` says why they do not
+    read as limits and weights."""
+
+    issues: tuple[Issue, ...]
+    found: TradeOffs | None
+    problem: str | None = None
+
+    @property
+    def nearest_terms(self) -> list[tuple[str, Any]]:
+        """The price and terms of the frontier's point nearest to the agreement, as (name,
+        value) pairs, the price first: an agreement both sides would have liked better."""
+        near = self.found.nearest if self.found else None
+        if near is None:
+            return []
+        return [("price", plain(near.price)), *terms_json(self.issues, near.values).items()]
+
+    @property
+    def chart_json(self) -> str:
+        """The frontier (thinned evenly to ``CHART_POINTS``, both ends kept), the agreement and
+        the frontier's point nearest to it, as the chart draws them: buyer's utility on x."""
+        if self.found is None:
+            return "null"
+        points = self.found.frontier.points
+        step = max(1, -(-len(points) // CHART_POINTS))
+        shown = [*points[:-1:step], points[-1]] if points else []
+
+        def xy(o: Outcome | None) -> dict[str, float] | None:
+            return None if o is None else {"x": float(o.buyer), "y": float(o.merchant)}
+
+        return json.dumps(
+            {
+                "frontier": [xy(o) for o in shown],
+                "agreement": xy(self.found.agreement),
+                "nearest": xy(self.found.nearest) if self.found.distance else None,
+            }
+        )
+
+
+def analyse_terms(
+    issues: tuple[Issue, ...],
+    revealed: Mapping[str, dict[str, Any]],
+    final_price: Decimal | None,
+    final_terms: Mapping[str, Any],
+) -> TermsAnalysis | None:
+    """The trade-offs of a session declaring ``issues``, once both sides revealed, with its
+    agreement (``final_price`` and ``final_terms``) if any; ``None`` before (or when the
+    session declares none)."""
+    if not issues or "buyer" not in revealed or "merchant" not in revealed:
+        return None
+    agreement = None
+    if final_price is not None:
+        agreement = (final_price, read_terms(issues, dict(final_terms)))
+    try:
+        found = trade_offs(issues, revealed["buyer"], revealed["merchant"], agreement)
+    except ValueError as refused:
+        return TermsAnalysis(issues, None, f"the revealed limits do not read: {refused}")
+    return TermsAnalysis(issues, found)

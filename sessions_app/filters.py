@@ -1,5 +1,5 @@
-"""What the dashboard's lists filter sessions by: state, merchant, agent, verdicts, time range
-(a preset or from/to) and session id, and how the sessions list is sorted and paged. Verdicts
+"""What the dashboard's lists filter sessions by: state, merchant, agent, verdicts, profile, time
+range (a preset or from/to) and session id, and how the sessions list is sorted and paged. Verdicts
 are counted on the session row as they are appended, so no filter reads entries.
 
 A value that is not one of a filter's choices leaves that filter out of ``qs``;
@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from arbiter_app.models import VERDICT_COUNTS, Session
 from oanp.machine import Phase
-from oanp.profiles import VerdictStatus
+from oanp.profiles import PROFILES, VerdictStatus
 from sessions_app.models import AgentProfile
 
 if TYPE_CHECKING:
@@ -36,6 +36,8 @@ RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(da
 JUDGED = {status: Q(**{f"{column}__gt": 0}) for status, column in VERDICT_COUNTS.items()}
 VERDICTS = tuple(JUDGED)
 VIOLATED = JUDGED[VerdictStatus.VIOLATED.value]
+#: The profiles a session can be opened under, as the list offers them.
+PROFILE_NAMES = tuple(sorted(PROFILES))
 
 #: The list's sortable columns by their name in ``sort``: the annotation each sorts on (the
 #: selectors add them) and its header. ``-name`` sorts descending; the row id breaks ties.
@@ -125,6 +127,9 @@ class SessionFilter(django_filters.FilterSet):
     )
     violation = django_filters.ChoiceFilter(
         choices=[("yes", "has a violation")], method="by_violation"
+    )
+    profile = django_filters.ChoiceFilter(
+        choices=[(name, name) for name in PROFILE_NAMES], label="Profile"
     )
     range = django_filters.ChoiceFilter(
         choices=[(key, f"last {key}") for key in RANGES], method="by_range", label="Opened"

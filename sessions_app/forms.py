@@ -140,8 +140,8 @@ class AgentForm(TacticsFields):
 
     def clean_terms(self) -> tuple[IssueLimits, ...]:
         """Each line's issue limits; every bad line is named, never with its values."""
-        lines = [(n, line) for n, line in enumerate(self.cleaned_data["terms"].splitlines(), 1)]
-        lines = [(n, line) for n, line in lines if line.strip()]
+        text: str = self.cleaned_data["terms"]
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
         if len(lines) > MAX_ISSUES:
             raise forms.ValidationError(f"A session has at most {MAX_ISSUES} issues: one a line.")
         issues: list[IssueLimits] = []

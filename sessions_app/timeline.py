@@ -1,5 +1,6 @@
 """What the session page shows, read from the log alone: rounds, prices, verdicts, checks,
-and the entries in order with the time between them."""
+the terms of every offer in a session that negotiates issues besides the price, and the
+entries in order with the time between them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from oanp.commitments import is_weak
 from oanp.envelope import DEFAULT_MAX_ROUNDS, INVARIANTS, parse_timestamp
 from oanp.invariants import audit_log
+from oanp.terms import Issue, Values, gains_for_other, read_issues, read_terms
 
 
 @dataclass
@@ -26,12 +28,61 @@ class RoundRow:
     #: In the last round, after the merchant's counter: the buyer's final answer "due",
     #: "accepted", "withdrawn", or "lapsed" when its window closed the session.
     final_answer: str | None = None
+    #: In a session with issues: how many the verdict found the two sides apart on.
+    issues_open: int | None = None
 
     @property
     def spread(self) -> Any:
         if self.buyer_price is None or self.merchant_price is None:
             return None
         return round(self.merchant_price - self.buyer_price, 6)
+
+
+@dataclass(frozen=True)
+class TermsCell:
+    """One value of an offer as sent, and whether it moved towards the other side since the
+    same party's previous offer (a concession on that issue)."""
+
+    value: Any
+    conceded: bool
+
+
+@dataclass(frozen=True)
+class TermsRow:
+    """An offer of a session with issues: its price and every issue's value, in the declared
+    order, the price first."""
+
+    seq: int
+    round: int
+    role: str
+    type: str
+    cells: tuple[TermsCell, ...]
+
+
+def terms_rows(issues: tuple[Issue, ...], entries: list[dict[str, Any]]) -> list[TermsRow]:
+    """Every offer's terms, each value marked where the offer conceded it, by the rule the
+    arbiter judges retractions by (:func:`oanp.terms.gains_for_other`). A party's first offer
+    has nothing to concede from."""
+    rows: list[TermsRow] = []
+    previous: dict[str, tuple[Decimal, Values]] = {}
+    for entry in entries:
+        envelope = entry["envelope"]
+        kind, payload, role = envelope["type"], envelope["payload"], envelope["sender"]["role"]
+        if not kind.startswith("offer."):
+            continue
+        terms = payload["terms"]
+        offer = (Decimal(str(payload["price"])), read_terms(issues, terms))
+        before = previous.get(role)
+        gains = (
+            gains_for_other(role == "merchant", issues, before, offer)
+            if before is not None
+            else (0,) * (len(issues) + 1)
+        )
+        values = [payload["price"], *(terms[issue.name] for issue in issues)]
+        cells = tuple(TermsCell(v, g > 0) for v, g in zip(values, gains, strict=True))
+        rows.append(TermsRow(entry["seq"], payload["round"], role, kind, cells))
+        previous[role] = offer
+    return rows
 
 
 @dataclass
@@ -137,6 +188,15 @@ class Timeline:
     violations: int
     settlement: Settlement | None = None
     log: list[LogRow] = field(default_factory=list)
+    #: The issues the session negotiates besides the price, as its open declares them.
+    declared: tuple[Issue, ...] = ()
+    terms: list[TermsRow] = field(default_factory=list)
+    #: The agreement's ``final_terms`` as (issue, value) pairs, in declared order.
+    final_terms: list[tuple[str, Any]] = field(default_factory=list)
+
+    @property
+    def issues(self) -> list[str]:
+        return [issue.name for issue in self.declared]
 
     def idle(self, now: datetime) -> str | None:
         """How long since the last entry: how long the party in turn has kept everyone waiting."""
@@ -151,6 +211,7 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
     violations = 0
     max_rounds = None
     settlement: Settlement | None = None
+    issues: tuple[Issue, ...] = ()
     for entry in entries:
         envelope = entry["envelope"]
         kind, payload = envelope["type"], envelope["payload"]
@@ -161,6 +222,8 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
             commitments.append((role, commit, is_weak(commit)))
             if kind == "session.open":
                 max_rounds = payload.get("max_rounds", DEFAULT_MAX_ROUNDS)
+                if "issues" in payload:
+                    issues = read_issues(payload["issues"])
         elif kind.startswith("offer."):
             row = rounds.setdefault(payload["round"], RoundRow(payload["round"]))
             if role == "buyer":
@@ -191,6 +254,7 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
             row.verdict, row.rationale = payload["status"], payload["rationale"]
             row.buyer_price, row.merchant_price = payload["buyer_price"], payload["merchant_price"]
             row.verdict_seq = entry["seq"]
+            row.issues_open = payload.get("issues_open")
             violations += payload["status"] == "violated"
             if settlement is not None:
                 settlement.outcome = payload["rationale"]
@@ -220,4 +284,11 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
         violations=violations,
         settlement=settlement,
         log=log_rows(entries),
+        declared=issues,
+        terms=terms_rows(issues, entries) if issues else [],
+        final_terms=[
+            (issue.name, agreement["agreement"]["final_terms"][issue.name]) for issue in issues
+        ]
+        if issues and agreement is not None
+        else [],
     )

@@ -19,8 +19,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from arbiter_app import selectors as arbiter
 from oanp.envelope import IDENTIFIER_RULE, is_identifier
 from sessions_app import actions, selectors
-from sessions_app.analytics import analyse
-from sessions_app.filters import RANGES, SORTS, STATES, VERDICTS
+from sessions_app.analytics import analyse, analyse_terms
+from sessions_app.filters import PROFILE_NAMES, RANGES, SORTS, STATES, VERDICTS
 from sessions_app.models import Merchant
 from sessions_app.timeline import timeline
 from sessions_app.views import refusal, scope_or_denied
@@ -47,6 +47,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
         "form": found.form,
         "states": STATES,
         "verdicts": VERDICTS,
+        "profiles": PROFILE_NAMES,
         "ranges": RANGES,
         "merchants": Merchant.objects.all() if scope.is_staff_role else [],
         "filters": {k: request.GET.get(k, "") for k in found.form.fields},
@@ -132,6 +133,11 @@ def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
     entries = selectors.entries(found)
     view = timeline(entries, arbiter.every_public_jwk())
     handoff, attempts = selectors.handoff(found)
+    # A settlement's reveals are in the log; reveals after the end complete them.
+    revealed = {
+        **(view.settlement.constraints if view.settlement else {}),
+        **selectors.revealed(found),
+    }
     chart = {
         "rounds": [r.round for r in view.rounds],
         "buyer": [r.buyer_price for r in view.rounds],
@@ -147,13 +153,9 @@ def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
         "chart_json": json.dumps(chart),
         "handoff": handoff,
         "attempts": attempts,
-        # A settlement's reveals are in the log; reveals after the end complete them.
-        "analysis": analyse(
-            {
-                **(view.settlement.constraints if view.settlement else {}),
-                **selectors.revealed(found),
-            },
-            found.final_price,
+        "analysis": analyse(revealed, found.final_price),
+        "trade_offs": analyse_terms(
+            view.declared, revealed, found.final_price, dict(view.final_terms)
         ),
     }
 

@@ -82,11 +82,23 @@
     offers.replaceChildren(...(frame.offers.length ? frame.offers.map((o) =>
       row(["#" + o.seq, String(o.round), o.role, element("code", "", o.type), String(o.price)])
     ) : [emptyRow(5, "No offers yet.")]));
+    // A session with issues has a column more: how many the verdict found still open.
+    const withTerms = frame.terms !== null;
     const verdicts = document.querySelector("#replay-verdicts tbody");
     verdicts.replaceChildren(...(frame.verdicts.length ? frame.verdicts.map((v) =>
       row([String(v.round), element("span", "verdict " + v.status, v.status), v.rationale,
-           text(v.buyer_price, "–"), text(v.merchant_price, "–"), text(v.spread, "–"), "#" + v.seq])
-    ) : [emptyRow(7, "No verdict yet.")]));
+           text(v.buyer_price, "–"), text(v.merchant_price, "–"), text(v.spread, "–"),
+           ...(withTerms ? [text(v.issues_open, "–")] : []), "#" + v.seq])
+    ) : [emptyRow(withTerms ? 8 : 7, "No verdict yet.")]));
+  }
+  // Each side's standing terms, written as replay.html writes them.
+  function drawTerms(frame) {
+    document.querySelectorAll("[data-terms]").forEach((node) => {
+      const terms = frame.terms && frame.terms[node.dataset.terms];
+      node.textContent = terms
+        ? Object.entries(terms).map(([name, value]) => name + ": " + value).join(", ")
+        : "–";
+    });
   }
 
   // The chart keeps the whole log's rounds and price range at every step, so stepping moves
@@ -157,6 +169,7 @@
     });
     drawChecks(frame);
     drawTables(frame);
+    drawTerms(frame);
     drawChart(frame);
     if (announce) announcer.textContent = describe(frame);
     const url = new URL(window.location.href);

@@ -64,6 +64,38 @@
                  plugins: { legend: { position: "bottom" } } },
     });
   }
+  // A terms session's Pareto frontier after the reveals: buyer's utility across, merchant's up;
+  // the agreement and the frontier's point nearest to it told apart by shape as well as colour.
+  let frontier = null;
+  function drawFrontier() {
+    const canvas = document.getElementById("frontier-chart");
+    const data = document.getElementById("frontier-data");
+    if (frontier) { frontier.destroy(); frontier = null; }
+    if (!canvas || !data || typeof Chart === "undefined") return;
+    const found = JSON.parse(data.textContent);
+    const style = getComputedStyle(canvas);
+    const colour = (name) => style.getPropertyValue(name).trim();
+    const datasets = [{ label: "Pareto frontier", data: found.frontier, showLine: true,
+                        borderColor: colour("--accent"), backgroundColor: colour("--accent"),
+                        pointRadius: 2 }];
+    if (found.agreement) {
+      datasets.push({ label: "Agreement", data: [found.agreement], pointStyle: "rectRot",
+                      pointRadius: 8, borderColor: colour("--fg"), backgroundColor: colour("--warn") });
+    }
+    if (found.nearest) {
+      datasets.push({ label: "Nearest point of the frontier", data: [found.nearest], pointStyle: "triangle",
+                      pointRadius: 8, borderColor: colour("--fg"), backgroundColor: colour("--good") });
+    }
+    const axis = (text) => ({ min: 0, max: 1, title: { display: true, text: text, color: colour("--muted") },
+                              ticks: { color: colour("--muted") }, grid: { color: colour("--line") } });
+    frontier = new Chart(canvas, {
+      type: "scatter",
+      data: { datasets: datasets },
+      options: { animation: false, responsive: true, maintainAspectRatio: false,
+                 scales: { x: axis("Buyer's utility"), y: axis("Merchant's utility") },
+                 plugins: { legend: { position: "bottom", labels: { usePointStyle: true, color: colour("--fg") } } } },
+    });
+  }
   let announced = verdicts();
   function refresh() {
     htmx.ajax("GET", pageUrl, { target: "#session-body", swap: "innerHTML" });
@@ -71,6 +103,7 @@
   // After each swap has settled: redraw the chart on the new canvas, announce new verdicts.
   body.addEventListener("htmx:afterSettle", () => {
     drawChart();
+    drawFrontier();
     showStatus();  // the session may just have ended
     const now = verdicts();
     const fresh = now.filter((v) => !announced.includes(v));
@@ -128,7 +161,11 @@
   }, 1000);
   window.addEventListener("offline", showStatus);
   window.addEventListener("online", showStatus);
-  document.addEventListener("DOMContentLoaded", drawChart);
-  if (document.readyState !== "loading") drawChart();
+  function drawCharts() {
+    drawChart();
+    drawFrontier();
+  }
+  document.addEventListener("DOMContentLoaded", drawCharts);
+  if (document.readyState !== "loading") drawCharts();
   connect();
 })();

@@ -15,21 +15,11 @@ from oanp.canonical import canonical_bytes
 from oanp.commitments import commit, encode_salt
 from tests.support.factories.agents import make_agent, post, read_log
 from tests.support.factories.sessions import BUYER, ITEM, MERCHANT, envelope_json
+from tests.support.factories.terms import ISSUES
 
 pytestmark = pytest.mark.django_db
 
 SESSION = "sess-terms-http"
-ISSUES = [
-    {
-        "name": "delivery_days",
-        "kind": "number",
-        "buyer_prefers": "low",
-        "min": 1,
-        "max": 30,
-        "decimals": 0,
-    },
-    {"name": "support", "kind": "choice", "options": ["premium", "standard", "none"]},
-]
 CONSTRAINTS = {"buyer": {"true_ceiling": 420}, "merchant": {"floor_price": 280}}
 SALTS = {"buyer": encode_salt(b"\x03" * 32), "merchant": encode_salt(b"\x04" * 32)}
 COMMITS = {role: commit(CONSTRAINTS[role], ITEM, 5, SALTS[role]) for role in CONSTRAINTS}

@@ -22,6 +22,7 @@ from oanp.errors import ProtocolError
 from oanp.invariants import LogAudit, audit_log
 from oanp.replay import Frame, replay
 from tests.oanp.test_settlement import Settling
+from tests.oanp.test_tradeoffs import play
 from tests.support.factories.logs import (
     THREE_SESSIONS,
     caught_renege_log,
@@ -37,6 +38,7 @@ from tests.support.factories.sessions import (
     propose,
     withdraw,
 )
+from tests.support.factories.terms import DECLARED, terms_agents
 
 VECTORS = Path(__file__).resolve().parents[2] / "docs" / "vectors"
 Log = list[JsonObject]
@@ -209,7 +211,9 @@ def test_a_frame_as_json_keeps_the_logs_prices_and_reads_back() -> None:
         "buyer_price": 320,
         "merchant_price": 370,
         "spread": 50,
+        "issues_open": None,
     }
+    assert last["terms"] is None
     assert last["entry"]["type"] == "session.agree"
 
 
@@ -270,3 +274,32 @@ def test_every_step_of_a_tampered_log_is_the_auditors(data: st.DataObject) -> No
     edited = copy.deepcopy(log)
     edited[position]["received_at"] = "2030-01-01T00:00:00Z"
     assert_matches_the_auditor(edited, jwks())
+
+
+def test_frames_of_a_terms_session_carry_each_sides_standing_terms_and_issues_open():
+    log = play(*terms_agents())
+    frames = replay(log, JWKS)
+    standing: dict[str, Any] = {}
+    for entry, frame in zip(log, frames, strict=True):
+        envelope = entry["envelope"]
+        if envelope["type"].startswith("offer."):
+            standing[envelope["sender"]["role"]] = envelope["payload"]["terms"]
+        shown = frame.as_json()["terms"]
+        assert shown["buyer"] == standing.get("buyer")
+        assert shown["merchant"] == standing.get("merchant")
+        # Every issue is open until both have offered; then those their terms differ on.
+        apart = (
+            len(DECLARED)
+            if len(standing) < 2
+            else sum(standing["buyer"][i.name] != standing["merchant"][i.name] for i in DECLARED)
+        )
+        assert shown["issues_open"] == apart
+    verdicts = [e["envelope"]["payload"] for e in log if e["envelope"]["type"] == "round.verdict"]
+    assert [v["issues_open"] for v in frames[-1].as_json()["verdicts"]] == [
+        v["issues_open"] for v in verdicts
+    ]
+    assert frames[-1].as_json()["terms"]["issues_open"] == 0
+
+
+def test_frames_of_a_session_without_issues_carry_no_terms():
+    assert all(frame.terms is None for frame in replay(session_log(), JWKS))

@@ -38,18 +38,8 @@ from tests.support.factories.sessions import (
     ack,
     envelope,
 )
+from tests.support.factories.terms import ISSUES
 
-ISSUES: list[dict[str, Any]] = [
-    {
-        "name": "delivery_days",
-        "kind": "number",
-        "buyer_prefers": "low",
-        "min": 1,
-        "max": 30,
-        "decimals": 0,
-    },
-    {"name": "support", "kind": "choice", "options": ["premium", "standard", "none"]},
-]
 DELIVERY, SUPPORT = read_issues(ISSUES)
 
 

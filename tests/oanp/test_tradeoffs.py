@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from oanp.agents import (
     BuyerAgent,
-    BuyerVault,
     LimitGuard,
     MerchantAgent,
     MerchantVault,
@@ -25,38 +24,16 @@ from oanp.agents import (
 from oanp.audit import verify_log
 from oanp.commitments import encode_salt
 from oanp.rehearsal import rehearse
-from oanp.strategies import Boulware, Limits, ReferenceBuyer, ReferenceMerchant
-from oanp.terms import is_pure_retraction, read_issues, read_terms
+from oanp.strategies import Boulware, Limits
+from oanp.terms import is_pure_retraction, read_terms
 from oanp.tradeoffs import IssueLimits, TermsPlan, TermsVault, read_want
 from tests.support.factories.sessions import ARBITER, ITEM, JWKS, T0
-
-ISSUES: list[dict[str, Any]] = [
-    {
-        "name": "delivery_days",
-        "kind": "number",
-        "buyer_prefers": "low",
-        "min": 1,
-        "max": 30,
-        "decimals": 0,
-    },
-    {"name": "support", "kind": "choice", "options": ["premium", "standard", "none"]},
-]
-DECLARED = read_issues(ISSUES)
-
-#: The buyer needs it fast and cares little for support; the merchant the other way round.
-BUYER_TERMS = TermsVault(
-    Decimal(1),
-    (
-        IssueLimits("delivery_days", Decimal(2), Decimal(2), Decimal(14)),
-        IssueLimits("support", Decimal("0.25"), "premium", "none"),
-    ),
-)
-MERCHANT_TERMS = TermsVault(
-    Decimal(1),
-    (
-        IssueLimits("delivery_days", Decimal("0.25"), Decimal(20), Decimal(3)),
-        IssueLimits("support", Decimal(2), "none", "standard"),
-    ),
+from tests.support.factories.terms import (
+    BUYER_TERMS,
+    DECLARED,
+    ISSUES,
+    MERCHANT_TERMS,
+    terms_agents,
 )
 
 #: The same weights the other way round, with limits that fit a merchant.
@@ -69,29 +46,7 @@ BUYER_TERMS_FOR_MERCHANT = TermsVault(
 )
 
 
-def agents(
-    buyer_terms: TermsVault | None, merchant_terms: TermsVault | None
-) -> tuple[BuyerAgent, MerchantAgent]:
-    numbers = itertools.count(1)
-
-    def new_id() -> str:
-        return f"msg-{next(numbers):04d}"
-
-    buyer = BuyerAgent(
-        agent_id="buyer-001",
-        vault=BuyerVault(Decimal(420), Decimal(400), terms=buyer_terms),
-        strategy=ReferenceBuyer(),
-        salt=encode_salt(b"\x01" * 32),
-        new_message_id=new_id,
-    )
-    merchant = MerchantAgent(
-        agent_id="merchant-sfo",
-        vault=MerchantVault(Decimal(280), Decimal(400), terms=merchant_terms),
-        strategy=ReferenceMerchant(),
-        salt=encode_salt(b"\x02" * 32),
-        new_message_id=new_id,
-    )
-    return buyer, merchant
+agents = terms_agents
 
 
 def play(buyer: BuyerAgent, merchant: MerchantAgent) -> list[dict[str, Any]]:

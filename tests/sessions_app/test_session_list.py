@@ -74,6 +74,9 @@ def listed(browser: Client, query: str) -> set[str]:
         ("merchant=elsewhere", set()),
         ("agent=merchant-sfo&state=CLOSED", {"sess-reneged"}),
         ("range=1h", {"sess-agreed", "sess-reneged", "sess-open"}),
+        ("profile=default/v0.1", {"sess-agreed", "sess-reneged", "sess-open"}),
+        ("profile=strict/v0.1", set()),
+        ("profile=terms/v0.1&state=AGREED", set()),
     ],
 )
 def test_filters(operator: Client, query: str, expected: set[str]) -> None:
@@ -101,6 +104,7 @@ def test_filters(operator: Client, query: str, expected: set[str]) -> None:
         ),
         ("cursor=WzEsMl0", "Page: is not a page of this list"),
         ("since=-1", "Since: Ensure this value is greater than or equal to 0."),
+        ("profile=terms/v9", "Profile: Select a valid choice."),
     ],
 )
 def test_a_bad_parameter_is_a_400_that_says_so_and_lists_nothing(

@@ -151,13 +151,15 @@ class ClientNegotiation:
     merchant_key: Agent
     session_id: str = "sess-sfo-jfk"
     tag: str = ""
+    #: The agents to drive, when not the published example's.
+    agents: tuple[BuyerAgent, MerchantAgent] | None = None
     buyer: BuyerAgent = field(init=False)
     merchant: MerchantAgent = field(init=False)
     outbox: deque[tuple[Agent, dict[str, Any]]] = field(default_factory=deque)
     seen: int = 0
 
     def __post_init__(self) -> None:
-        self.buyer, self.merchant = sfo_jfk_agents(
+        self.buyer, self.merchant = self.agents or sfo_jfk_agents(
             self.tag, buyer_id=self.buyer_key.agent_id, merchant_id=self.merchant_key.agent_id
         )
 

@@ -1,0 +1,251 @@
+"""A multi-issue session (profile terms/v0.1) on its page: every offer's terms with the values
+conceded since the party's previous offer marked, the issues open per verdict, the agreed terms,
+and, once both sides revealed their weights, each side's utility of the agreement against the
+Pareto frontier; the replay carries the standing terms; the sessions list filters on the
+profile."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from decimal import Decimal
+
+import pytest
+from django.template.loader import render_to_string
+from django.test import Client
+
+from oanp.agents import BuyerVault, MerchantVault
+from oanp.frontier import trade_offs
+from oanp.terms import read_terms
+from sessions_app.analytics import analyse_terms
+from sessions_app.models import Role
+from tests.support.factories.accounts import member, signed_in
+from tests.support.factories.agents import ClientNegotiation, make_agent, post
+from tests.support.factories.terms import (
+    BUYER_TERMS,
+    DECLARED,
+    ISSUES,
+    MERCHANT_TERMS,
+    terms_agents,
+)
+
+pytestmark = pytest.mark.django_db
+
+SESSION = "sess-terms"
+BUYER = BuyerVault(Decimal(420), Decimal(400), terms=BUYER_TERMS).constraints()
+PAGE = f"/sessions/{SESSION}/"
+
+
+@pytest.fixture
+def agreed(client: Client) -> ClientNegotiation:
+    run = ClientNegotiation(
+        client,
+        make_agent("buyer-001", "buyer"),
+        make_agent("merchant-sfo", "merchant"),
+        SESSION,
+        agents=terms_agents(),
+    )
+    run.open(issues=ISSUES)
+    assert run.finish()[-1]["envelope"]["type"] == "session.agree"
+    return run
+
+
+def reveal(client: Client, run: ClientNegotiation, role: str) -> None:
+    key, agent = (run.buyer_key, run.buyer) if role == "buyer" else (run.merchant_key, run.merchant)
+    response = post(client, key, agent.reveal(), path=f"/oanp/v0.1/sessions/{SESSION}/reveal")
+    assert response.status_code == 200, response.content
+
+
+@pytest.fixture
+def page() -> Callable[[], str]:
+    """The session's page as an operator reads it, now."""
+    browser = signed_in(member("olga", Role.OPERATOR))
+
+    def read() -> str:
+        response = browser.get(PAGE)
+        assert response.status_code == 200
+        return str(response.content.decode())
+
+    return read
+
+
+def rows(html: str, table: str) -> list[str]:
+    body = html.split(f'<table id="{table}"', 1)[1].split("</table>", 1)[0]
+    return re.findall(r"<tr id=\"[^\"]+\">(.*?)</tr>", body, re.S)
+
+
+def cells(row: str) -> list[str]:
+    return [
+        re.sub(r"<[^>]+>", "", c).strip()
+        for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)
+    ]
+
+
+def test_every_offer_shows_its_terms_marked_where_it_conceded(
+    agreed: ClientNegotiation, page: Callable[[], str]
+) -> None:
+    html = page()
+    log = agreed.log()
+    offers = [e for e in log if e["envelope"]["type"].startswith("offer.")]
+    shown = rows(html, "terms")
+    assert len(shown) == len(offers)
+    assert '<th scope="col">delivery_days</th><th scope="col">support</th>' in html
+    previous: dict[str, tuple[int, int, int]] = {}
+    marked = 0
+    for offer, row in zip(offers, shown, strict=True):
+        envelope = offer["envelope"]
+        role, payload = envelope["sender"]["role"], envelope["payload"]
+        text = cells(row)
+        assert text[0] == str(payload["round"])
+        assert text[1].startswith(role)
+        # Each value as sent, then the words a screen reader hears where it moved.
+        values = [payload["price"], payload["terms"]["delivery_days"], payload["terms"]["support"]]
+        # On all three axes a higher value is better for the merchant: the price, the days
+        # (the buyer prefers few) and support (options run from the buyer's best).
+        support = ["premium", "standard", "none"].index(payload["terms"]["support"])
+        now = (payload["price"], payload["terms"]["delivery_days"], support)
+        before = previous.get(role)
+        for i, value in enumerate(values):
+            cell = text[2 + i]
+            assert cell.startswith(str(value))
+            towards = (
+                before is not None
+                and now[i] != before[i]
+                and (now[i] > before[i]) == (role == "buyer")
+            )
+            assert ("(moved towards the other side)" in cell) == towards, (role, i, cell)
+            marked += towards
+        previous[role] = now
+    assert marked > 0
+    assert 'class="conceded-mark" aria-hidden="true">→</span>' in html
+
+
+def test_verdicts_show_the_issues_open_and_the_agreement_its_terms(
+    agreed: ClientNegotiation, page: Callable[[], str]
+) -> None:
+    html = page()
+    log = agreed.log()
+    verdicts = [e["envelope"]["payload"] for e in log if e["envelope"]["type"] == "round.verdict"]
+    for verdict in verdicts:
+        row = cells(html.split(f'<tr id="round-{verdict["round"]}">', 1)[1].split("</tr>", 1)[0])
+        assert row[-1] == str(verdict["issues_open"])
+    final = log[-1]["envelope"]["payload"]["agreement"]["final_terms"]
+    agreed_terms = html.split('<dl class="facts" id="final-terms">', 1)[1].split("</dl>", 1)[0]
+    assert cells(agreed_terms) == []
+    assert re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", agreed_terms) == [
+        ("delivery_days", str(final["delivery_days"])),
+        ("support", final["support"]),
+    ]
+
+
+def test_no_trade_offs_until_both_sides_revealed(
+    client: Client, agreed: ClientNegotiation, page: Callable[[], str]
+) -> None:
+    assert 'id="trade-offs"' not in page()
+    reveal(client, agreed, "buyer")
+    assert 'id="trade-offs"' not in page()
+
+
+def test_after_both_reveals_each_sides_utility_and_the_frontier(
+    client: Client, agreed: ClientNegotiation, page: Callable[[], str]
+) -> None:
+    reveal(client, agreed, "buyer")
+    reveal(client, agreed, "merchant")
+    html = page()
+    agreement = agreed.log()[-1]["envelope"]["payload"]
+    expected = trade_offs(
+        DECLARED,
+        agreed.buyer.reveal()["constraints"],
+        agreed.merchant.reveal()["constraints"],
+        (
+            Decimal(str(agreement["final_price"])),
+            read_terms(DECLARED, agreement["agreement"]["final_terms"]),
+        ),
+    )
+    assert expected is not None
+    assert expected.agreement is not None
+    assert expected.distance is not None
+    assert expected.distance > 0
+
+    def cell(name: str) -> str:
+        return html.split(f'id="{name}">', 1)[1].split("</td>", 1)[0]
+
+    assert cell("buyer-utility") == f"{expected.agreement.buyer:.3f}"
+    assert cell("merchant-utility") == f"{expected.agreement.merchant:.3f}"
+    assert cell("frontier-distance") == f"{expected.distance:.3f}"
+    assert cell("frontier-nearest").startswith(f"price {expected.nearest.price.normalize()}")
+    chart = json.loads(html.split('id="frontier-data">', 1)[1].split("</script>", 1)[0])
+    assert len(chart["frontier"]) == len(expected.frontier.points)
+    assert chart["agreement"] == {
+        "x": float(expected.agreement.buyer),
+        "y": float(expected.agreement.merchant),
+    }
+
+
+@pytest.mark.parametrize(
+    ("merchant", "problem"),
+    [
+        ({"floor_price": 280}, "ideal_price must be a number"),
+        (
+            {"floor_price": 280, "ideal_price": 400, "terms": {"price_weight": "heavy"}},
+            "terms.price_weight must be a number",
+        ),
+    ],
+)
+def test_reveals_that_do_not_read_as_limits_say_why(
+    merchant: dict[str, object], problem: str
+) -> None:
+    found = analyse_terms(DECLARED, {"buyer": BUYER, "merchant": merchant}, None, {})
+    assert found is not None
+    assert found.found is None
+    assert found.problem == f"the revealed limits do not read: {problem}"
+    html = render_to_string(
+        "sessions_app/_session_analytics.html", {"trade_offs": found, "analysis": None}
+    )
+    assert f"No utilities: the revealed limits do not read: {problem}." in html
+
+
+def test_no_zone_no_frontier() -> None:
+    poor = {**BUYER, "true_ceiling": 200, "budget_cap": 200}
+    merchant = MerchantVault(Decimal(280), Decimal(400), terms=MERCHANT_TERMS).constraints()
+    found = analyse_terms(DECLARED, {"buyer": poor, "merchant": merchant}, None, {})
+    assert found is not None
+    assert found.found is None
+    assert found.problem is None
+
+
+def test_the_replay_shows_each_sides_standing_terms(agreed: ClientNegotiation) -> None:
+    browser = signed_in(member("rita", Role.OPERATOR))
+    log = agreed.log()
+    last_offer = max(i for i, e in enumerate(log) if e["envelope"]["type"] == "offer.counter")
+    step = last_offer + 1
+    html = browser.get(f"/sessions/{SESSION}/replay/?step={step}").content.decode()
+    counter = log[last_offer]["envelope"]["payload"]["terms"]
+    merchant = html.split('id="standing-merchant-terms">', 1)[1].split("</dd>", 1)[0]
+    assert merchant == f"delivery_days: {counter['delivery_days']}, support: {counter['support']}"
+    frames = json.loads(
+        html.split('id="replay-frames" type="application/json">', 1)[1].split("<")[0]
+    )
+    assert frames[step - 1]["terms"]["merchant"] == counter
+    shown = html.split('id="issues-open">', 1)[1].split("</dd>", 1)[0]
+    assert shown == str(frames[step - 1]["terms"]["issues_open"])
+    assert '<th scope="col">Issues open</th>' in html
+
+
+@pytest.mark.parametrize(
+    ("query", "listed"),
+    [("profile=terms/v0.1", True), ("profile=default/v0.1", False), ("", True)],
+)
+def test_the_list_filters_on_the_profile(
+    agreed: ClientNegotiation, query: str, listed: bool
+) -> None:
+    response = signed_in(member("lena", Role.OPERATOR)).get(f"/sessions/?{query}")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert (SESSION in html) is listed
+    if query:
+        # The choice stays in the form, and the sort headers carry it on.
+        value = query.split("=", 1)[1]
+        assert f'<option value="{value}" selected>' in html
+        assert f"profile={value.replace('/', '%2F')}" in html
