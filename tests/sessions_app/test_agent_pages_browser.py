@@ -5,23 +5,23 @@ of agreement. Screenshots in var/screenshots."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
 from django.test import Client
-from django.utils import timezone
 
 from arbiter_app import selectors as arbiter
-from arbiter_app import tasks
-from arbiter_app.models import Handoff, HandoffState, Session
+from arbiter_app.models import Session
 from sessions_app import runner
 from sessions_app.models import Role
 from tests.arbiter_app.test_deliveries import Receiver
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
-from tests.sessions_app.test_deliveries_page import acp_server  # noqa: F401 - the fixture
-from tests.sessions_app.test_handoff_panel import SESSION, agree_and_hand_off
+from tests.sessions_app.test_deliveries_page import (  # noqa: F401 - acp_server is the fixture
+    acp_server,
+    failed_handoff,
+)
+from tests.sessions_app.test_handoff_panel import SESSION
 from tests.support.factories.accounts import (
     PASSWORD,
     HostedNegotiation,
@@ -40,14 +40,7 @@ def test_the_agent_page_lists_its_deliveries(
 ) -> None:
     settings.OANP_ALLOW_PRIVATE_TARGETS = True
     shop = merchant("sfo")
-    handoff, _ = agree_and_hand_off(Client(), shop, f"{acp_server.url}/acp")
-    # A worker the suite started may have taken an attempt first: make the rest due here.
-    deadline = time.monotonic() + 30
-    while handoff.state != HandoffState.FAILED and time.monotonic() < deadline:
-        Handoff.objects.filter(pk=handoff.pk).update(next_attempt_at=timezone.now())
-        tasks.deliver_handoff(handoff.pk)
-        handoff.refresh_from_db()
-    assert handoff.state == HandoffState.FAILED
+    handoff = failed_handoff(Client(), shop, f"{acp_server.url}/acp")
     member("alice", Role.MERCHANT, shop)
     base = live_arbiter.url
     with chromium() as browser:
@@ -94,5 +87,4 @@ def test_a_hosted_reveal_after_the_end_fills_the_zone_panel(live_arbiter: LiveSe
         page.goto(f"{base}/sessions/sess-revealed/")
         assert page.inner_text("#zone") == "[280, 420], 140 wide"
         assert page.locator("figure.zone").is_visible()
-        page.locator("#analytics-h").scroll_into_view_if_needed()
         screenshot(page, "hosted-reveal-zone")

@@ -4,20 +4,21 @@ Screenshots in var/screenshots."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 from django.test import Client
 
-from arbiter_app import tasks
 from arbiter_app.models import HandoffState
 from sessions_app.models import AuditEvent, Role
 from tests.arbiter_app.test_deliveries import Receiver
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
-from tests.sessions_app.test_deliveries_page import acp_server  # noqa: F401 - the fixture
-from tests.sessions_app.test_handoff_panel import SESSION, agree_and_hand_off
+from tests.sessions_app.test_deliveries_page import (  # noqa: F401 - acp_server is the fixture
+    acp_server,
+    failed_handoff,
+)
+from tests.sessions_app.test_handoff_panel import SESSION
 from tests.support.factories.accounts import PASSWORD, member, merchant
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,15 +30,7 @@ def test_filter_expand_and_bulk_redeliver(
     acp_server: Receiver,  # noqa: F811
 ) -> None:
     settings.OANP_ALLOW_PRIVATE_TARGETS = True
-    handoff, _ = agree_and_hand_off(Client(), merchant("sfo"), f"{acp_server.url}/acp")
-    # The suite's worker may hold the attempt (its lease): wait for whoever makes it, never
-    # cutting the lease short, or two attempts would race for the receiver's one 400.
-    deadline = time.monotonic() + 30
-    while handoff.state != HandoffState.FAILED and time.monotonic() < deadline:
-        tasks.deliver_handoff(handoff.pk)
-        time.sleep(0.1)
-        handoff.refresh_from_db()
-    assert handoff.state == HandoffState.FAILED
+    handoff = failed_handoff(Client(), merchant("sfo"), f"{acp_server.url}/acp")
     member("olga", Role.OPERATOR)
     base = live_arbiter.url
     with chromium() as browser:

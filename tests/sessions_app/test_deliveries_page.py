@@ -5,6 +5,7 @@ requests (secrets redacted) and responses; and the bulk redelivery of failed han
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,6 +53,20 @@ def acp_server() -> Iterator[Receiver]:
     assert server.server is not None
     server.server.shutdown()
     server.server.server_close()
+
+
+def failed_handoff(client: Client, shop: Merchant, acp_url: str) -> Handoff:
+    """An agreement handed off to ``acp_server``, whose first answer (400) fails it for good.
+    The suite's worker may hold that attempt's lease: wait for whoever makes it, never making
+    the handoff due again, or a second attempt would take the receiver's checkout instead."""
+    handoff, _ = agree_and_hand_off(client, shop, acp_url)
+    deadline = time.monotonic() + 30
+    while handoff.state != HandoffState.FAILED and time.monotonic() < deadline:
+        tasks.deliver_handoff(handoff.pk)
+        time.sleep(0.1)
+        handoff.refresh_from_db()
+    assert handoff.state == HandoffState.FAILED
+    return handoff
 
 
 @pytest.fixture
