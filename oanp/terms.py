@@ -261,6 +261,9 @@ def is_pure_retraction(
     every issue (price included) and worse on one, than its own previous offer. Trade-offs
     (better on one issue, worse on another) pass. With no issues it is exactly v0.1's I4: the
     buyer may not lower its price, the merchant may not raise it."""
+    if not issues:
+        # The price alone, as every price-only session asks on every offer: one comparison.
+        return new[0] > old[0] if merchant_moved else new[0] < old[0]
     for_other = gains_for_other(merchant_moved, issues, old, new)
     return all(g <= 0 for g in for_other) and any(g < 0 for g in for_other)
 

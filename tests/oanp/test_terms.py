@@ -23,6 +23,7 @@ from oanp.terms import (
     ChoiceIssue,
     IssuesInvalid,
     NumberIssue,
+    gains_for_other,
     is_pure_retraction,
     issues_open,
     read_issues,
@@ -280,6 +281,9 @@ def test_with_no_issues_the_rule_is_exactly_v01s_i4(merchant, old, new):
     # v0.1: the buyer may not lower its price, the merchant may not raise it.
     v01 = new > old if merchant else new < old
     assert is_pure_retraction(merchant, (), (old, ()), (new, ())) is v01
+    # The general rule, which the price-only case takes a shortcut past, says the same.
+    for_other = gains_for_other(merchant, (), (old, ()), (new, ()))
+    assert (all(g <= 0 for g in for_other) and any(g < 0 for g in for_other)) is v01
 
 
 @given(
