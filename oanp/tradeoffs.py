@@ -24,7 +24,7 @@ limits and its utility is at least that of the offer the party would make instea
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 from oanp.canonical import JsonObject
@@ -185,12 +185,16 @@ class TermsPlan:
     issues: tuple[Issue, ...]
     price: Limits
     vault: TermsVault | None
+    #: Each issue's scale, built once: every utility, check and offer reads them, and a search
+    #: over offers (the frontier) does so per candidate value.
+    _scale_list: tuple[_Scale, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._scales()  # a vault that contradicts the declared issues fails here, at once
+        # A vault that contradicts the declared issues fails here, at once.
+        object.__setattr__(self, "_scale_list", tuple(_scales(self.role, self.issues, self.vault)))
 
-    def _scales(self) -> list[_Scale]:
-        return _scales(self.role, self.issues, self.vault)
+    def _scales(self) -> tuple[_Scale, ...]:
+        return self._scale_list
 
     @property
     def _price_weight(self) -> Decimal:
