@@ -652,17 +652,17 @@ def _check_figures(walk: _Walk, seq: int, verdict: Verdict, expected: Verdict) -
             )
 
 
-def _figures(verdict: Verdict) -> dict[str, Decimal | str | None]:
+def _figures(verdict: Verdict) -> dict[str, Decimal | int | str | None]:
     return {
         "buyer_price": verdict.buyer_price,
         "merchant_price": verdict.merchant_price,
         "spread": verdict.spread,
-        "issues_open": None if verdict.issues_open is None else str(verdict.issues_open),
+        "issues_open": verdict.issues_open,
         **{f"checks.{i}": verdict.checks.get(i) for i in INVARIANTS},
     }
 
 
-def _shown(figure: Decimal | str | None) -> str:
+def _shown(figure: Decimal | int | str | None) -> str:
     return "none" if figure is None else str(figure)
 
 
