@@ -10,14 +10,17 @@ merchant's its ``floor_price``.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from oanp.frontier import Outcome, TradeOffs, trade_offs
-from oanp.terms import Issue, read_terms, terms_json
+from oanp.frontier import Frontier, Outcome, TradeOffs, trade_offs
+from oanp.terms import Issue, issues_json, read_terms, terms_json
 
 PERCENT = Decimal("0.1")
 
@@ -127,11 +130,16 @@ CHART_POINTS = 400
 class TermsAnalysis:
     """A terms session's trade-offs once both sides revealed: ``found`` is ``None`` when the
     revealed limits leave no agreement both could accept, or ``problem`` says why they do not
-    read as limits and weights."""
+    read as limits and weights.
+
+    ``found.frontier`` holds the points the chart draws (thinned evenly to ``CHART_POINTS``,
+    both ends kept); ``frontier_size`` counts the whole frontier, which the agreement's
+    distance and nearest point were measured against."""
 
     issues: tuple[Issue, ...]
     found: TradeOffs | None
     problem: str | None = None
+    frontier_size: int = 0
 
     @property
     def nearest_terms(self) -> list[tuple[str, Any]]:
@@ -144,24 +152,48 @@ class TermsAnalysis:
 
     @property
     def chart_json(self) -> str:
-        """The frontier (thinned evenly to ``CHART_POINTS``, both ends kept), the agreement and
-        the frontier's point nearest to it, as the chart draws them: buyer's utility on x."""
+        """The frontier, the agreement and the frontier's point nearest to it, as the chart
+        draws them: buyer's utility on x."""
         if self.found is None:
             return "null"
-        points = self.found.frontier.points
-        step = max(1, -(-len(points) // CHART_POINTS))
-        shown = [*points[:-1:step], points[-1]] if points else []
 
         def xy(o: Outcome | None) -> dict[str, float] | None:
             return None if o is None else {"x": float(o.buyer), "y": float(o.merchant)}
 
         return json.dumps(
             {
-                "frontier": [xy(o) for o in shown],
+                "frontier": [xy(o) for o in self.found.frontier.points],
                 "agreement": xy(self.found.agreement),
                 "nearest": xy(self.found.nearest) if self.found.distance else None,
             }
         )
+
+
+def _thinned(found: TradeOffs) -> TradeOffs:
+    points = found.frontier.points
+    step = max(1, -(-len(points) // CHART_POINTS))
+    shown = (*points[:-1:step], points[-1]) if points else ()
+    return replace(found, frontier=Frontier(shown))
+
+
+#: Analyses already made by this process, by a digest of what they were made from. The
+#: frontier's search takes up to a second with eight issues, and an ended session's page is
+#: rendered again on every visit; its inputs no longer change, and when a late reveal does
+#: change them the digest changes with them, so nothing here is ever stale.
+_made: OrderedDict[str, TermsAnalysis] = OrderedDict()
+_made_lock = threading.Lock()
+MADE_KEPT = 128
+
+
+def _digest(
+    issues: tuple[Issue, ...],
+    revealed: Mapping[str, dict[str, Any]],
+    final_price: Decimal | None,
+    final_terms: Mapping[str, Any],
+) -> str:
+    made_from = [issues_json(issues), revealed, final_price, final_terms]
+    text = json.dumps(made_from, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def analyse_terms(
@@ -172,9 +204,29 @@ def analyse_terms(
 ) -> TermsAnalysis | None:
     """The trade-offs of a session declaring ``issues``, once both sides revealed, with its
     agreement (``final_price`` and ``final_terms``) if any; ``None`` before (or when the
-    session declares none)."""
+    session declares none). Made once per process for the same inputs."""
     if not issues or "buyer" not in revealed or "merchant" not in revealed:
         return None
+    both = {role: revealed[role] for role in ("buyer", "merchant")}
+    key = _digest(issues, both, final_price, final_terms)
+    with _made_lock:
+        if key in _made:
+            _made.move_to_end(key)
+            return _made[key]
+    made = _analysed(issues, both, final_price, final_terms)
+    with _made_lock:
+        _made[key] = made
+        while len(_made) > MADE_KEPT:
+            _made.popitem(last=False)
+    return made
+
+
+def _analysed(
+    issues: tuple[Issue, ...],
+    revealed: Mapping[str, dict[str, Any]],
+    final_price: Decimal | None,
+    final_terms: Mapping[str, Any],
+) -> TermsAnalysis:
     agreement = None
     if final_price is not None:
         agreement = (final_price, read_terms(issues, dict(final_terms)))
@@ -182,4 +234,6 @@ def analyse_terms(
         found = trade_offs(issues, revealed["buyer"], revealed["merchant"], agreement)
     except ValueError as refused:
         return TermsAnalysis(issues, None, f"the revealed limits do not read: {refused}")
-    return TermsAnalysis(issues, found)
+    if found is None:
+        return TermsAnalysis(issues, None)
+    return TermsAnalysis(issues, _thinned(found), frontier_size=len(found.frontier.points))

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.template.loader import render_to_string
@@ -18,6 +20,7 @@ from django.test import Client
 from oanp.agents import BuyerVault, MerchantVault
 from oanp.frontier import trade_offs
 from oanp.terms import read_terms
+from sessions_app import analytics
 from sessions_app.analytics import analyse_terms
 from sessions_app.models import Role
 from tests.support.factories.accounts import member, signed_in
@@ -213,6 +216,52 @@ def test_no_zone_no_frontier() -> None:
     assert found is not None
     assert found.found is None
     assert found.problem is None
+
+
+def test_an_analysis_is_made_once_for_the_same_reveals(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analytics, "_made", OrderedDict())
+    made: list[tuple[Any, ...]] = []
+
+    def counted(*args: Any) -> Any:
+        made.append(args)
+        return trade_offs(*args)
+
+    monkeypatch.setattr(analytics, "trade_offs", counted)
+    merchant = MerchantVault(Decimal(280), Decimal(400), terms=MERCHANT_TERMS).constraints()
+    first = analyse_terms(DECLARED, {"buyer": BUYER, "merchant": merchant}, None, {})
+    again = analyse_terms(DECLARED, {"merchant": dict(merchant), "buyer": dict(BUYER)}, None, {})
+    assert again is first
+    assert len(made) == 1
+    # A different reveal is a different analysis, never the one made before.
+    higher = analyse_terms(
+        DECLARED, {"buyer": BUYER, "merchant": {**merchant, "floor_price": 300}}, None, {}
+    )
+    assert len(made) == 2
+    assert first is not None and first.found is not None
+    assert higher is not None and higher.found is not None
+    assert (first.found.floor, higher.found.floor) == (280, 300)
+
+
+def test_the_chart_draws_a_thinned_frontier_and_the_caption_counts_all_of_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(analytics, "_made", OrderedDict())
+    monkeypatch.setattr(analytics, "CHART_POINTS", 3)
+    merchant = MerchantVault(Decimal(280), Decimal(400), terms=MERCHANT_TERMS).constraints()
+    whole = trade_offs(DECLARED, BUYER, merchant)
+    assert whole is not None
+    assert len(whole.frontier.points) > 4
+    found = analyse_terms(DECLARED, {"buyer": BUYER, "merchant": merchant}, None, {})
+    assert found is not None and found.found is not None
+    assert found.frontier_size == len(whole.frontier.points)
+    chart = json.loads(found.chart_json)["frontier"]
+    assert len(chart) <= 4
+    ends = whole.frontier.points[0], whole.frontier.points[-1]
+    assert [chart[0], chart[-1]] == [{"x": float(o.buyer), "y": float(o.merchant)} for o in ends]
+    html = render_to_string(
+        "sessions_app/_session_analytics.html", {"trade_offs": found, "analysis": None}
+    )
+    assert f"The agreement against the frontier ({found.frontier_size} points)" in html
 
 
 def test_the_replay_shows_each_sides_standing_terms(agreed: ClientNegotiation) -> None:
