@@ -7,7 +7,9 @@ arbiter API is used here: the buyers hold nothing but their API keys and their o
 
 So that the dashboard shows all it can, the background buyers do more than haggle: most
 reveal their constraints after the end (the session page's analytics), some settle by reveal
-(its settlement panel), and a few break a rule on purpose (a violation the arbiter catches).
+(its settlement panel), some negotiate a flight's terms besides its fare (profile terms/v0.1:
+the issue table, and with reveals the Pareto frontier), and a few break a rule on purpose (a
+violation the arbiter catches).
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from decimal import Decimal
 from typing import Any
 
 from oanp.agents import NEVER_SETTLE, Agreed, BuyerAgent, BuyerVault, SettlePolicy
+from oanp.canonical import JsonObject
 from oanp.commitments import encode_salt
 from oanp.envelope import MessageType
 from oanp.ids import new_ulid
 from oanp.money import price_to_json
 from oanp.net.client import ArbiterClient
 from oanp.strategies import strategy_named
+from oanp.tradeoffs import IssueLimits, TermsVault
 
 #: Seconds between two reads of a log while waiting for the other side.
 POLL_SECONDS = 0.3
@@ -46,6 +50,25 @@ class Route:
     route: str
     list_price: Decimal
 
+
+#: What a fare leaves open, as a buyer declares it in a terms session: checked bags (the buyer
+#: wants more) and the fare's class, from the buyer's best to the merchant's best.
+FLIGHT_ISSUES: list[JsonObject] = [
+    {
+        "name": "checked_bags",
+        "kind": "number",
+        "buyer_prefers": "high",
+        "min": 0,
+        "max": 3,
+        "decimals": 0,
+    },
+    {"name": "fare_class", "kind": "choice", "options": ["flexible", "standard", "basic"]},
+]
+#: The merchant that weighs :data:`FLIGHT_ISSUES` (seed_demo gives it the terms to).
+TERMS_MERCHANT = "merchant-sfo"
+#: The weights a terms buyer draws from for each issue, the fare weighing 1: so buyers differ
+#: in what they give up first.
+TERMS_WEIGHTS = (Decimal("0.25"), Decimal("0.5"), Decimal(1), Decimal(2))
 
 ROUTES = (
     Route("merchant-sfo", "SFO-JFK", Decimal(400)),
@@ -76,28 +99,35 @@ class Plan:
     reneges: bool
     #: Reveals its constraints after the end, for the session page's analytics.
     reveals: bool
+    #: Negotiates :data:`FLIGHT_ISSUES` besides the fare, with :data:`TERMS_MERCHANT`.
+    terms: bool = False
 
 
 @dataclass(frozen=True)
 class Cadence:
     """How often each kind of session comes, by the session's number in the run, so a run's
     mix is the same every time: one in ``renege`` breaks a rule, else one in ``time_out``
-    falls silent, else one in ``settle`` settles by reveal; all but one in ``conceal``
-    reveal after the end."""
+    falls silent, else one in ``settle`` settles by reveal, else one in ``terms`` (counted from
+    the first) negotiates terms; all but one in ``conceal`` reveal after the end."""
 
     renege: int = 15
     time_out: int = 6
     settle: int = 3
     conceal: int = 5
+    terms: int = 4
 
     def plan(self, number: int) -> Plan:
         reneges = number % self.renege == 0
         falls_silent = not reneges and number % self.time_out == 0
+        settles = not (reneges or falls_silent) and number % self.settle == 0
         return Plan(
             falls_silent=falls_silent,
-            settles=not (reneges or falls_silent) and number % self.settle == 0,
+            settles=settles,
             reneges=reneges,
             reveals=number % self.conceal != 0,
+            # Settlement by reveal settles the price alone (docs/protocol.md §16), so a
+            # settling buyer keeps to the price.
+            terms=not (reneges or falls_silent or settles) and (number - 1) % self.terms == 0,
         )
 
 
@@ -184,15 +214,37 @@ def negotiate(
     return log
 
 
+def flight_terms(pick: random.Random) -> TermsVault:
+    """A terms buyer's weights and limits on :data:`FLIGHT_ISSUES`: two bags at best, and the
+    flexible fare; drawn weights and worst values, within what the demo merchant can give."""
+    return TermsVault(
+        Decimal(1),
+        (
+            IssueLimits(
+                "checked_bags", pick.choice(TERMS_WEIGHTS), Decimal(2), Decimal(pick.randint(0, 1))
+            ),
+            IssueLimits(
+                "fare_class",
+                pick.choice(TERMS_WEIGHTS),
+                "flexible",
+                pick.choice(("standard", "basic")),
+            ),
+        ),
+    )
+
+
 def describe_outcome(buyer: BuyerAgent, log: list[dict[str, Any]]) -> str:
     verdicts = [e["envelope"]["payload"] for e in log if e["envelope"]["type"] == "round.verdict"]
     rounds = len(verdicts)
     outcome = buyer.outcome
     if isinstance(outcome, Agreed):
         currency = log[0]["envelope"]["payload"]["currency"]
-        settled = "settlement" in log[-1]["envelope"]["payload"]["agreement"]
-        how = "settled by reveal" if settled else "agreed"
-        return f"{how} at {outcome.price:.2f} {currency} after {rounds} round(s)"
+        agreement = log[-1]["envelope"]["payload"]["agreement"]
+        how = "settled by reveal" if "settlement" in agreement else "agreed"
+        terms = "".join(
+            f", {name} {value}" for name, value in agreement.get("final_terms", {}).items()
+        )
+        return f"{how} at {outcome.price:.2f} {currency}{terms} after {rounds} round(s)"
     violated = [verdict for verdict in verdicts if verdict["status"] == "violated"]
     if violated:
         return f"violation caught: {violated[0]['rationale']} in round {violated[0]['round']}"
@@ -270,13 +322,16 @@ class BackgroundBuyers:
 
     def _session(self, number: int) -> None:
         pick = self._random
+        plan = self.cadence.plan(number)
         buyer_id = pick.choice(sorted(self.keys))
-        route = pick.choice(ROUTES)
+        route = pick.choice(
+            [r for r in ROUTES if r.merchant_agent_id == TERMS_MERCHANT] if plan.terms else ROUTES
+        )
         ceiling = (route.list_price * Decimal(pick.uniform(0.5, 1.0))).quantize(Decimal(1))
         budget = (ceiling * Decimal(pick.uniform(0.8, 1.0))).quantize(Decimal(1))
         strategy = self.strategies[buyer_id]
-        plan = self.cadence.plan(number)
-        vault = BuyerVault(true_ceiling=ceiling, budget_cap=budget)
+        terms = flight_terms(pick) if plan.terms else None
+        vault = BuyerVault(true_ceiling=ceiling, budget_cap=budget, terms=terms)
         buyer = buyer_agent(buyer_id, vault, strategy, SETTLE if plan.settles else NEVER_SETTLE)
         now = datetime.now(UTC)
         opening = buyer.open(
@@ -287,10 +342,11 @@ class BackgroundBuyers:
             max_rounds=pick.choice((4, 5, 6, 8)),
             now=now,
             deadline=now + timedelta(seconds=12) if plan.falls_silent else None,
+            issues=FLIGHT_ISSUES if plan.terms else None,
         )
         what = (
             f"{opening['session_id']} {buyer_id} ({strategy}) with {route.merchant_agent_id}, "
-            f"{route.route}"
+            f"{route.route}{', with terms' if plan.terms else ''}"
         )
         try:
             with ArbiterClient(self.url, self.keys[buyer_id], retries=2) as client:

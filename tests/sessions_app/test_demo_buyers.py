@@ -3,16 +3,32 @@ handful of them leave on a live arbiter."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 
 from arbiter_app import selectors as arbiter
 from oanp.audit import verify_log
 from oanp.net.client import ArbiterClient
-from sessions_app.demo_buyers import BackgroundBuyers, Cadence, Plan, TakeBack
-from sessions_app.management.commands.seed_demo import DEMO_BUYERS, issue_buyer_keys, seed
+from sessions_app.demo_buyers import (
+    FLIGHT_ISSUES,
+    BackgroundBuyers,
+    Cadence,
+    Plan,
+    TakeBack,
+    flight_terms,
+)
+from sessions_app.management.commands.seed_demo import (
+    DEMO_BUYERS,
+    SKYFARE_TERMS,
+    issue_buyer_keys,
+    seed,
+)
 from tests.conftest import LiveServer, Worker
+from tests.support.waiting import wait_for
 
 
 def test_the_default_cadence_mixes_every_kind_of_session_the_same_way_each_run() -> None:
@@ -22,14 +38,32 @@ def test_the_default_cadence_mixes_every_kind_of_session_the_same_way_each_run()
     assert [n for n, plan in enumerate(plans, 1) if plan.reneges] == [15, 30]
     assert [n for n, plan in enumerate(plans, 1) if plan.falls_silent] == [6, 12, 18, 24]
     assert [n for n, plan in enumerate(plans, 1) if plan.settles] == [3, 9, 21, 27]
+    assert [n for n, plan in enumerate(plans, 1) if plan.terms] == [1, 5, 13, 17, 25, 29]
     assert sum(plan.reveals for plan in plans) == 24  # 80 %
-    assert Cadence().plan(1) == Plan(falls_silent=False, settles=False, reneges=False, reveals=True)
+    assert Cadence().plan(2) == Plan(falls_silent=False, settles=False, reneges=False, reveals=True)
+    assert Cadence().plan(1).terms
+
+
+def test_a_terms_buyer_can_meet_the_demo_merchant_on_every_issue() -> None:
+    # Whatever it draws, each issue's worst value for the buyer is one SkyFare accepts, so a
+    # terms session fails on the price if at all.
+    merchant = {i.name: i for i in SKYFARE_TERMS.issues}
+    for seed_ in range(50):
+        buyer = flight_terms(random.Random(seed_))
+        bags, fare = buyer.of("checked_bags"), buyer.of("fare_class")
+        assert bags is not None
+        assert fare is not None
+        assert merchant["checked_bags"].ideal <= bags.limit <= merchant["checked_bags"].limit
+        options = FLIGHT_ISSUES[1]["options"]
+        assert options.index(fare.limit) >= options.index(merchant["fare_class"].limit)
 
 
 def test_a_session_does_one_thing_besides_haggling_at_most() -> None:
     for number in range(1, 200):
         plan = Cadence(renege=4, time_out=2, settle=1).plan(number)
-        assert plan.reneges + plan.falls_silent + plan.settles == 1
+        assert plan.reneges + plan.falls_silent + plan.settles + plan.terms == 1
+        plan = Cadence(renege=4, time_out=3, settle=5, terms=1).plan(number)
+        assert plan.reneges + plan.falls_silent + plan.settles + plan.terms == 1
 
 
 def _move(kind: str, price: int, round_: int) -> dict[str, Any]:
@@ -47,7 +81,7 @@ def test_take_back_sends_the_second_move_below_the_first_offer() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_handful_of_background_sessions_reveal_settle_and_get_caught(
+def test_a_handful_of_background_sessions_reveal_settle_negotiate_terms_and_get_caught(
     live_arbiter: LiveServer, celery_worker_process: Worker
 ) -> None:
     seed()
@@ -61,8 +95,9 @@ def test_a_handful_of_background_sessions_reveal_settle_and_get_caught(
         lines.append,
         concurrency=4,
         every=(0.0, 0.1),
-        # 1 haggles and reveals, 2 settles and reveals, 3 reneges, 4 settles and keeps quiet.
-        cadence=Cadence(renege=3, time_out=1000, settle=2, conceal=4),
+        # 1 negotiates terms and reveals, 2 settles and reveals, 3 reneges, 4 settles and
+        # keeps quiet.
+        cadence=Cadence(renege=3, time_out=1000, settle=2, conceal=4, terms=5),
         sessions=4,
     )
     buyers.start()
@@ -70,6 +105,7 @@ def test_a_handful_of_background_sessions_reveal_settle_and_get_caught(
 
     assert len(lines) == 4, lines
     assert not any("gave up" in line for line in lines), lines
+    assert sum("with merchant-sfo" in line and ", with terms: " in line for line in lines) == 1
     assert sum("revealed its limits after the end" in line for line in lines) == 3, lines
     assert any("violation caught: buyer_reneged in round 2" in line for line in lines), lines
     sessions = {s.session_id: s for s in arbiter.sessions_of(None)}
@@ -94,4 +130,24 @@ def test_a_handful_of_background_sessions_reveal_settle_and_get_caught(
         ("violated", "buyer_reneged")
     ]
     revealed = [arbiter.revealed_constraints(s) for s in sessions.values()]
-    assert sorted(set(r) for r in revealed) == [set(), {"buyer"}, {"buyer"}, {"buyer"}]
+    assert sorted("buyer" in r for r in revealed) == [False, True, True, True]
+    # The terms session: declared, carried by every offer, and once over SkyFare (which
+    # reveals after the end) and the buyer both revealed: the page draws the frontier.
+    (terms_id,) = [i for i, log in logs.items() if log[0]["envelope"]["payload"].get("issues")]
+    opened = logs[terms_id][0]["envelope"]["payload"]
+    assert (opened["profile"], opened["issues"]) == ("terms/v0.1", FLIGHT_ISSUES)
+    offers = [e["envelope"] for e in logs[terms_id] if e["envelope"]["type"].startswith("offer.")]
+    assert offers
+    assert all(set(o["payload"]["terms"]) == {"checked_bags", "fare_class"} for o in offers)
+    session = sessions[terms_id]
+
+    def both_revealed() -> bool:
+        """SkyFare's reveal after the end of the terms session"""
+        return set(arbiter.revealed_constraints(session)) == {"buyer", "merchant"}
+
+    wait_for(both_revealed, 30)
+    admin = Client()
+    admin.force_login(User.objects.get(username="admin"))
+    page = admin.get(f"/sessions/{terms_id}/").content.decode()
+    assert 'id="trade-offs"' in page
+    assert 'id="frontier-chart"' in page or "No frontier" in page

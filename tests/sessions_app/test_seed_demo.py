@@ -14,7 +14,7 @@ from django.test import Client
 
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import AgentCredential
-from sessions_app.management.commands.seed_demo import UNCHANGED, issue_buyer_keys
+from sessions_app.management.commands.seed_demo import SKYFARE_TERMS, UNCHANGED, issue_buyer_keys
 from sessions_app.models import AgentProfile, AuditEvent, Membership, Merchant, Mode
 from sessions_app.vault import unseal
 
@@ -99,6 +99,10 @@ def test_the_hosted_agents_limits_are_sealed() -> None:
 
     assert (limits.floor_price, limits.ideal_price) == (Decimal(280), Decimal(400))
     assert limits.per_item["SFO-LAX"] == (Decimal(120), Decimal(190))
+    # SkyFare weighs the demo's flight terms and shows its limits after the end; RailCo not.
+    assert limits.terms == SKYFARE_TERMS
+    assert profile.reveal_after_end
+    assert not AgentProfile.objects.get(agent_id="merchant-rail").reveal_after_end
     assert b"280" not in bytes(profile.vault)
     assert "280" not in str(list(AuditEvent.objects.values_list("detail", flat=True)))
     # The hosted runner's key exists, so the arbiter opens sessions to the agent.

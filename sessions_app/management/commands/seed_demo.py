@@ -22,6 +22,7 @@ from django.db import transaction
 
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
+from oanp.tradeoffs import IssueLimits, TermsVault
 from sessions_app import services
 from sessions_app.models import AgentProfile, Membership, Merchant, Mode, Role
 from sessions_app.vault import Limits
@@ -45,6 +46,8 @@ class HostedAgent:
     display_name: str
     strategy: str
     limits: Limits
+    #: Whether its sessions reveal its limits after the end, for the analytics panels.
+    reveal_after_end: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,12 +67,26 @@ ACCOUNTS = (
 )
 
 
-def _limits(floor: int, ideal: int, **per_item: tuple[int, int]) -> Limits:
+def _limits(
+    floor: int, ideal: int, terms: TermsVault | None = None, **per_item: tuple[int, int]
+) -> Limits:
     return Limits(
         Decimal(floor),
         Decimal(ideal),
         {key.replace("_", "-"): (Decimal(f), Decimal(i)) for key, (f, i) in per_item.items()},
+        terms,
     )
+
+
+#: SkyFare's view of the demo's flight terms (demo_buyers.FLIGHT_ISSUES): the fare's class
+#: matters more to it than the fare, bags less, so it trades bags for the class.
+SKYFARE_TERMS = TermsVault(
+    Decimal(1),
+    (
+        IssueLimits("checked_bags", Decimal("0.5"), Decimal(0), Decimal(2)),
+        IssueLimits("fare_class", Decimal("1.5"), "basic", "standard"),
+    ),
+)
 
 
 # The published SFO→JFK example's merchant (floor 280, ideal 400), plus two more routes.
@@ -79,7 +96,10 @@ HOSTED_AGENTS = (
         "merchant-sfo",
         "SkyFare flights from SFO",
         "reference",
-        _limits(280, 400, SFO_LAX=(120, 190), SFO_SEA=(150, 240)),
+        _limits(280, 400, SKYFARE_TERMS, SFO_LAX=(120, 190), SFO_SEA=(150, 240)),
+        # SkyFare shows its limits once a session is over (the analytics and the frontier);
+        # RailCo keeps its own.
+        reveal_after_end=True,
     ),
     HostedAgent(
         "railco",
@@ -150,6 +170,7 @@ def _hosted_agent(agent: HostedAgent, actor: User) -> None:
             mode=Mode.HOSTED,
             strategy=agent.strategy,
             limits=agent.limits,
+            reveal_after_end=agent.reveal_after_end,
         )
     except services.AgentIdTaken as taken:
         raise Taken(
