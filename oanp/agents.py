@@ -335,15 +335,16 @@ class PartyAgent(ABC, Generic[V]):
             return [self._reveal_envelope(int(payload["round"]), now)]
         if kind is MessageType.ROUND_VERDICT:
             self._stuck = payload["status"] == "fair_but_stuck"
-        round_ = self._settle_first(kind, payload)
-        if round_ is not None:
-            return [self._reveal_envelope(round_, now)]
         if kind in (MessageType.OFFER_PROPOSE, MessageType.OFFER_COUNTER):
+            # Recorded first: whether to reveal reads the terms of the offer that hands the turn.
             mine = sender_role == self.role
             (self._mine if mine else self._theirs).append(_exact(payload["price"]))
             if self._session.issues:
                 values = terms_of(self._session.issues, payload["terms"])
                 (self._my_terms if mine else self._their_terms).append(values)
+        round_ = self._settle_first(kind, payload)
+        if round_ is not None:
+            return [self._reveal_envelope(round_, now)]
         return self._react(kind, payload, now)
 
     def withdraw(self, now: datetime) -> JsonObject:
@@ -364,6 +365,12 @@ class PartyAgent(ABC, Generic[V]):
             return None
         round_ = self._round_in_turn(kind, payload)
         if round_ is None or self._session is None or round_ > self._session.max_rounds:
+            return None
+        if self._session.issues and not (
+            self._my_terms and self._their_terms and self._my_terms[-1] == self._their_terms[-1]
+        ):
+            # A reveal settles the price alone (§11): the arbiter refuses it while another
+            # issue is open, so the agent bargains on until both sides' terms match.
             return None
         return round_ if self._settle.reveals_now(round_, self._stuck) else None
 

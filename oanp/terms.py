@@ -11,6 +11,7 @@ every kind of issue, including the price.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,9 @@ MAX_ISSUES = 8
 MAX_DECIMALS = 4
 MAX_OPTIONS = 16
 MAX_OPTION_CHARS = 64
-_NAME = re.compile(r"[a-z_]{1,32}")
+#: What an issue's name is (besides never "price"), whole.
+ISSUE_NAME_PATTERN = "[a-z_]{1,32}"
+_NAME = re.compile(ISSUE_NAME_PATTERN)
 
 Preference = Literal["low", "high"]
 
@@ -89,6 +92,25 @@ def read_issues(value: object) -> tuple[Issue, ...]:
 def is_issue_name(name: object) -> bool:
     """Whether ``name`` may name an issue: 1-32 of a-z and _, and not the price."""
     return isinstance(name, str) and bool(_NAME.fullmatch(name)) and name != "price"
+
+
+_STRING = json.JSONDecoder()
+
+
+def take_written(text: str, stop: str) -> tuple[str, str]:
+    """The value written at the start of ``text``, and the rest from ``stop`` on (empty when
+    there is no ``stop``). A value is the text up to ``stop``, trimmed, or a JSON string
+    (``"24/7, phone"``) for an option that holds the separators a one-line syntax uses
+    (``,``, ``..``, ``@``). ``ValueError`` on a quote that does not close."""
+    text = text.lstrip()
+    if text.startswith('"'):
+        try:
+            value, end = _STRING.raw_decode(text)
+        except ValueError:
+            raise ValueError("a quoted value must be a JSON string") from None
+        return value, text[end:].lstrip()
+    value, found, rest = text.partition(stop)
+    return value.strip(), found + rest
 
 
 def _issue(index: int, raw: object) -> Issue:

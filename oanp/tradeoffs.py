@@ -27,11 +27,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
-from oanp.canonical import JsonObject
+from oanp.canonical import JsonObject, JsonValue
 from oanp.commitments import Role
 from oanp.money import PRICE_CEILING, decimals_of, price_to_json
 from oanp.strategies import Limits
-from oanp.terms import MAX_DECIMALS, MAX_OPTION_CHARS, ChoiceIssue, Issue, Values, is_issue_name
+from oanp.terms import (
+    MAX_DECIMALS,
+    MAX_OPTION_CHARS,
+    ChoiceIssue,
+    Issue,
+    NumberIssue,
+    Preference,
+    Values,
+    is_issue_name,
+    read_issues,
+    take_written,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +284,55 @@ def terms_of(issues: Sequence[Issue], terms: Mapping[str, object]) -> Values:
     return tuple(values)
 
 
+def issues_for(role: Role, vault: TermsVault) -> tuple[Issue, ...]:
+    """The narrowest issues a session could declare to negotiate ``vault``'s, in its order.
+
+    Why: a vault names no domains (an ideal and a limit are all a party knows of an issue;
+    whoever opens a session declares the issues), yet something that plays a party on its own,
+    as the dashboard's preview plays a merchant agent against made-up buyers, must declare
+    issues its vault fits. Per issue: when the ideal and the limit are numbers, a number issue
+    from one to the other with as many decimals as they have, the buyer preferring the end
+    that is the buyer's ideal (so the other end, for a merchant's vault); when they are
+    options, a choice of the two, ordered (as a choice always is) so that ``role``'s ideal is
+    its best end. ``ValueError``, never quoting the values (they are private), when an issue
+    cannot be declared so: an ideal equal to its limit, a number beside an option."""
+    declared: list[JsonValue] = []
+    for limits in vault.issues:
+        ideal, limit = _written(limits.ideal), _written(limits.limit)
+        if ideal == limit:
+            raise ValueError(f"the ideal and the limit of {limits.name} are the same")
+        if isinstance(ideal, Decimal) and isinstance(limit, Decimal):
+            ideal_end: Preference = "high" if ideal > limit else "low"
+            other_end: Preference = "low" if ideal_end == "high" else "high"
+            issue: Issue = NumberIssue(
+                limits.name,
+                ideal_end if role == "buyer" else other_end,
+                min(ideal, limit),
+                max(ideal, limit),
+                max(decimals_of(ideal), decimals_of(limit)),
+            )
+        elif isinstance(ideal, str) and isinstance(limit, str):
+            # Options run from the buyer's best to the merchant's best.
+            issue = ChoiceIssue(limits.name, (ideal, limit) if role == "buyer" else (limit, ideal))
+        else:
+            raise ValueError(f"the ideal and the limit of {limits.name} are a number and an option")
+        declared.append(issue.as_json())
+    # Read back as a session.open's would be: what cannot be declared fails here, not there.
+    return read_issues(declared)
+
+
+def _written(value: Decimal | str) -> Decimal | str:
+    """An ideal or a limit as the declared issue reads it: text that is a finite number is a
+    number (as ``oanp --want`` and the dashboard write every value), other text an option."""
+    if isinstance(value, Decimal):
+        return value
+    try:
+        number = Decimal(value)
+    except ArithmeticError:
+        return value
+    return number if number.is_finite() else value
+
+
 def read_terms_vault(value: object) -> TermsVault:
     """A :class:`TermsVault` from the JSON its :meth:`~TermsVault.constraints` writes
     (``{"price_weight": w, "issues": {name: {"weight", "ideal", "limit"}}}``); numbers may be
@@ -336,13 +396,15 @@ def read_weight(text: str, what: str = "the weight") -> Decimal:
 
 def read_want(text: str) -> IssueLimits:
     """One issue's limits written ``NAME=IDEAL..LIMIT[@WEIGHT]`` (weight 1 when left out): two
-    numbers for a number issue, two options for a choice. Values stay as written, so that a
-    choice whose options look like numbers still reads. ``ValueError`` says what is wrong
+    numbers for a number issue, two options for a choice, an option holding ``..`` or ``@``
+    written as a JSON string (``support="24/7 @ phone"..none``). Values stay as written, so
+    that a choice whose options look like numbers still reads. ``ValueError`` says what is wrong
     without quoting the ideal or the limit, which are private."""
     name, equals, spec = text.strip().partition("=")
-    values, at, weight = spec.partition("@")
-    ideal, dots, limit = (value.strip() for value in values.partition(".."))
-    if not (equals and dots and ideal and limit) or (at and not weight.strip()):
+    ideal, rest = take_written(spec, "..")
+    limit, rest = take_written(rest[2:], "@") if rest.startswith("..") else ("", rest)
+    weight = rest[1:] if rest.startswith("@") else None
+    if not (equals and ideal and limit) or (rest and weight is None) or weight == "":
         raise ValueError(f"expected {WANT_SYNTAX}")
     name = name.strip()
     if not is_issue_name(name):

@@ -13,6 +13,11 @@ possible; then a reference buyer whose ceiling is a tenth under the floor, so no
 have the protocol's default of five rounds. The buyers open them for settlement by reveal but
 never reveal first, so the agent's own settle policy shows, and answer its reveal as every
 agent does.
+
+An agent whose limits weigh issues besides the price (profile terms/v0.1) is played on them:
+the buyers declare an issue per issue of its vault (:func:`oanp.tradeoffs.issues_for`: the
+vault names no domains, so each spans the agent's ideal and limit) and bring terms of their
+own, see :func:`buyer_terms`. A price-only agent's sessions are price-only, as before.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_FLOOR, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -35,6 +40,8 @@ from oanp.money import decimals_of, minor_units
 from oanp.rehearsal import rehearse
 from oanp.signing import ArbiterKey
 from oanp.strategies import STRATEGIES
+from oanp.terms import ChoiceIssue, Issue
+from oanp.tradeoffs import MAX_WEIGHT, IssueLimits, TermsVault, issues_for
 from sessions_app.analytics import plain
 from sessions_app.models import AgentProfile, Mode
 from sessions_app.services import NoLimits
@@ -51,11 +58,12 @@ _MERCHANT_ID, _BUYER_ID = "preview-merchant", "preview-buyer"
 
 @dataclass(frozen=True)
 class Round:
-    """One round's moves, in order, as the table shows them: ``("buyer", "320")``,
-    ``("merchant", "accepts")``."""
+    """One round's moves, in order, as the table shows them: ``("buyer", "320", "")``,
+    ``("merchant", "accepts", "")``; with issues, the terms the offer carried beside its
+    price: ``("buyer", "320", "delivery_days 7, support basic")``."""
 
     number: int
-    moves: list[tuple[str, str]] = field(default_factory=list)
+    moves: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class Run:
     rounds: list[Round]
     agreed: bool
     outcome: str
+    #: With issues, the agreed terms, in words (``"delivery_days 7, support basic"``).
+    terms: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,8 @@ class Preview:
     #: Whether the limits typed in the form were played (they are not kept: limits are never
     #: shown back), rather than the sealed ones.
     typed_limits: bool
+    #: The names of the issues negotiated besides the price, in their declared order.
+    issues: tuple[str, ...] = ()
 
 
 def preview_form(
@@ -94,6 +106,7 @@ def preview_form(
         settle=data["settle"],
         floor=limits.floor_price,
         ideal=limits.ideal_price,
+        terms=limits.terms,
         typed_limits=typed is not None,
     )
 
@@ -110,6 +123,7 @@ def preview_saved(profile: AgentProfile) -> Preview:
         settle=profile.settle_policy(),
         floor=limits.floor_price,
         ideal=limits.ideal_price,
+        terms=limits.terms,
     )
 
 
@@ -120,10 +134,19 @@ def play(
     settle: SettlePolicy,
     floor: Decimal,
     ideal: Decimal,
+    terms: TermsVault | None = None,
     typed_limits: bool = False,
 ) -> Preview:
     """A merchant playing ``strategy`` tuned by ``parameters`` and settling by ``settle``,
-    with ``floor`` and ``ideal``, against each preview buyer."""
+    with ``floor`` and ``ideal`` (and weighing issues by ``terms``), against each preview
+    buyer. :class:`~sessions_app.services.NoLimits` for terms no session can declare."""
+    issues: tuple[Issue, ...] = ()
+    if terms is not None and terms.issues:
+        try:
+            issues = issues_for("merchant", terms)
+        except ValueError as unfit:
+            raise NoLimits(f"The preview cannot play the limits on issues: {unfit}.") from None
+    theirs = buyer_terms(issues, terms) if terms is not None and issues else None
     # USD unless a limit needs finer units: the protocol refuses a price the currency cannot carry.
     currency = "USD" if max(decimals_of(floor), decimals_of(ideal)) <= 2 else "KWD"
     unit = Decimal(1).scaleb(-minor_units(currency))
@@ -143,17 +166,53 @@ def play(
             where=where,
             merchant=MerchantAgent(
                 agent_id=_MERCHANT_ID,
-                vault=MerchantVault(floor_price=floor, ideal_price=ideal),
+                vault=MerchantVault(floor_price=floor, ideal_price=ideal, terms=terms),
                 strategy=STRATEGIES[strategy].build("merchant", parameters),
                 salt=_salt(),
                 new_message_id=_ids("m"),
                 settle=settle,
             ),
             currency=currency,
+            issues=issues,
+            terms=theirs,
         )
         for name, ceiling, where in buyers
     ]
-    return Preview(currency, MAX_ROUNDS, runs, typed_limits)
+    return Preview(currency, MAX_ROUNDS, runs, typed_limits, tuple(i.name for i in issues))
+
+
+def buyer_terms(issues: tuple[Issue, ...], merchant: TermsVault) -> TermsVault:
+    """The preview buyers' terms, on ``issues`` as :func:`oanp.tradeoffs.issues_for` declares
+    them for the ``merchant``'s: on each, the ideal at the buyer's best end and the limit
+    halfway to the merchant's, rounded towards the merchant's end so that it never falls on
+    the ideal (two options: the buyer takes either). As the ceiling halfway between floor and
+    ideal, this leaves the merchant room, so a deal is possible.
+
+    The price weighs as much as the merchant's, each issue the merchant's weight mirrored
+    about it (a weight w of the merchant's becomes p²/w, p the price's): what the merchant
+    cares about less than the price, the buyer cares about more, by as much, so each side's
+    plan gives early what the other values most, and the trade-offs the merchant's weights
+    make show in the moves. Weights equal to the price's stay equal; an issue the merchant is
+    indifferent to (weight 0) is one the buyer wants as much as any weight can say."""
+    price = merchant.price_weight
+    limits = []
+    for issue in issues:
+        own = merchant.of(issue.name)
+        assert own is not None  # the issues were declared from this very vault
+        weight = min(price * price / own.weight, MAX_WEIGHT) if own.weight else MAX_WEIGHT
+        ideal: Decimal | str
+        limit: Decimal | str
+        if isinstance(issue, ChoiceIssue):
+            # Options run from the buyer's best; halfway, the later of two middles.
+            ideal, limit = issue.options[0], issue.options[len(issue.options) // 2]
+        else:
+            low_best = issue.buyer_prefers == "low"
+            ideal = issue.low if low_best else issue.high
+            step = Decimal(1).scaleb(-issue.decimals)
+            halfway = (issue.low + issue.high) / 2
+            limit = halfway.quantize(step, rounding=ROUND_CEILING if low_best else ROUND_FLOOR)
+        limits.append(IssueLimits(issue.name, weight, ideal, limit))
+    return TermsVault(price, tuple(limits))
 
 
 def _salt() -> str:
@@ -173,10 +232,12 @@ def _run(
     where: str,
     merchant: MerchantAgent,
     currency: str,
+    issues: tuple[Issue, ...] = (),
+    terms: TermsVault | None = None,
 ) -> Run:
     agent = BuyerAgent(
         agent_id=_BUYER_ID,
-        vault=BuyerVault(true_ceiling=ceiling, budget_cap=ceiling),
+        vault=BuyerVault(true_ceiling=ceiling, budget_cap=ceiling, terms=terms),
         strategy=STRATEGIES[buyer].build("buyer"),
         salt=_salt(),
         new_message_id=_ids("b"),
@@ -195,14 +256,18 @@ def _run(
         currency=currency,
         max_rounds=MAX_ROUNDS,
         now=clock(),
+        issues=[issue.as_json() for issue in issues] or None,
     )
     result = rehearse(buyer=agent, merchant=merchant, arbiter=arbiter, opening=opening, clock=clock)
     rounds: list[Round] = []
     settled = False
+    final_terms: Mapping[str, object] | None = None
     for entry in result.entries:
         envelope = entry.envelope
         payload = envelope["payload"]
         role = envelope["sender"]["role"]
+        if entry.type == "session.agree":
+            final_terms = payload["agreement"].get("final_terms")
         if role == "arbiter" or entry.type in ("session.open", "session.ack"):
             continue
         settled = settled or entry.type == "settle.reveal"
@@ -214,11 +279,23 @@ def _run(
         number = int(payload.get("round") or rounds[-1].number)
         if not rounds or rounds[-1].number != number:
             rounds.append(Round(number))
-        rounds[-1].moves.append((str(role), move))
+        # An accept repeats the standing terms: the offer it takes shows them already.
+        offered = entry.type in ("offer.propose", "offer.counter")
+        carried = _terms_text(issues, payload.get("terms")) if offered else ""
+        rounds[-1].moves.append((str(role), move, carried))
     state = result.negotiation.state
     if state.final_price is not None:
         how = "settled by reveal at" if settled else "agreed at"
         outcome = f"{how} {plain(state.final_price)} {currency}"
     else:
         outcome = f"no deal: {state.close_reason}"
-    return Run(buyer, where, rounds, state.final_price is not None, outcome)
+    agreed = state.final_price is not None
+    return Run(buyer, where, rounds, agreed, outcome, _terms_text(issues, final_terms))
+
+
+def _terms_text(issues: tuple[Issue, ...], terms: Mapping[str, object] | None) -> str:
+    """Terms as the table shows them, in the declared order: ``delivery_days 7, support
+    basic``; nothing for a price-only session or a move without terms."""
+    if not issues or terms is None:
+        return ""
+    return ", ".join(f"{issue.name} {terms[issue.name]}" for issue in issues)

@@ -42,7 +42,7 @@ from oanp.strategies import (
     canonical_name,
     strategy_named,
 )
-from oanp.terms import IssuesInvalid, read_issues
+from oanp.terms import IssuesInvalid, read_issues, take_written
 from oanp.tradeoffs import IssueLimits, TermsVault, read_terms_vault, read_want
 from oanp.transcript import describe_entry
 
@@ -100,7 +100,8 @@ _NUMBER_ISSUE = re.compile(r"number:(low|high):([^.:]+(?:\.\d+)?)\.\.([^:]+?)(?:
 
 def parse_issue(text: str) -> dict[str, Any]:
     """``--issue NAME=number:low|high:MIN..MAX[:DECIMALS]``, or ``NAME=choice:A,B,C`` with
-    the options from the buyer's best to the merchant's best (docs/protocol.md §16)."""
+    the options from the buyer's best to the merchant's best (docs/protocol.md §16), an option
+    holding a comma written as a JSON string."""
     name, equals, spec = text.partition("=")
     number = _NUMBER_ISSUE.fullmatch(spec)
     if equals and number:
@@ -114,7 +115,11 @@ def parse_issue(text: str) -> dict[str, Any]:
             "decimals": int(decimals or 0),
         }
     elif equals and spec.startswith("choice:"):
-        issue = {"name": name, "kind": "choice", "options": spec.removeprefix("choice:").split(",")}
+        try:
+            options = _options(spec.removeprefix("choice:"))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+        issue = {"name": name, "kind": "choice", "options": options}
     else:
         raise argparse.ArgumentTypeError(
             f"{text!r}: expected NAME=number:low|high:MIN..MAX[:DECIMALS] or NAME=choice:A,B,C"
@@ -124,6 +129,18 @@ def parse_issue(text: str) -> dict[str, Any]:
     except IssuesInvalid as exc:
         raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
     return issue
+
+
+def _options(text: str) -> list[str]:
+    """``A,B,C``; an option holding a comma written as a JSON string: ``"24/7, phone",none``."""
+    # Each option is read after a comma: the first after one put in front of the text.
+    options, rest = [], "," + text
+    while rest:
+        if not rest.startswith(","):
+            raise ValueError("options are separated by commas")
+        option, rest = take_written(rest[1:], ",")
+        options.append(option)
+    return options
 
 
 def _issue_number(text: str, flag: str) -> int | float:

@@ -22,6 +22,7 @@ from oanp.rehearsal import Rehearsal, rehearse
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant
 from tests.support.factories.logs import SteppingClock
 from tests.support.factories.sessions import JWKS, KEY
+from tests.support.factories.terms import BUYER_TERMS, ISSUES, MERCHANT_TERMS
 
 
 def negotiate(
@@ -31,7 +32,10 @@ def negotiate(
     ceiling: int = 420,
     floor: int = 280,
     steps: tuple[str, str] = ("0.05", "0.25"),
+    terms: bool = False,
 ) -> tuple[Rehearsal, BuyerAgent]:
+    """A session of the reference agents; with ``terms``, on the factory's issues, each
+    party weighing them by the factory's vaults."""
     ids = itertools.count()
 
     def new_id() -> str:
@@ -40,7 +44,10 @@ def negotiate(
     b = BuyerAgent(
         agent_id="buyer-1",
         vault=BuyerVault(
-            true_ceiling=Decimal(ceiling), budget_cap=Decimal(min(400, ceiling)), urgency="low"
+            true_ceiling=Decimal(ceiling),
+            budget_cap=Decimal(min(400, ceiling)),
+            urgency="low",
+            terms=BUYER_TERMS if terms else None,
         ),
         strategy=ReferenceBuyer(step_share=Decimal(steps[0])),
         salt=encode_salt(b"\x01" * 32),
@@ -49,7 +56,11 @@ def negotiate(
     )
     m = MerchantAgent(
         agent_id="merchant-1",
-        vault=MerchantVault(floor_price=Decimal(floor), ideal_price=Decimal(400)),
+        vault=MerchantVault(
+            floor_price=Decimal(floor),
+            ideal_price=Decimal(400),
+            terms=MERCHANT_TERMS if terms else None,
+        ),
         strategy=ReferenceMerchant(step_share=Decimal(steps[1])),
         salt=encode_salt(b"\x02" * 32),
         new_message_id=new_id,
@@ -62,6 +73,7 @@ def negotiate(
         item={"sku": "x"},
         currency="USD",
         now=clock(),
+        issues=ISSUES if terms else None,
     )
     result = rehearse(
         buyer=b,
@@ -122,3 +134,23 @@ def test_a_buyer_that_never_settles_does_not_ask_for_it() -> None:
 def test_a_policy_that_means_nothing_is_refused(when: str, from_round: int) -> None:
     with pytest.raises(ValueError, match="settl"):
         SettlePolicy(when, from_round)  # type: ignore[arg-type]
+
+
+def test_with_issues_an_agent_reveals_only_once_both_sides_terms_match() -> None:
+    # A reveal settles the price alone: the arbiter refuses it while an issue is open (§11),
+    # and a refusal would stop this rehearsal. The merchant would reveal from round 1.
+    result, buyer = negotiate(SettlePolicy("round", 6), SettlePolicy("round", 1), terms=True)
+    assert str(buyer.outcome) == "Agreed(price=Decimal('340'))"
+    assert "settle.reveal" not in types(result)  # the terms matched only in the accept
+    # Under the floor, the terms match in round 5: only then does the merchant reveal.
+    result, buyer = negotiate(
+        SettlePolicy("round", 6), SettlePolicy("round", 1), ceiling=250, terms=True
+    )
+    offers = [e.envelope["payload"] for e in result.entries if e.type.startswith("offer.")]
+    first = next(e for e in result.entries if e.type == "settle.reveal")
+    assert first.envelope["sender"]["role"] == "merchant"
+    assert first.envelope["payload"]["round"] == 5  # type: ignore[index]
+    # Its turns: the buyer's propose against its own standing counter, matching at last.
+    assert offers[-1]["terms"] == offers[-2]["terms"]  # type: ignore[index]
+    assert offers[-3]["terms"] != offers[-4]["terms"]  # type: ignore[index]
+    assert str(buyer.outcome) == "Closed(reason='no_zone')"

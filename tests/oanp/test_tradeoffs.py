@@ -5,6 +5,7 @@ agreement whose log the auditor passes."""
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from datetime import timedelta
 from decimal import Decimal
@@ -25,8 +26,8 @@ from oanp.audit import verify_log
 from oanp.commitments import encode_salt
 from oanp.rehearsal import rehearse
 from oanp.strategies import Boulware, Limits
-from oanp.terms import is_pure_retraction, read_terms
-from oanp.tradeoffs import IssueLimits, TermsPlan, TermsVault, read_want
+from oanp.terms import is_pure_retraction, issues_json, read_terms
+from oanp.tradeoffs import IssueLimits, TermsPlan, TermsVault, issues_for, read_want
 from tests.support.factories.sessions import ARBITER, ITEM, JWKS, T0
 from tests.support.factories.terms import (
     BUYER_TERMS,
@@ -78,6 +79,17 @@ def offers(log: list[dict[str, Any]], role: str) -> list[dict[str, Any]]:
     ]
 
 
+def first_moves(log: list[dict[str, Any]], role: str) -> dict[str, float]:
+    """For each issue, the round of ``role``'s first offer whose value differs from the one it
+    opened with; ``inf`` where it never moved."""
+    mine = offers(log, role)
+    opening = mine[0]["terms"]
+    return {
+        name: next((o["round"] for o in mine if o["terms"][name] != value), math.inf)
+        for name, value in opening.items()
+    }
+
+
 def test_two_agents_trade_off_to_an_agreement_that_verifies():
     log = play(*agents(BUYER_TERMS, MERCHANT_TERMS))
     report = verify_log(log, JWKS)
@@ -89,13 +101,11 @@ def test_two_agents_trade_off_to_an_agreement_that_verifies():
     # level; each value within both sides' limits.
     assert 3 <= final["delivery_days"] <= 14
     assert final["support"] in ("standard", "none")
-    buyer_days = [o["terms"]["delivery_days"] for o in offers(log, "buyer")]
-    merchant_support = [o["terms"]["support"] for o in offers(log, "merchant")]
-    # The buyer gives up support before it gives up days; the merchant the other way round.
-    buyer_support = [o["terms"]["support"] for o in offers(log, "buyer")]
-    assert buyer_support[-1] != "premium" or buyer_days[-1] == 2
-    merchant_days = [o["terms"]["delivery_days"] for o in offers(log, "merchant")]
-    assert merchant_days[-1] < 20 or merchant_support[-1] == "none"
+    # Each gives up first what it weighs less: the buyer support (0.25) before delivery days
+    # (2), the merchant delivery days (0.25) before support (2), which it may keep throughout.
+    buyer, merchant = first_moves(log, "buyer"), first_moves(log, "merchant")
+    assert buyer["support"] < buyer["delivery_days"], buyer
+    assert merchant["delivery_days"] < merchant["support"], merchant
     verdicts = [e["envelope"]["payload"] for e in log if e["envelope"]["type"] == "round.verdict"]
     assert all(v["status"] != "violated" for v in verdicts)
     assert verdicts[-1]["issues_open"] == 0
@@ -241,6 +251,32 @@ def test_read_want_reads_an_issues_limits_as_written():
     assert read_want("tier=1..2").ideal == "1"
 
 
+def test_read_want_takes_options_holding_its_separators_as_json_strings():
+    assert read_want('support="24/7 @ phone".."mail..only"@2') == IssueLimits(
+        "support", Decimal(2), "24/7 @ phone", "mail..only"
+    )
+    assert read_want(' support = "a@b" .. none ') == IssueLimits(
+        "support", Decimal(1), "a@b", "none"
+    )
+    assert read_want('tier="\u00e9lite"..basic').ideal == "élite"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('support="24/7..none', "a quoted value must be a JSON string"),
+        ('support="gold"none..basic', "expected NAME=IDEAL..LIMIT[@WEIGHT]"),
+        ('support=gold.."none"basic', "expected NAME=IDEAL..LIMIT[@WEIGHT]"),
+        ('support=gold.."none"@', "expected NAME=IDEAL..LIMIT[@WEIGHT]"),
+    ],
+)
+def test_read_want_refuses_a_quoted_value_that_does_not_close_or_run_on(text: str, message: str):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        read_want(text)
+    assert "24/7" not in str(raised.value)
+    assert "gold" not in str(raised.value)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -261,3 +297,73 @@ def test_read_want_refuses_without_quoting_the_values(text: str, message: str):
         read_want(text)
     assert "1.00001" not in str(raised.value)
     assert "1000000000000" not in str(raised.value)
+
+
+# Issues declared from a vault ---------------------------------------------------------------
+
+
+def test_issues_for_declares_each_vault_issue_spanning_its_ideal_and_limit():
+    # The merchant wants many days (20, at worst 3) and no support (at worst standard).
+    assert issues_json(issues_for("merchant", MERCHANT_TERMS)) == [
+        {
+            "name": "delivery_days",
+            "kind": "number",
+            "buyer_prefers": "low",
+            "min": 3,
+            "max": 20,
+            "decimals": 0,
+        },
+        {"name": "support", "kind": "choice", "options": ["standard", "none"]},
+    ]
+    # A buyer's vault: its ideal is the buyer's end, its options' first.
+    assert issues_json(issues_for("buyer", BUYER_TERMS)) == [
+        {
+            "name": "delivery_days",
+            "kind": "number",
+            "buyer_prefers": "low",
+            "min": 2,
+            "max": 14,
+            "decimals": 0,
+        },
+        {"name": "support", "kind": "choice", "options": ["premium", "none"]},
+    ]
+    # As the dashboard writes them: numbers as text, the decimals they are written with.
+    written = TermsVault(Decimal(1), (read_want("weight_kg=2.5..10.25@3"),))
+    [weight] = issues_json(issues_for("merchant", written))
+    assert weight == {
+        "name": "weight_kg",
+        "kind": "number",
+        "buyer_prefers": "high",
+        "min": 2.5,
+        "max": 10.25,
+        "decimals": 2,
+    }
+
+
+def test_a_party_plays_its_vault_on_the_issues_declared_for_it():
+    issues = issues_for("merchant", MERCHANT_TERMS)
+    price = Limits(ideal=Decimal(400), reservation=Decimal(280), target=Decimal(400))
+    plan = TermsPlan("merchant", issues, price, MERCHANT_TERMS)
+    # Its ideal is its best: 20 days and no support; its limit the buyer's best end.
+    assert plan.offer(Decimal(400), None, None) == (Decimal(20), 1)
+    assert plan.offer(Decimal(280), None, None, Decimal(1)) == (Decimal(3), 0)
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        (
+            IssueLimits("days", Decimal(1), Decimal(7), "7.0"),
+            "the ideal and the limit of days are the same",
+        ),
+        (IssueLimits("days", Decimal(1), Decimal(7), "fast"), "a number and an option"),
+        (IssueLimits("days", Decimal(1), Decimal("7.00001"), Decimal(3)), "decimals"),
+    ],
+)
+def test_issues_for_refuses_a_vault_no_issue_can_hold_without_quoting_it(
+    limits: IssueLimits, message: str
+):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        issues_for("merchant", TermsVault(Decimal(1), (limits,)))
+    assert "7" not in str(raised.value)
+    assert "fast" not in str(raised.value)

@@ -5,6 +5,7 @@ form shows every strategy's group under its name."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -14,7 +15,7 @@ from django.db import connection
 
 from sessions_app.models import AgentProfile, Role
 from tests.conftest import LiveServer
-from tests.sessions_app.browser import chromium, screenshot, sign_in
+from tests.sessions_app.browser import SCREENSHOTS, axe_violations, chromium, screenshot, sign_in
 from tests.support.factories.accounts import PASSWORD, member, merchant
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -138,3 +139,39 @@ def test_a_merchant_tunes_previews_and_saves_a_hosted_agent(live_arbiter: LiveSe
         assert plain.is_visible("#id_settle_from_round")
         screenshot(plain, "agent-tactics-no-script")
         bare.close()
+
+
+def test_the_preview_plays_an_agents_terms(live_arbiter: LiveServer) -> None:
+    member("mia", Role.MERCHANT, merchant("skyways"))
+    base = live_arbiter.url
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        sign_in(page, base, "mia", PASSWORD)
+        page.goto(f"{base}/agents/new/")
+        page.fill("#id_agent_id", "skyways-terms")
+        page.select_option("#id_strategy", "linear")
+        page.fill("#id_floor_price", "280")
+        page.fill("#id_ideal_price", "400")
+        # Many days and no support are its ideal; it weighs the days little, support much.
+        page.fill("#id_terms", "delivery_days=19..4@0.25\nsupport=none..standard@2.5")
+        page.fill("#id_price_weight", "1.5")
+        page.click("button:has-text('Preview, without saving')")
+        rows = page.locator("#preview-runs tbody tr")
+        rows.first.wait_for()
+        assert rows.count() == 6
+        assert "negotiate delivery_days, support" in page.inner_text("#preview-issues")
+        # Each move carries its terms after the price, and the outcome the agreed ones.
+        first = rows.nth(0).locator("ol.moves li").first.inner_text()
+        assert first == (
+            "buyer 272 · delivery_days 4, support standard → "
+            "merchant 400 · delivery_days 19, support none"
+        )
+        outcomes = rows.locator(".outcome").all_inner_texts()
+        for outcome in outcomes[:5]:
+            assert re.fullmatch(r"agreed at [\d.]+ USD\s+delivery_days \d+, support none", outcome)
+        assert outcomes[5].startswith("no deal")
+        assert page.input_value("#id_terms") == ""  # played, never shown back
+        assert axe_violations(page) == []
+        screenshot(page, "agent-preview-terms")
+        page.locator("#preview").screenshot(path=str(SCREENSHOTS / "agent-preview-terms-table.png"))
+        assert saved_agents() == []

@@ -4,6 +4,7 @@ against the reference buyers: validation, what is saved, who may preview, nothin
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -12,7 +13,10 @@ from django.utils.html import escape
 
 from arbiter_app.models import Entry, Session
 from oanp.agents import SettlePolicy
+from oanp.rehearsal import Rehearsal, rehearse
 from oanp.strategies import STRATEGIES
+from oanp.tradeoffs import IssueLimits, TermsVault
+from sessions_app import preview
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Role
 from tests.sessions_app.test_agents import agent_form, errors_of
 from tests.support.factories.accounts import hosted_agent, member, merchant, signed_in
@@ -34,6 +38,19 @@ def preview_rows(page: str) -> dict[str, str]:
         f"{buyer} {n}": " ".join(re.sub(r"<[^>]+>", " ", row).split())
         for n, (buyer, row) in enumerate(rows)
     }
+
+
+@pytest.fixture
+def rehearsals(monkeypatch: pytest.MonkeyPatch) -> list[Rehearsal]:
+    """Every session the preview plays, as :func:`oanp.rehearsal.rehearse` returned it."""
+    played: list[Rehearsal] = []
+
+    def recording(**session: Any) -> Rehearsal:
+        played.append(rehearse(**session))
+        return played[-1]
+
+    monkeypatch.setattr(preview, "rehearse", recording)
+    return played
 
 
 # The form ------------------------------------------------------------------------------------
@@ -175,7 +192,9 @@ def test_editing_the_parameters_is_audited_by_what_changed(
 # The preview ---------------------------------------------------------------------------------
 
 
-def test_the_preview_plays_the_unsaved_form_against_each_reference_buyer(browser: Client) -> None:
+def test_the_preview_plays_the_unsaved_form_against_each_reference_buyer(
+    browser: Client, rehearsals: list[Rehearsal]
+) -> None:
     before = written()
     response = browser.post(
         "/agents/new/",
@@ -201,6 +220,14 @@ def test_the_preview_plays_the_unsaved_form_against_each_reference_buyer(browser
     assert 'id="preview-limits"' in page  # the typed limits were played, and are not kept
     assert 'value="280"' not in page
     assert "340" not in page.split('id="preview"')[0]  # no limit or ceiling outside the moves
+    # No terms in the vault: price-only sessions, as ever.
+    assert len(rehearsals) == 6
+    for played in rehearsals:
+        opening = played.entries[0].envelope["payload"]
+        assert "issues" not in opening
+        assert opening["profile"] != "terms/v0.1"
+    assert 'id="preview-issues"' not in page
+    assert not any("·" in row for row in rows.values())
 
 
 def test_the_preview_plays_the_sealed_limits_when_none_are_typed(
@@ -339,3 +366,140 @@ def test_the_saved_preview_is_for_managers_of_the_agent(shop_a: Merchant) -> Non
     operator = signed_in(member("olga", Role.OPERATOR))
     assert operator.post("/agents/hosted-a/preview/").status_code == 403
     assert Client().post("/agents/hosted-a/preview/").status_code == 302  # to sign in
+
+
+# The preview of an agent with terms ----------------------------------------------------------
+
+#: The merchant wants many delivery days and no support, and cares little for the days: its
+#: buyers, weighing the issues the other way round, get fast delivery and give up support.
+TERMS = "delivery_days=19..4@0.25\nsupport=none..standard@2.5"
+SEALED_TERMS = TermsVault(
+    Decimal("1.5"),
+    (
+        IssueLimits("delivery_days", Decimal("0.25"), "19", "4"),
+        IssueLimits("support", Decimal("2.5"), "none", "standard"),
+    ),
+)
+#: The issues the preview's buyers declare for those terms: each spans the ideal and the limit.
+DECLARED = [
+    {
+        "name": "delivery_days",
+        "kind": "number",
+        "buyer_prefers": "low",
+        "min": 4,
+        "max": 19,
+        "decimals": 0,
+    },
+    {"name": "support", "kind": "choice", "options": ["standard", "none"]},
+]
+
+
+def within_the_merchants_limits(terms: dict[str, Any]) -> bool:
+    return 4 <= terms["delivery_days"] <= 19 and terms["support"] in ("none", "standard")
+
+
+def assert_plays_the_terms(rehearsals: list[Rehearsal], rows: dict[str, str]) -> None:
+    """Every session declares the issues and every offer carries terms, which its move shows
+    after the price; the buyers halfway agree on terms within the merchant's limits, each
+    trading what it weighs less for what it weighs more; the one under the floor does not."""
+    assert len(rehearsals) == len(rows) == 6
+    for played, row in zip(rehearsals, rows.values(), strict=True):
+        opening = played.entries[0].envelope["payload"]
+        assert (opening["profile"], opening["issues"]) == ("terms/v0.1", DECLARED)
+        offers = [
+            e.envelope["payload"]
+            for e in played.entries
+            if e.type in ("offer.propose", "offer.counter")
+        ]
+        assert all(within_the_merchants_limits(offer["terms"]) for offer in offers)
+        shown = re.findall(r"([\d.]+) · delivery_days (\d+), support (\w+)", row)
+        assert shown == [
+            (str(o["price"]), str(o["terms"]["delivery_days"]), o["terms"]["support"])
+            for o in offers
+        ]
+    outcomes = list(zip(rehearsals, rows.values(), strict=True))
+    agreed = [(p, row) for p, row in outcomes if p.negotiation.state.final_price is not None]
+    assert len(agreed) == 5
+    for played, row in agreed:
+        final = played.entries[-1].envelope["payload"]["agreement"]["final_terms"]
+        assert within_the_merchants_limits(final)
+        # The merchant kept what it weighs most, the buyer got fast delivery (its limit: 12).
+        assert final["support"] == "none"
+        assert final["delivery_days"] < 12
+        assert row.endswith(f"USD delivery_days {final['delivery_days']}, support none")
+    assert rehearsals[-1].negotiation.state.final_price is None
+    assert "no deal" in rows["reference 5"]
+
+
+def test_the_preview_plays_the_typed_terms(browser: Client, rehearsals: list[Rehearsal]) -> None:
+    before = written()
+    response = browser.post(
+        "/agents/new/",
+        agent_form(strategy="linear", terms=TERMS, price_weight="1.5", preview="1"),
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert written() == before
+    rows = preview_rows(page)
+    assert_plays_the_terms(rehearsals, rows)
+    assert rows["linear 3"] == (
+        "linear halfway between floor and ideal 5 "
+        "buyer 272 · delivery_days 4, support standard → "
+        "merchant 400 · delivery_days 19, support none "
+        "buyer 289 · delivery_days 4, support standard → "
+        "merchant 370 · delivery_days 8, support none "
+        "buyer 306 · delivery_days 4, support standard → "
+        "merchant 340 · delivery_days 6, support none "
+        "buyer 323 · delivery_days 5, support standard → "
+        "merchant 323 · delivery_days 5, support none "
+        "buyer accepts agreed at 323 USD delivery_days 5, support none"
+    )
+    issues = page.split('id="preview-issues">', 1)[1].split("</p>", 1)[0]
+    assert "negotiate delivery_days, support," in issues
+    for typed in ("19..4", "@0.25", "standard@2.5", 'value="1.5"'):
+        assert typed not in page  # played, never shown back
+
+
+def test_the_preview_plays_the_sealed_terms(
+    browser: Client, shop_a: Merchant, rehearsals: list[Rehearsal]
+) -> None:
+    hosted_agent(shop_a, "hosted-a", strategy="linear", terms=SEALED_TERMS)
+    before = written()
+    # The agent page's preview, as saved; and the form's, with no limits typed.
+    saved = browser.post("/agents/hosted-a/preview/")
+    assert saved.status_code == 200
+    assert "as the agent is saved" in saved.content.decode()
+    assert_plays_the_terms(rehearsals, preview_rows(saved.content.decode()))
+    rehearsals.clear()
+    form = browser.post(
+        "/agents/hosted-a/edit/",
+        agent_form(strategy="linear", floor_price="", ideal_price="", preview="1"),
+    )
+    assert form.status_code == 200
+    assert 'id="preview-limits"' not in form.content.decode()
+    assert_plays_the_terms(rehearsals, preview_rows(form.content.decode()))
+    assert written() == before
+
+
+def test_an_agent_with_terms_settles_only_once_the_terms_match(
+    browser: Client, rehearsals: list[Rehearsal]
+) -> None:
+    # It would reveal from round 1, but a reveal settles the price alone: the arbiter would
+    # refuse it while an issue is open.
+    page = browser.post(
+        "/agents/new/",
+        agent_form(
+            strategy="linear",
+            terms=TERMS,
+            price_weight="1.5",
+            settle_when="round",
+            settle_from_round="1",
+            preview="1",
+        ),
+    ).content.decode()
+    rows = preview_rows(page)
+    assert rows["reference 5"].endswith(
+        "buyer 252 · delivery_days 5, support none → merchant reveals its limit → "
+        "buyer reveals its limit no deal: no_zone"
+    )
+    assert_plays_the_terms(rehearsals, rows)

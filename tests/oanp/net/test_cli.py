@@ -6,7 +6,9 @@ input cannot be read (a message on stderr, never a traceback).
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from oanp.net import cli
+from oanp.net.commands import parse_issue
 from tests.support.factories.logs import (
     NO_DEAL,
     SEED,
@@ -400,3 +403,25 @@ def test_the_console_script_exits_2_without_a_traceback(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("oanp: ")
     assert "Traceback" not in done.stderr
+
+
+def test_an_issue_option_holding_a_comma_is_written_as_a_json_string() -> None:
+    issue = parse_issue('support=choice:"24/7, phone", mail ,none')
+    assert issue == {
+        "name": "support",
+        "kind": "choice",
+        "options": ["24/7, phone", "mail", "none"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('support=choice:"24/7, phone,none', "a quoted value must be a JSON string"),
+        ('support=choice:"24/7"phone,none', "options are separated by commas"),
+        ("support=choice:gold,,none", "options must be 2 to 16 distinct strings"),
+    ],
+)
+def test_a_choice_written_wrong_is_refused_with_the_reason(text: str, message: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+        parse_issue(text)
