@@ -18,6 +18,7 @@ from arbiter_app import services
 from arbiter_app.api.views import MERCHANTS_PAGE_SIZE
 from arbiter_app.models import AgentCredential, HandoffTarget, Listing
 from oanp.profiles import PROFILES
+from tests.support.api import problem
 from tests.support.factories.agents import Agent, list_merchant, make_agent
 
 pytestmark = pytest.mark.django_db
@@ -34,14 +35,6 @@ def merchants(client: Client, agent: Agent, **params: Any) -> Any:
 def ids(response: Any) -> list[str]:
     assert response.status_code == 200, response.content
     return [entry["agent_id"] for entry in response.json()]
-
-
-def problem(response: Any, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.content
-    assert response["Content-Type"] == "application/problem+json"
-    body: dict[str, Any] = response.json()
-    assert (body["status"], body["code"]) == (status, code), body
-    return body
 
 
 # /.well-known/oanp.json --------------------------------------------------------------------

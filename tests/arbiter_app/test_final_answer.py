@@ -12,8 +12,8 @@ from django.utils import timezone
 from arbiter_app import services
 from arbiter_app.models import Entry
 from oanp.invariants import audit_log
-from tests.support.factories.agents import make_agent, post, read_log
-from tests.support.factories.sessions import BUYER, ITEM, MERCHANT, envelope_json
+from tests.support.api import Parties, problem
+from tests.support.factories.agents import Agent
 
 pytestmark = pytest.mark.django_db
 
@@ -21,34 +21,15 @@ SESSION = "sess-final-answer"
 COMMITS = {"buyer": "sha256:" + "b" * 64, "merchant": "sha256:" + "c" * 64}
 
 
-def send(client: Any, keys: dict[str, Any], kind: str, role: str, **payload: Any) -> Any:
-    body = envelope_json(
-        kind,
-        {**payload, "constraints_commit": COMMITS[role]},
-        role=role,
-        session_id=SESSION,
-    )
-    return post(client, keys[role], body)
+@pytest.fixture
+def parties(client: Any, buyer: Agent, merchant: Agent) -> Parties:
+    return Parties(client, buyer, merchant, SESSION, COMMITS)
 
 
 @pytest.fixture
-def keys() -> dict[str, Any]:
-    return {"buyer": make_agent(BUYER, "buyer"), "merchant": make_agent(MERCHANT, "merchant")}
-
-
-@pytest.fixture
-def at_final_answer(client: Any, keys: dict[str, Any]) -> dict[str, Any]:
+def at_final_answer(parties: Parties) -> dict[str, Any]:
     """Round 2 of 2: the buyer proposed 310, the merchant's last counter is 390."""
-    opened = send(
-        client,
-        keys,
-        "session.open",
-        "buyer",
-        merchant_agent_id=MERCHANT,
-        item=ITEM,
-        currency="USD",
-        max_rounds=2,
-    )
+    opened = parties.open(max_rounds=2)
     assert opened.status_code == 201, opened.content
     for kind, role, round_, price in [
         ("session.ack", "merchant", None, None),
@@ -58,7 +39,7 @@ def at_final_answer(client: Any, keys: dict[str, Any]) -> dict[str, Any]:
         ("offer.counter", "merchant", 2, 390),
     ]:
         fields = {} if round_ is None else {"round": round_, "price": price}
-        answer = send(client, keys, kind, role, **fields)
+        answer = parties.send(kind, role, **fields)
         assert answer.status_code == 201, answer.content
     body = json.loads(answer.content)
     assert body["arbiter"] == []  # no verdict: the round waits for the final answer
@@ -73,9 +54,9 @@ def at_final_answer(client: Any, keys: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_buyer_accepts_the_last_counter(
-    client: Any, keys: dict[str, Any], at_final_answer: dict[str, Any]
+    parties: Parties, at_final_answer: dict[str, Any]
 ) -> None:
-    answer = send(client, keys, "offer.accept", "buyer", round=2, price=390)
+    answer = parties.send("offer.accept", "buyer", round=2, price=390)
     assert answer.status_code == 201, answer.content
     body = json.loads(answer.content)
     assert [e["envelope"]["type"] for e in body["arbiter"]] == ["round.verdict", "session.agree"]
@@ -85,7 +66,7 @@ def test_the_buyer_accepts_the_last_counter(
         "close_reason": None,
     }
     assert body["session"]["final_answer"] is False
-    assert audit_log(read_log(client, keys["buyer"], SESSION), None).results["I2"].problems == []
+    assert audit_log(parties.log(), None).results["I2"].problems == []
 
 
 @pytest.mark.parametrize(
@@ -99,8 +80,7 @@ def test_the_buyer_accepts_the_last_counter(
     ],
 )
 def test_nothing_else_is_in_turn_and_a_refusal_changes_nothing(
-    client: Any,
-    keys: dict[str, Any],
+    parties: Parties,
     at_final_answer: dict[str, Any],
     kind: str,
     role: str,
@@ -109,20 +89,20 @@ def test_nothing_else_is_in_turn_and_a_refusal_changes_nothing(
     code: str,
 ) -> None:
     before = Entry.objects.count()
-    answer = send(client, keys, kind, role, **fields)
-    assert (answer.status_code, json.loads(answer.content)["code"]) == (status, code)
+    answer = parties.send(kind, role, **fields)
+    problem(answer, status, code)
     assert Entry.objects.count() == before
 
 
 def test_no_final_answer_in_its_window_judges_the_round_and_closes(
-    client: Any, keys: dict[str, Any], at_final_answer: dict[str, Any]
+    parties: Parties, at_final_answer: dict[str, Any]
 ) -> None:
     due = at_final_answer["timers"]["turn_deadline"]
     services.expire_due_sessions(now=timezone.now() + timedelta(seconds=301))
-    log = read_log(client, keys["buyer"], SESSION)
+    log = parties.log()
     assert [e["envelope"]["type"] for e in log[-2:]] == ["round.verdict", "session.close"]
     assert log[-1]["envelope"]["payload"]["reason"] == "max_rounds_reached"
     assert due is not None
     assert audit_log(log, None).ok
-    late = send(client, keys, "offer.accept", "buyer", round=2, price=390)
-    assert (late.status_code, json.loads(late.content)["code"]) == (409, "timer_expired")
+    late = parties.send("offer.accept", "buyer", round=2, price=390)
+    problem(late, 409, "timer_expired")

@@ -13,6 +13,7 @@ from django.core.cache import cache
 
 from arbiter_app import services
 from arbiter_app.models import AgentCredential, Entry, Session
+from tests.support.api import problem
 from tests.support.factories.agents import (
     ENVELOPES,
     Agent,
@@ -24,7 +25,6 @@ from tests.support.factories.agents import (
 
 pytestmark = pytest.mark.django_db
 
-PROBLEM = "application/problem+json"
 SESSION = "sess-sfo-jfk"
 
 
@@ -44,16 +44,6 @@ def records() -> tuple[Any, ...]:
         )
     )
     return sessions, Entry.objects.count()
-
-
-def problem(response: Any, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.content
-    assert response["Content-Type"] == PROBLEM
-    body: dict[str, Any] = json.loads(response.content)
-    assert body["status"] == status
-    assert body["code"] == code, body
-    assert body["type"].endswith("/" + code)
-    return body
 
 
 def refused(client: Any, agent: Agent | None, body: Any, status: int, code: str) -> dict[str, Any]:

@@ -33,7 +33,8 @@ from oanp.net import cli, commands
 from oanp.net.client import ArbiterClient
 from oanp.strategies import STRATEGIES
 from tests.conftest import ROOT, LiveServer
-from tests.support.factories.agents import SFO_JFK_TRACE, Agent, make_agent
+from tests.support.factories.agents import SFO_JFK_ITEM, SFO_JFK_TRACE, Agent, make_agent
+from tests.support.factories.terms import ISSUES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -133,27 +134,52 @@ class Run:
     log: list[dict[str, Any]]
 
 
+#: The buyer's limits of the published example: ceiling 420, budget 400.
+LIMIT_FLAGS = ("--ceiling", "420", "--budget", "400")
+#: A terms/v0.1 session's issues as the buyer declares them, and its wants on them: delivery
+#: matters much to it (weight 2), support little (0.25). BUYER_TERMS of
+#: tests/support/factories/terms.py, as flags.
+BUYER_TERMS_FLAGS = (
+    "--issue",
+    "delivery_days=number:low:1..30",
+    "--issue",
+    "support=choice:premium,standard,none",
+    "--want",
+    "delivery_days=2..14@2",
+    "--want",
+    "support=premium..none@0.25",
+)
+#: The merchant's wants on those issues, the other way round: support matters, delivery little
+#: (MERCHANT_TERMS there).
+MERCHANT_TERMS_FLAGS = ("--want", "delivery_days=20..3@0.25", "--want", "support=none..standard@2")
+
+
+def negotiate_argv(
+    merchant_id: str,
+    *flags: str,
+    items: tuple[str, ...] = ("route=SFO-JFK", "date=2026-04-28"),
+    server: str | None = None,
+    buyer: Agent | None = None,
+) -> list[str]:
+    """``oanp negotiate``'s arguments: with ``merchant_id`` for ``items`` (the SFO→JFK flight
+    unless told), on ``server`` with ``buyer``'s key and id where given (else the command takes
+    them from its environment), then ``flags``."""
+    argv = ["negotiate", "--merchant", merchant_id]
+    for item in items:
+        argv += ["--item", item]
+    if server is not None:
+        argv += ["--server", server]
+    if buyer is not None:
+        argv += ["--api-key", buyer.api_key, "--agent-id", buyer.agent_id]
+    return [*argv, *flags]
+
+
 def negotiate(server: str, buyer: Agent, merchant_id: str, tmp: Path, *extra: str) -> Run:
     """``oanp negotiate`` in this process, with its own output streams."""
     log_path = tmp / f"log-{threading.get_ident()}-{time.monotonic_ns()}.json"
-    argv = [
-        "negotiate",
-        "--server",
-        server,
-        "--api-key",
-        buyer.api_key,
-        "--agent-id",
-        buyer.agent_id,
-        "--merchant",
-        merchant_id,
-        "--item",
-        "route=SFO-JFK",
-        "--item",
-        "date=2026-04-28",
-        "--save-log",
-        str(log_path),
-        *extra,
-    ]
+    argv = negotiate_argv(
+        merchant_id, "--save-log", str(log_path), *extra, server=server, buyer=buyer
+    )
     args = cli._parser().parse_args(argv)
     out, err = io.StringIO(), io.StringIO()
     code = commands.run_command(args, out, err)
@@ -262,10 +288,7 @@ def test_negotiate_settles_by_reveal_with_a_merchant_process(
         buyer,
         seller.agent_id,
         tmp_path,
-        "--ceiling",
-        "420",
-        "--budget",
-        "400",
+        *LIMIT_FLAGS,
         "--settle",
         "2",
     )
@@ -287,32 +310,15 @@ def test_negotiate_trades_off_terms_with_a_merchant_process(
     little for support, the merchant the other way round; they agree on terms within both
     sides' limits, and the log, with its signed final_terms, verifies."""
     seller = make_agent("merchant-terms", "merchant")
-    merchants(
-        seller,
-        tmp_path / "terms.json",
-        "--want",
-        "delivery_days=20..3@0.25",
-        "--want",
-        "support=none..standard@2",
-    )
+    merchants(seller, tmp_path / "terms.json", *MERCHANT_TERMS_FLAGS)
     buyer = make_agent("buyer-terms", "buyer")
     run = negotiate(
         live_arbiter.url,
         buyer,
         seller.agent_id,
         tmp_path,
-        "--ceiling",
-        "420",
-        "--budget",
-        "400",
-        "--issue",
-        "delivery_days=number:low:1..30",
-        "--issue",
-        "support=choice:premium,standard,none",
-        "--want",
-        "delivery_days=2..14@2",
-        "--want",
-        "support=premium..none@0.25",
+        *LIMIT_FLAGS,
+        *BUYER_TERMS_FLAGS,
     )
     assert run.code == commands.EXIT_AGREED, run.out + run.err
     opened = run.log[0]["envelope"]["payload"]
@@ -347,7 +353,7 @@ def test_negotiate_trades_off_terms_with_a_merchant_process(
 def test_negotiate_refuses_malformed_issue_flags(flag: str, message: str) -> None:
     err = io.StringIO()
     with pytest.raises(SystemExit) as exit_, contextlib.redirect_stderr(err):
-        cli._parser().parse_args(["negotiate", "--merchant", "m", "--item", "a=b", flag])
+        cli._parser().parse_args(negotiate_argv("m", flag, items=("a=b",)))
     assert exit_.value.code == 2
     assert message in err.getvalue()
 
@@ -360,18 +366,10 @@ def test_negotiate_command_line_prints_rounds_and_refuses_bad_limits(
     buyer = make_agent("buyer-cli", "buyer")
     limits = tmp_path / "limits.json"
     limits.write_text(json.dumps({"true_ceiling": 420, "budget_cap": 400}))
-    base = [
-        sys.executable,
-        "-m",
-        "oanp.net.cli",
-        "negotiate",
-        "--server",
-        live_arbiter.url,
-        "--merchant",
-        seller.agent_id,
-        "--item",
-        '{"route": "SFO-JFK", "date": "2026-04-28"}',
-    ]
+    # The item as one JSON object; the key and the agent id from the environment.
+    item = json.dumps(SFO_JFK_ITEM)
+    argv = negotiate_argv(seller.agent_id, items=(item,), server=live_arbiter.url)
+    base = [sys.executable, "-m", "oanp.net.cli", *argv]
     env = {"OANP_API_KEY": buyer.api_key, "OANP_AGENT_ID": buyer.agent_id}
     done = subprocess.run(
         [*base, "--limits", str(limits)],
@@ -494,8 +492,7 @@ def test_a_merchant_stopped_between_sending_and_noting_it_resends_the_same_bytes
     result: list[Run] = []
 
     def buy() -> None:
-        limits = ("--ceiling", "420", "--budget", "400")
-        result.append(negotiate(live_arbiter.url, buyer, seller.agent_id, tmp_path, *limits))
+        result.append(negotiate(live_arbiter.url, buyer, seller.agent_id, tmp_path, *LIMIT_FLAGS))
         done.set()
 
     threading.Thread(target=buy, daemon=True).start()
@@ -546,6 +543,36 @@ def _tool_json(result: Any) -> Any:
     return json.loads(result.content[0].text)
 
 
+async def call(mcp: ClientSession, name: str, **arguments: Any) -> Any:
+    """What the tool ``name`` answers ``arguments`` with; an error fails the test."""
+    return _tool_json(await mcp.call_tool(name, arguments))
+
+
+async def commit_to_limits(mcp: ClientSession) -> str:
+    """The buyer's ``constraints_commit`` to ceiling 420 and budget 400, for the SFO→JFK
+    flight in at most five rounds."""
+    limits = {"true_ceiling": 420, "budget_cap": 400}
+    sealed = await call(mcp, "make_commitment", constraints=limits, item=SFO_JFK_ITEM, max_rounds=5)
+    commitment: str = sealed["constraints_commit"]
+    return commitment
+
+
+async def open_session(mcp: ClientSession, merchant: Agent, commitment: str, **fields: Any) -> str:
+    """A session opened through the tool with ``merchant`` for the SFO→JFK flight in USD,
+    ``fields`` besides: its id."""
+    opened = await call(
+        mcp,
+        "open_session",
+        merchant_agent_id=merchant.agent_id,
+        item=SFO_JFK_ITEM,
+        currency="USD",
+        constraints_commit=commitment,
+        **fields,
+    )
+    session_id: str = opened["session_id"]
+    return session_id
+
+
 def mcp_buyer(server: LiveServer, buyer: Agent, tmp_path: Path) -> StdioServerParameters:
     """``oanp mcp`` as a buyer's tool server over stdio, its state in ``tmp_path``."""
     return StdioServerParameters(
@@ -573,50 +600,28 @@ def test_mcp_settle_and_reveal(live_arbiter: LiveServer, merchants: Any, tmp_pat
     seller = make_agent("merchant-mcp-settle", "merchant")
     merchants(seller, tmp_path / "mcp-settle-merchant.json")
     params = mcp_buyer(live_arbiter, make_agent("buyer-llm-settle", "buyer"), tmp_path)
-    item = {"route": "SFO-JFK", "date": "2026-04-28"}
 
     async def drive() -> dict[str, Any]:
         async with stdio_client(params) as streams, ClientSession(*streams) as mcp:
             await mcp.initialize()
             tools = {tool.name for tool in (await mcp.list_tools()).tools}
             assert {"settle", "reveal"} <= tools
-
-            async def call(name: str, **arguments: Any) -> Any:
-                return _tool_json(await mcp.call_tool(name, arguments))
-
-            commitment = (
-                await call(
-                    "make_commitment",
-                    constraints={"true_ceiling": 420, "budget_cap": 400},
-                    item=item,
-                    max_rounds=5,
-                )
-            )["constraints_commit"]
-            session_id = (
-                await call(
-                    "open_session",
-                    merchant_agent_id=seller.agent_id,
-                    item=item,
-                    currency="USD",
-                    constraints_commit=commitment,
-                    settlement=True,
-                )
-            )["session_id"]
+            commitment = await commit_to_limits(mcp)
+            session_id = await open_session(mcp, seller, commitment, settlement=True)
             early = await mcp.call_tool("reveal", {"session_id": session_id})
             assert early.is_error
             assert "reveal_too_early" in early.content[0].text
             for _ in range(20):
-                session = (await call("wait_for_events", session_id=session_id, timeout_s=10))[
-                    "session"
-                ]
+                waited = await call(mcp, "wait_for_events", session_id=session_id, timeout_s=10)
+                session = waited["session"]
                 if session["your_turn"] and session["round"] == 1:
-                    await call("propose", session_id=session_id, round=1, price=320)
+                    await call(mcp, "propose", session_id=session_id, round=1, price=320)
                 elif session["your_turn"] and session["round"] == 2:
-                    await call("settle", session_id=session_id)
+                    await call(mcp, "settle", session_id=session_id)
                 elif session["outcome"] is not None:
                     break
-            revealed = await call("reveal", session_id=session_id)
-            summary = (await call("read_session", session_id=session_id))["summary"]
+            revealed = await call(mcp, "reveal", session_id=session_id)
+            summary = (await call(mcp, "read_session", session_id=session_id))["summary"]
             return {"summary": summary, "revealed": revealed}
 
     result = anyio.run(drive)
@@ -635,7 +640,6 @@ def test_mcp_server_negotiates_a_whole_session_over_stdio(
     merchants(seller, tmp_path / "mcp-merchant.json")
     buyer = make_agent("buyer-llm", "buyer")
     params = mcp_buyer(live_arbiter, buyer, tmp_path)
-    item = {"route": "SFO-JFK", "date": "2026-04-28"}
 
     async def drive() -> dict[str, Any]:
         async with stdio_client(params) as streams, ClientSession(*streams) as mcp:
@@ -656,7 +660,7 @@ def test_mcp_server_negotiates_a_whole_session_over_stdio(
                     "make_commitment",
                     {
                         "constraints": {"true_ceiling": 420, "budget_cap": 400},
-                        "item": item,
+                        "item": SFO_JFK_ITEM,
                         "max_rounds": 5,
                     },
                 )
@@ -671,7 +675,7 @@ def test_mcp_server_negotiates_a_whole_session_over_stdio(
                     "open_session",
                     {
                         "merchant_agent_id": seller.agent_id,
-                        "item": item,
+                        "item": SFO_JFK_ITEM,
                         "currency": "USD",
                         "constraints_commit": commitment,
                     },
@@ -740,42 +744,18 @@ def test_mcp_server_negotiates_terms_over_stdio(
     showing each side's standing terms and issues_open, an accept that repeats the standing
     terms, against a merchant process that trades off its own (support matters more to it)."""
     seller = make_agent("merchant-mcp-terms", "merchant")
-    merchants(
-        seller,
-        tmp_path / "mcp-terms-merchant.json",
-        "--want",
-        "delivery_days=20..3@0.25",
-        "--want",
-        "support=none..standard@2",
-    )
+    merchants(seller, tmp_path / "mcp-terms-merchant.json", *MERCHANT_TERMS_FLAGS)
     params = mcp_buyer(live_arbiter, make_agent("buyer-llm-terms", "buyer"), tmp_path)
-    item = {"route": "SFO-JFK", "date": "2026-04-28"}
-    issues = [
-        {"name": "delivery_days", "kind": "number", "buyer_prefers": "low", "min": 1,
-         "max": 30, "decimals": 0},
-        {"name": "support", "kind": "choice", "options": ["premium", "standard", "none"]},
-    ]  # fmt: skip
 
     async def drive() -> dict[str, Any]:
         async with stdio_client(params) as streams, ClientSession(*streams) as mcp:
             await mcp.initialize()
-
-            async def call(name: str, **arguments: Any) -> Any:
-                return _tool_json(await mcp.call_tool(name, arguments))
-
-            commitment = (
-                await call(
-                    "make_commitment",
-                    constraints={"true_ceiling": 420, "budget_cap": 400},
-                    item=item,
-                    max_rounds=5,
-                )
-            )["constraints_commit"]
+            commitment = await commit_to_limits(mcp)
             malformed = await mcp.call_tool(
                 "open_session",
                 {
                     "merchant_agent_id": seller.agent_id,
-                    "item": item,
+                    "item": SFO_JFK_ITEM,
                     "currency": "USD",
                     "constraints_commit": commitment,
                     "issues": [{"name": "price", "kind": "number"}],
@@ -783,23 +763,13 @@ def test_mcp_server_negotiates_terms_over_stdio(
             )
             assert malformed.is_error
             assert "schema_invalid (400, refused locally)" in malformed.content[0].text
-            session_id = (
-                await call(
-                    "open_session",
-                    merchant_agent_id=seller.agent_id,
-                    item=item,
-                    currency="USD",
-                    constraints_commit=commitment,
-                    max_rounds=5,
-                    issues=issues,
-                )
-            )["session_id"]
+            session_id = await open_session(mcp, seller, commitment, max_rounds=5, issues=ISSUES)
             views: list[dict[str, Any]] = []
             accepted, countered = None, None
             # An LLM's simple policy: 20 more and 3 days slower a round, standard support
             # from round 2, accept a counter at most 380 that delivers within 14 days.
             for _ in range(30):
-                waited = await call("wait_for_events", session_id=session_id, timeout_s=10)
+                waited = await call(mcp, "wait_for_events", session_id=session_id, timeout_s=10)
                 for event in waited["events"]:
                     if event["type"] == "offer.counter":
                         countered = event["payload"]["price"]
@@ -823,10 +793,11 @@ def test_mcp_server_negotiates_terms_over_stdio(
                     and (countered <= 380 or round_ == 5)
                 ):
                     accepted = await call(
-                        "accept", session_id=session_id, round=round_, price=countered
+                        mcp, "accept", session_id=session_id, round=round_, price=countered
                     )
                     continue
                 await call(
+                    mcp,
                     "propose",
                     session_id=session_id,
                     round=round_,
@@ -836,7 +807,7 @@ def test_mcp_server_negotiates_terms_over_stdio(
                         "support": "premium" if round_ == 1 else "standard",
                     },
                 )
-            read = await call("read_session", session_id=session_id)
+            read = await call(mcp, "read_session", session_id=session_id)
             resource = await mcp.read_resource(f"oanp://sessions/{session_id}/log")
             log = json.loads(resource.contents[0].text)["entries"]
             return {"read": read, "log": log, "views": views, "accepted": accepted}
@@ -855,7 +826,7 @@ def test_mcp_server_negotiates_terms_over_stdio(
     assert agreement["final_terms"]["delivery_days"] <= 14
     assert result["read"]["terms"]["issues_open"] == 0
     # Before any offer every issue is open and nobody stands on terms; later both do.
-    assert views[0] == {"issues": issues, "yours": None, "theirs": None, "issues_open": 2}
+    assert views[0] == {"issues": ISSUES, "yours": None, "theirs": None, "issues_open": 2}
     assert any(v["yours"] and v["theirs"] for v in views)
     assert verify_log(log, ArbiterClient(live_arbiter.url).jwks()).ok
     assert_answered_once(log)

@@ -12,68 +12,39 @@ from arbiter_app import services
 from arbiter_app.models import Entry, Handoff
 from oanp.audit import verify_log
 from oanp.canonical import canonical_bytes
-from oanp.commitments import commit, encode_salt
-from tests.support.factories.agents import make_agent, post, read_log
-from tests.support.factories.sessions import BUYER, ITEM, MERCHANT, envelope_json
+from tests.support.api import COMMITS, CONSTRAINTS, SALTS, Parties, entry_hashes, problem
+from tests.support.factories.agents import Agent
+from tests.support.factories.sessions import MERCHANT
 from tests.support.factories.terms import ISSUES
 
 pytestmark = pytest.mark.django_db
 
 SESSION = "sess-terms-http"
-CONSTRAINTS = {"buyer": {"true_ceiling": 420}, "merchant": {"floor_price": 280}}
-SALTS = {"buyer": encode_salt(b"\x03" * 32), "merchant": encode_salt(b"\x04" * 32)}
-COMMITS = {role: commit(CONSTRAINTS[role], ITEM, 5, SALTS[role]) for role in CONSTRAINTS}
 
 
 @pytest.fixture
-def keys() -> dict[str, Any]:
-    return {"buyer": make_agent(BUYER, "buyer"), "merchant": make_agent(MERCHANT, "merchant")}
+def parties(client: Any, buyer: Agent, merchant: Agent) -> Parties:
+    return Parties(client, buyer, merchant, SESSION, COMMITS)
 
 
-def send(client: Any, keys: dict[str, Any], kind: str, role: str, **payload: Any) -> Any:
-    payload.setdefault("constraints_commit", COMMITS[role])
-    return post(client, keys[role], envelope_json(kind, payload, role=role, session_id=SESSION))
-
-
-def opened(client: Any, keys: dict[str, Any], **extra: Any) -> Any:
+def opened(parties: Parties, **extra: Any) -> Any:
     fields = {"profile": "terms/v0.1", "issues": ISSUES, **extra}
-    return send(
-        client,
-        keys,
-        "session.open",
-        "buyer",
-        merchant_agent_id=MERCHANT,
-        item=ITEM,
-        currency="USD",
-        **{k: v for k, v in fields.items() if v is not None},
-    )
+    return parties.open(**{k: v for k, v in fields.items() if v is not None})
 
 
 def terms(days: int, support: str) -> dict[str, Any]:
     return {"delivery_days": days, "support": support}
 
 
-def countered(client: Any, keys: dict[str, Any], **extra: Any) -> None:
+def countered(parties: Parties, **extra: Any) -> None:
     """Round 1 played: the buyer at 320 in 3 days with premium support, the merchant at 380
     in 9 days with none; round 2, the buyer's turn."""
-    assert opened(client, keys, **extra).status_code == 201
-    assert send(client, keys, "session.ack", "merchant").status_code == 201
-    proposed = send(
-        client, keys, "offer.propose", "buyer", round=1, price=320, terms=terms(3, "premium")
-    )
+    assert opened(parties, **extra).status_code == 201
+    assert parties.send("session.ack", "merchant").status_code == 201
+    proposed = parties.send("offer.propose", "buyer", round=1, price=320, terms=terms(3, "premium"))
     assert proposed.status_code == 201, proposed.content
-    answered = send(
-        client, keys, "offer.counter", "merchant", round=1, price=380, terms=terms(9, "none")
-    )
+    answered = parties.send("offer.counter", "merchant", round=1, price=380, terms=terms(9, "none"))
     assert answered.status_code == 201, answered.content
-
-
-def problem(response: Any) -> tuple[int, str]:
-    return response.status_code, json.loads(response.content)["code"]
-
-
-def hashes() -> list[str]:
-    return list(Entry.objects.values_list("entry_hash", flat=True))
 
 
 @pytest.mark.parametrize(
@@ -86,9 +57,9 @@ def hashes() -> list[str]:
     ],
 )
 def test_a_refused_open_writes_nothing(
-    client: Any, keys: dict[str, Any], extra: dict[str, Any], expected: tuple[int, str]
+    parties: Parties, extra: dict[str, Any], expected: tuple[int, str]
 ) -> None:
-    assert problem(opened(client, keys, **extra)) == expected
+    problem(opened(parties, **extra), *expected)
     assert not Entry.objects.exists()
 
 
@@ -162,51 +133,42 @@ def test_a_refused_open_writes_nothing(
     ],
 )
 def test_a_refused_move_changes_nothing(
-    client: Any,
-    keys: dict[str, Any],
+    parties: Parties,
     kind: str,
     role: str,
     payload: dict[str, Any],
     expected: tuple[int, str],
 ) -> None:
-    countered(client, keys, settlement="reveal")
-    before = hashes()
-    assert problem(send(client, keys, kind, role, round=2, **payload)) == expected
-    assert hashes() == before
+    countered(parties, settlement="reveal")
+    before = entry_hashes()
+    problem(parties.send(kind, role, round=2, **payload), *expected)
+    assert entry_hashes() == before
 
 
-def test_terms_in_a_price_only_session_are_refused(client: Any, keys: dict[str, Any]) -> None:
-    assert opened(client, keys, profile=None, issues=None).status_code == 201
-    assert send(client, keys, "session.ack", "merchant").status_code == 201
-    before = hashes()
-    refused = send(
-        client, keys, "offer.propose", "buyer", round=1, price=320, terms=terms(3, "premium")
-    )
-    assert problem(refused) == (422, "bad_terms")
-    assert hashes() == before
+def test_terms_in_a_price_only_session_are_refused(parties: Parties) -> None:
+    assert opened(parties, profile=None, issues=None).status_code == 201
+    assert parties.send("session.ack", "merchant").status_code == 201
+    before = entry_hashes()
+    refused = parties.send("offer.propose", "buyer", round=1, price=320, terms=terms(3, "premium"))
+    problem(refused, 422, "bad_terms")
+    assert entry_hashes() == before
 
 
 @pytest.mark.usefixtures("private_allowed")
-def test_an_agreement_signs_the_terms_and_hands_them_to_checkout(
-    client: Any, keys: dict[str, Any]
-) -> None:
+def test_an_agreement_signs_the_terms_and_hands_them_to_checkout(parties: Parties) -> None:
     services.configure_handoff(
         merchant_agent_id=MERCHANT, endpoint="http://127.0.0.1:9/acp", api_key="acp_live_1"
     )
-    countered(client, keys)
+    countered(parties)
     # A trade-off, not a retraction: more money, slower delivery, standard support.
-    traded = send(
-        client, keys, "offer.propose", "buyer", round=2, price=350, terms=terms(6, "standard")
-    )
+    traded = parties.send("offer.propose", "buyer", round=2, price=350, terms=terms(6, "standard"))
     assert traded.status_code == 201, traded.content
-    final = send(
-        client, keys, "offer.accept", "merchant", round=2, price=350, terms=terms(6, "standard")
-    )
+    final = parties.send("offer.accept", "merchant", round=2, price=350, terms=terms(6, "standard"))
     assert final.status_code == 201, final.content
     agreement = json.loads(final.content)["arbiter"][-1]["envelope"]["payload"]["agreement"]
     assert agreement["final_terms"] == terms(6, "standard")
-    log = read_log(client, keys["buyer"], SESSION)
-    jwks = json.loads(client.get("/.well-known/jwks.json").content)
+    log = parties.log()
+    jwks = json.loads(parties.client.get("/.well-known/jwks.json").content)
     report = verify_log(log, jwks)
     assert report.ok, [c.line() for c in report.checks if not c.ok]
     verdicts = [e["envelope"]["payload"] for e in log if e["envelope"]["type"] == "round.verdict"]

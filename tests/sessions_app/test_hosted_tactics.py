@@ -17,7 +17,7 @@ from oanp.net.client import ArbiterClient
 from oanp.strategies import ParameterError, UnknownStrategy
 from sessions_app import runner, services
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession
-from tests.arbiter_app.test_remote_agents import negotiate
+from tests.arbiter_app.test_remote_agents import LIMIT_FLAGS, negotiate
 from tests.conftest import LiveServer, Worker
 from tests.support.factories.accounts import HostedNegotiation, admin, hosted_agent, merchant
 from tests.support.factories.agents import make_agent
@@ -176,10 +176,7 @@ def test_negotiate_settles_with_a_hosted_agent_that_reveals_first(
         buyer,
         "hosted-settle",
         tmp_path,
-        "--ceiling",
-        "420",
-        "--budget",
-        "400",
+        *LIMIT_FLAGS,
         "--settle",
         "2",
         "--strategy",

@@ -19,7 +19,7 @@ from oanp.tradeoffs import IssueLimits, TermsVault
 from sessions_app import runner
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant
 from sessions_app.vault import unseal
-from tests.arbiter_app.test_remote_agents import negotiate
+from tests.arbiter_app.test_remote_agents import BUYER_TERMS_FLAGS, LIMIT_FLAGS, negotiate
 from tests.conftest import LiveServer, Worker
 from tests.sessions_app.test_agents import agent_form, errors_of
 from tests.support.factories.accounts import HostedNegotiation, hosted_agent, merchant
@@ -184,18 +184,8 @@ def test_negotiate_trades_off_terms_with_a_hosted_agent(
         buyer,
         "hosted-terms",
         tmp_path,
-        "--ceiling",
-        "420",
-        "--budget",
-        "400",
-        "--issue",
-        "delivery_days=number:low:1..30",
-        "--issue",
-        "support=choice:premium,standard,none",
-        "--want",
-        "delivery_days=2..14@2",
-        "--want",
-        "support=premium..none@0.25",
+        *LIMIT_FLAGS,
+        *BUYER_TERMS_FLAGS,
     )
     assert run.code == commands.EXIT_AGREED, run.out + run.err
     agreement = run.log[-1]["envelope"]["payload"]["agreement"]
