@@ -237,8 +237,10 @@ def test_an_analysis_is_made_once_for_the_same_reveals(monkeypatch: pytest.Monke
         DECLARED, {"buyer": BUYER, "merchant": {**merchant, "floor_price": 300}}, None, {}
     )
     assert len(made) == 2
-    assert first is not None and first.found is not None
-    assert higher is not None and higher.found is not None
+    assert first is not None
+    assert first.found is not None
+    assert higher is not None
+    assert higher.found is not None
     assert (first.found.floor, higher.found.floor) == (280, 300)
 
 
@@ -252,7 +254,8 @@ def test_the_chart_draws_a_thinned_frontier_and_the_caption_counts_all_of_it(
     assert whole is not None
     assert len(whole.frontier.points) > 4
     found = analyse_terms(DECLARED, {"buyer": BUYER, "merchant": merchant}, None, {})
-    assert found is not None and found.found is not None
+    assert found is not None
+    assert found.found is not None
     assert found.frontier_size == len(whole.frontier.points)
     chart = json.loads(found.chart_json)["frontier"]
     assert len(chart) <= 4
