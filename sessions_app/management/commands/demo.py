@@ -195,7 +195,9 @@ class Command(BaseCommand):
                     f"\nBackground buyers ({', '.join(strategies)}) keep negotiating with the "
                     f"hosted merchants, {buyers} session(s) at a time. Most reveal their limits "
                     "after the end (the session page's zone and surplus), some settle by "
-                    "reveal, and a few renege on purpose for the arbiter to catch."
+                    "reveal, some negotiate checked bags and the fare class with SkyFare besides "
+                    "the fare (the issue table and, once both revealed, the Pareto frontier), "
+                    "and a few renege on purpose for the arbiter to catch."
                 )
             self.stdout.write(f"\nStill serving at {url}/ - press Ctrl-C to stop.")
             while True:  # the children are watched by threads; here we only wait for a signal
