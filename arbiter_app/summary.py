@@ -10,6 +10,7 @@ from oanp.commitments import is_weak
 from oanp.envelope import format_timestamp
 from oanp.machine import SessionState
 from oanp.money import price_to_json
+from oanp.terms import Values, issues_json, issues_open, terms_json
 
 
 def _moment(value: datetime | None) -> str | None:
@@ -25,16 +26,38 @@ def _party(agent_id: str, commitment: str | None, reveal: JsonValue) -> JsonObje
     }
 
 
+def _terms(state: SessionState, values: Values | None) -> JsonObject | None:
+    return None if values is None else terms_json(state.issues, values)
+
+
+def _standing_terms(state: SessionState) -> JsonObject:
+    """Profile terms/v0.1 (docs/protocol.md §16): the declared issues, each side's standing
+    terms, and the issues those differ on, counted as the verdicts count them."""
+    buyer, merchant = state.buyer_standing_terms, state.merchant_terms
+    return {
+        "issues": issues_json(state.issues),
+        "buyer": _terms(state, buyer),
+        "merchant": _terms(state, merchant),
+        "issues_open": issues_open(state.issues, buyer, merchant),
+    }
+
+
 def session_summary(state: SessionState, reveals: Mapping[str, JsonValue]) -> JsonObject:
-    """State, round, turn, parties, commitments, profile, timers and outcome; nothing private."""
+    """State, round, turn, parties, commitments, profile, timers and outcome, and in a session
+    with issues the terms standing; nothing private. A price-only session's summary has no
+    ``terms`` member, nor its outcome ``final_terms``."""
     outcome: JsonObject | None = None
     if state.terminal:
+        agreed = state.final_price is not None
         outcome = {
-            "result": "agreed" if state.final_price is not None else "closed",
+            "result": "agreed" if agreed else "closed",
             "final_price": None if state.final_price is None else price_to_json(state.final_price),
             "close_reason": None if state.close_reason is None else state.close_reason.value,
         }
-    return {
+        if state.issues:
+            # An agreement leaves both sides standing on the terms it accepted.
+            outcome["final_terms"] = _terms(state, state.merchant_terms) if agreed else None
+    summary: JsonObject = {
         "session_id": state.session_id,
         "state": state.phase.value,
         "round": state.round,
@@ -55,3 +78,6 @@ def session_summary(state: SessionState, reveals: Mapping[str, JsonValue]) -> Js
         "head": {"seq": state.head.seq, "entry_hash": state.head.entry_hash},
         "outcome": outcome,
     }
+    if state.issues:
+        summary["terms"] = _standing_terms(state)
+    return summary

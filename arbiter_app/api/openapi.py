@@ -26,7 +26,15 @@ from oanp.envelope import (
 )
 from oanp.machine import Phase
 from oanp.money import MINOR_UNITS, PRICE_CEILING
-from oanp.profiles import PROFILES, Reason, VerdictStatus
+from oanp.profiles import PROFILES, TERMS, Reason, VerdictStatus
+from oanp.settlement import SETTLEMENT_RULE
+from oanp.terms import (
+    ISSUE_NAME_PATTERN,
+    MAX_DECIMALS,
+    MAX_ISSUES,
+    MAX_OPTION_CHARS,
+    MAX_OPTIONS,
+)
 
 Schema = dict[str, Any]
 
@@ -84,7 +92,140 @@ def _object(properties: Schema, required: list[str] | None = None, **extra: Any)
     }
 
 
-OFFER = _object({"round": ROUND, "price": PRICE, "constraints_commit": COMMITMENT})
+ISSUE_NAME: Schema = {
+    "type": "string",
+    "pattern": f"^{ISSUE_NAME_PATTERN}$",
+    "not": {"enum": ["price"]},
+    "description": "Unique within the session; never price, which stays the first issue.",
+}
+#: A number issue's bound: within the price's magnitude (oanp.terms reads it so).
+ISSUE_BOUND: Schema = {
+    "type": "number",
+    "minimum": -int(PRICE_CEILING),
+    "exclusiveMinimum": True,
+    "maximum": int(PRICE_CEILING),
+    "exclusiveMaximum": True,
+    "description": "At most the issue's decimals; no exponent.",
+}
+#: A declared issue of profile terms/v0.1, as session.open carries it (docs/protocol.md §16).
+ISSUE: Schema = {
+    "oneOf": [
+        _object(
+            {
+                "name": ISSUE_NAME,
+                "kind": {"type": "string", "enum": ["number"]},
+                "buyer_prefers": {
+                    "type": "string",
+                    "enum": ["low", "high"],
+                    "description": "The merchant prefers the other end.",
+                },
+                "min": {
+                    **ISSUE_BOUND,
+                    "description": "Less than max; " + ISSUE_BOUND["description"],
+                },
+                "max": ISSUE_BOUND,
+                "decimals": {"type": "integer", "minimum": 0, "maximum": MAX_DECIMALS},
+            },
+            description="A number from min to max with at most decimals decimals.",
+        ),
+        _object(
+            {
+                "name": ISSUE_NAME,
+                "kind": {"type": "string", "enum": ["choice"]},
+                "options": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1, "maxLength": MAX_OPTION_CHARS},
+                    "minItems": 2,
+                    "maxItems": MAX_OPTIONS,
+                    "uniqueItems": True,
+                    "description": "From the buyer's best to the merchant's best.",
+                },
+            },
+            description="One of the options.",
+        ),
+    ]
+}
+ISSUES: Schema = {
+    "type": "array",
+    "items": ISSUE,
+    "minItems": 1,
+    "maxItems": MAX_ISSUES,
+    "description": "The issues negotiated besides the price, in the order every later "
+    "message uses; names unique.",
+}
+#: A value for every declared issue: a number, or a choice's option.
+TERM_VALUES: Schema = {
+    "type": "object",
+    "additionalProperties": {"anyOf": [{"type": "number"}, {"type": "string"}]},
+}
+OFFER = _object(
+    {
+        "round": ROUND,
+        "price": PRICE,
+        "constraints_commit": COMMITMENT,
+        "terms": {
+            **TERM_VALUES,
+            "nullable": True,
+            "description": f"Required in a session of profile {TERMS.name}, refused in the "
+            "others (422 `bad_terms`): a value for every declared issue, a number within its "
+            "min and max with at most its decimals, or one of its options. An accept repeats "
+            "the other side's standing terms exactly (422 `terms_not_standing`). Null is "
+            "read as absent.",
+        },
+    },
+    required=["round", "price", "constraints_commit"],
+)
+#: The signed object of a session.agree (docs/protocol.md §13).
+AGREEMENT = _object(
+    {
+        "oanp_version": {"type": "string", "enum": [OANP_VERSION]},
+        "session_id": ID,
+        "arbiter_id": ID,
+        "buyer_agent_id": ID,
+        "merchant_agent_id": ID,
+        "item": {"type": "object"},
+        "currency": CURRENCY,
+        "final_price": PRICE,
+        "session_digest": HASH,
+        "log_length": {"type": "integer", "minimum": 1},
+        "invariants_satisfied": {
+            "type": "array",
+            "items": {"type": "string", "enum": list(INVARIANTS)},
+        },
+        "agreed_at": UTC_TIMESTAMP,
+        "final_terms": {
+            **TERM_VALUES,
+            "description": f"Only in a session of profile {TERMS.name}: the accepted terms, "
+            "numbers as JSON numbers, choices as their option.",
+        },
+        "settlement": {
+            **_object(
+                {
+                    "rule": {"type": "string", "enum": [SETTLEMENT_RULE]},
+                    "ceiling": {"type": "number"},
+                    "floor": {"type": "number"},
+                }
+            ),
+            "description": "Only for a session settled by reveal: the two revealed limits "
+            "the price was computed from.",
+        },
+    },
+    required=[
+        "oanp_version",
+        "session_id",
+        "arbiter_id",
+        "buyer_agent_id",
+        "merchant_agent_id",
+        "item",
+        "currency",
+        "final_price",
+        "session_digest",
+        "log_length",
+        "invariants_satisfied",
+        "agreed_at",
+    ],
+    description="The signed object; signature is over its RFC 8785 bytes.",
+)
 #: The payload of each type, by schema name (docs/protocol.md §4).
 PAYLOADS: dict[str, Schema] = {
     "OpenPayload": _object(
@@ -108,6 +249,12 @@ PAYLOADS: dict[str, Schema] = {
                 "nullable": True,
                 "description": "Allow settlement by simultaneous reveal (needs salted "
                 "commitments); the merchant agrees by acking.",
+            },
+            "issues": {
+                **ISSUES,
+                "nullable": True,
+                "description": f"Required by profile {TERMS.name}, refused by the others (400 "
+                "`schema_invalid`): " + ISSUES["description"] + " Null is read as absent.",
             },
         },
         required=["merchant_agent_id", "item", "currency", "constraints_commit"],
@@ -148,6 +295,15 @@ PAYLOADS: dict[str, Schema] = {
                 "additionalProperties": False,
                 "minProperties": 1,
             },
+            "issues_open": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_ISSUES,
+                "nullable": True,
+                "description": f"Only in a session of profile {TERMS.name}: how many declared "
+                "issues (the price not counted) the two sides' terms differ on; all of them "
+                "before both have offered.",
+            },
         },
         required=["round", "status", "rationale", "checks"],
     ),
@@ -160,13 +316,7 @@ PAYLOADS: dict[str, Schema] = {
                 "type": "array",
                 "items": {"type": "string", "enum": list(INVARIANTS)},
             },
-            "agreement": {
-                "type": "object",
-                "description": "The signed object: oanp_version, session_id, arbiter_id, "
-                "buyer_agent_id, merchant_agent_id, item, currency, final_price, "
-                "session_digest, log_length, invariants_satisfied, agreed_at; and, for a "
-                "settled session, settlement {rule, ceiling, floor}.",
-            },
+            "agreement": AGREEMENT,
             "signature": {
                 **_text(4096),
                 "description": "Compact JWS with a detached payload (header..signature) over "
@@ -285,12 +435,26 @@ PARTY = _object(
         "revealed": {"type": "boolean"},
     }
 )
+STANDING_TERMS: Schema = {
+    **_object(
+        {
+            "issues": ISSUES,
+            "buyer": {**TERM_VALUES, "nullable": True},
+            "merchant": {**TERM_VALUES, "nullable": True},
+            "issues_open": {"type": "integer", "minimum": 0, "maximum": MAX_ISSUES},
+        }
+    ),
+    "description": f"Only in a session of profile {TERMS.name}: the declared issues, each "
+    "side's standing terms (null until it has offered), and how many issues those differ on "
+    "(all of them until both sides have offered).",
+}
 SUMMARY = _object(
     {
         "session_id": ID,
         "state": {"type": "string", "enum": [phase.value for phase in Phase]},
         "round": {"type": "integer", "minimum": 0},
-        "turn": {"type": "string", "enum": ["buyer", "merchant"], "nullable": True},
+        # OpenAPI 3.0 judges enum before nullable: null must be among the values.
+        "turn": {"type": "string", "enum": ["buyer", "merchant", None], "nullable": True},
         "final_answer": {
             "type": "boolean",
             "description": "the merchant countered in the last round: the buyer's accept of "
@@ -317,12 +481,22 @@ SUMMARY = _object(
                     "result": {"type": "string", "enum": ["agreed", "closed"]},
                     "final_price": {**PRICE, "nullable": True},
                     "close_reason": {"type": "string", "nullable": True},
-                }
+                    "final_terms": {
+                        **TERM_VALUES,
+                        "nullable": True,
+                        "description": f"Only in a session of profile {TERMS.name}: the "
+                        "agreed terms, as the signed agreement's final_terms.",
+                    },
+                },
+                required=["result", "final_price", "close_reason"],
             ),
             "nullable": True,
         },
+        "terms": STANDING_TERMS,
     }
 )
+# Beyond PROTOCOL.md's members: only a session with issues has it.
+SUMMARY["required"].remove("terms")
 SCHEMAS: dict[str, Schema] = {
     **PAYLOADS,
     **ENVELOPES,
@@ -524,10 +698,15 @@ PROBLEMS: dict[int, str] = {
     "`timer_expired`, `reveal_too_early`, `already_revealed`, `nothing_committed`).",
     413: "Larger than 64 KiB (`envelope_too_large`).",
     422: "Wrong round, price precision, accept of a price that is not standing, a type the "
-    "role may not send, unknown merchant, reveal mismatch (`wrong_round`, `price_precision`, "
-    "`price_not_standing`, `role_may_not_send`, `unknown_merchant`, `reveal_mismatch`, "
-    "`deadline_out_of_range`); a callback URL the arbiter will not send to: not http(s), or "
-    "not a public address (`target_not_allowed`).",
+    "role may not send, unknown merchant, deadline out of range, reveal mismatch "
+    "(`wrong_round`, `price_precision`, `price_not_standing`, `role_may_not_send`, "
+    "`unknown_merchant`, `deadline_out_of_range`, `reveal_mismatch`); terms outside the "
+    "declared issues or in a session that declares none, an accept of terms that are not "
+    "standing (`bad_terms`, `terms_not_standing`; `errors` names every bad term); settlement "
+    "by reveal the session was not opened for, an unsalted commitment where it needs a "
+    "salted one, a reveal naming no positive limit or made while issues are still open "
+    "(`settlement_not_enabled`, `weak_commitment`, `not_settleable`); a callback URL the "
+    "arbiter will not send to: not http(s), or not a public address (`target_not_allowed`).",
     429: "Rate limited (`rate_limited`), by key or, for failed authentications, by client "
     "address; see `Retry-After`. On the event streams also too many streams open with the "
     "key (`too_many_streams`).",

@@ -45,8 +45,6 @@ from oanp.ids import new_ulid
 from oanp.money import price_to_json
 from oanp.net.client import ArbiterClient, ProblemError, ServerEvent
 from oanp.profiles import TERMS
-from oanp.terms import issues_json, issues_open, read_issues
-from oanp.tradeoffs import terms_of
 
 #: After the first new entry, wait this long for the ones it causes (a verdict, a close).
 SETTLE_SECONDS = 0.3
@@ -241,7 +239,7 @@ class Desk:
             "constraints_commit": self.commitment_for(session_id),
         }
         if terms is None and kind == "offer.accept":
-            view = self.terms_view(session_id, self.read(session_id))
+            view = self.terms_view(self.read(session_id))
             terms = None if view is None else view["theirs"]
         if terms is not None:
             payload["terms"] = terms
@@ -278,28 +276,19 @@ class Desk:
 
     # Reading -----------------------------------------------------------------------------
 
-    def terms_view(self, session_id: str, summary: dict[str, Any]) -> dict[str, Any] | None:
+    def terms_view(self, summary: dict[str, Any]) -> dict[str, Any] | None:
         """In a session with issues: the issues, each side's standing terms (its latest
         offer's, or the ones it accepted), seen from this agent, and how many issues those
-        differ on; else ``None``."""
-        if summary.get("profile") != TERMS.name:
+        differ on, all as the summary's ``terms`` carries them; else ``None``."""
+        terms = summary.get("terms")
+        if terms is None:
             return None
-        entries = self.log(session_id)
-        issues = read_issues(entries[0]["envelope"]["payload"]["issues"])
-        standing: dict[str, dict[str, Any] | None] = {"buyer": None, "merchant": None}
-        for entry in entries:
-            envelope = entry["envelope"]
-            if envelope["type"] in ("offer.propose", "offer.counter", "offer.accept"):
-                standing[envelope["sender"]["role"]] = envelope["payload"]["terms"]
-        buyer, merchant = (
-            None if terms is None else terms_of(issues, terms) for terms in standing.values()
-        )
         other = "merchant" if self.role == "buyer" else "buyer"
         return {
-            "issues": issues_json(issues),
-            "yours": standing[self.role],
-            "theirs": standing[other],
-            "issues_open": issues_open(issues, buyer, merchant),
+            "issues": terms["issues"],
+            "yours": terms[self.role],
+            "theirs": terms[other],
+            "issues_open": terms["issues_open"],
         }
 
     def turn(self, session_id: str) -> dict[str, Any]:
@@ -307,7 +296,7 @@ class Desk:
         the terms in a session with issues."""
         summary = self.read(session_id)
         view = _turn_summary(summary, self.role)
-        terms = self.terms_view(session_id, summary)
+        terms = self.terms_view(summary)
         if terms is not None:
             view["terms"] = terms
         return view
@@ -547,7 +536,7 @@ def build_server(desk: Desk) -> MCPServer[Any]:
         standing and issues_open), and its log if asked."""
         summary = desk.read(session_id)
         result: dict[str, Any] = {"summary": summary}
-        terms = desk.terms_view(session_id, summary)
+        terms = desk.terms_view(summary)
         if terms is not None:
             result["terms"] = terms
         if include_log:

@@ -7,7 +7,8 @@ request changes none of the arbiter's records.
 Bounded for CI: a fixed number of examples per operation and identity, derandomized, with no
 shrinking, so a run sends the same requests every time. /inbox never ends, so it is exercised
 only where it is refused at once (no key, a forged key); a session's event stream ends after
-the last entry of a finished session, so the keyed runs read it whole.
+the last entry of a finished session, so the keyed runs read it whole. The parties' finished
+sessions are a price-only one and one of profile terms/v0.1, whose answers carry its members.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from tests.arbiter_app import test_refusals
 from tests.conftest import HEARTBEATS, LiveServer, _database_url, serve
 from tests.support.factories.agents import Agent, HttpNegotiation, make_agent
 from tests.support.factories.sessions import sfo_jfk_agents
+from tests.support.factories.terms import ISSUES, terms_agents
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,6 +47,8 @@ DOCUMENT = "/oanp/v0.1/openapi.json"
 INBOX = "/oanp/v0.1/inbox"
 #: A finished session of the buyer and the merchant, so that reads by a party find something.
 SESSION = "sess-sfo-jfk"
+#: Another, of profile terms/v0.1, so that the answers about it carry the profile's members.
+TERMS_SESSION = "sess-terms"
 #: Requests per operation and identity.
 EXAMPLES = 50
 #: Statuses that say "refused": invalid data must get one of them.
@@ -73,6 +77,8 @@ KEYED = {"apiKey": []}
 
 #: Requests sent, by identity and status.
 SENT: Counter[tuple[str, int]] = Counter()
+#: Answers that carried terms/v0.1 members, by identity.
+WITH_TERMS: Counter[str] = Counter()
 
 
 def operations(identity: str) -> list[tuple[str, str]]:
@@ -105,15 +111,16 @@ def arbiter(django_db_setup: None, django_db_blocker: Any) -> Iterator[LiveServe
 
 @pytest.fixture
 def parties(arbiter: LiveServer, settings: Any) -> dict[str, Agent]:
-    """The buyer's and the merchant's keys, their finished session, and the buyer's
-    callback, so that GET /callback has one to describe."""
+    """The buyer's and the merchant's keys, their finished sessions (one price-only, one of
+    profile terms/v0.1), and the buyer's callback, so that GET /callback has one to describe."""
     keys = {
         "buyer": make_agent("buyer-001", "buyer"),
         "merchant": make_agent("merchant-sfo", "merchant"),
     }
-    buyer, merchant = sfo_jfk_agents()
     with arbiter.client() as client:
-        HttpNegotiation(client, buyer, merchant, keys["buyer"], keys["merchant"]).run(SESSION)
+        HttpNegotiation(client, *sfo_jfk_agents(), keys["buyer"], keys["merchant"]).run(SESSION)
+        terms = HttpNegotiation(client, *terms_agents(), keys["buyer"], keys["merchant"])
+        terms.run(TERMS_SESSION, issues=ISSUES)
     # Registered after the session's last entry, so nothing is ever delivered to it; a
     # loopback port, which only this process is told to allow.
     settings.OANP_ALLOW_PRIVATE_TARGETS = True
@@ -148,18 +155,18 @@ def load(server: LiveServer, *, forged: bool) -> Any:
 
 
 def cases(operation: Any) -> st.SearchStrategy[Any]:
-    """Valid and invalid requests; half the valid ones about a session ask about the
+    """Valid and invalid requests; half the valid ones about a session ask about one of the
     parties' own, so that its summary, log, events and reveals are answered, not only
     refused."""
     valid = operation.as_strategy(GenerationMode.POSITIVE)
     if "{session_id}" in operation.path:
 
-        def about(case: Any, ours: bool) -> Any:
+        def about(case: Any, ours: bool, terms: bool) -> Any:
             if ours:
-                case.path_parameters["session_id"] = SESSION
+                case.path_parameters["session_id"] = TERMS_SESSION if terms else SESSION
             return case
 
-        valid = st.builds(about, valid, st.booleans())
+        valid = st.builds(about, valid, st.booleans(), st.booleans())
     return valid | operation.as_strategy(GenerationMode.NEGATIVE)
 
 
@@ -175,6 +182,8 @@ def exchange(case: Any, identity: str, headers: dict[str, str]) -> None:
     before = records()
     response = case.call(headers=headers)
     SENT[identity, response.status_code] += 1
+    if response.status_code == 200 and '"issues_open"' in response.text:
+        WITH_TERMS[identity] += 1
     excluded = [not_a_server_error] if case.operation.path == READINESS else []
     case.validate_response(response, checks=CHECKS, excluded_checks=excluded, headers=headers)
     if 400 <= response.status_code < 500:
@@ -204,6 +213,8 @@ def test_the_api_answers_as_documented(
         with subtests.test(msg=f"{method.upper()} {path}"):
             run()
     answered = sorted((status, n) for (who, status), n in SENT.items() if who == identity)
-    print(identity, answered)
-    # The parties' own reads were answered, not only refused: the run saw real bodies.
+    print(identity, answered, "with terms:", WITH_TERMS[identity])
+    # The parties' own reads were answered, not only refused: the run saw real bodies, those
+    # of the terms/v0.1 session among them.
     assert identity not in parties or SENT[identity, 200] > 0, answered
+    assert identity not in parties or WITH_TERMS[identity] > 0, answered

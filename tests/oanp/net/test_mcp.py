@@ -1,0 +1,89 @@
+"""The MCP desk's terms view comes from the session summary alone: reading where the issues
+stand, or filling in an accept's terms, never fetches the session's log."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from oanp.net.mcp import Desk
+from tests.support.factories.terms import ISSUES
+
+SESSION = "sess-mcp-terms"
+COMMIT = "sha256:" + "b" * 64
+FAST, SLOW = {"delivery_days": 3, "support": "premium"}, {"delivery_days": 9, "support": "none"}
+
+
+class SummaryOnly:
+    """An arbiter client that answers the summary and takes submissions; reading the log
+    fails the test."""
+
+    def __init__(self, summary: dict[str, Any]) -> None:
+        self.answer = summary
+        self.submitted: list[dict[str, Any]] = []
+
+    def summary(self, session_id: str) -> dict[str, Any]:
+        assert session_id == SESSION
+        return self.answer
+
+    def log(self, session_id: str) -> list[dict[str, Any]]:
+        raise AssertionError("the terms view read the session's log")
+
+    def submit(self, body: bytes) -> Any:
+        self.submitted.append(json.loads(body))
+        return SimpleNamespace(entry={}, arbiter=[], session=self.answer, replayed=False)
+
+
+def summary(profile: str = "terms/v0.1", **extra: Any) -> dict[str, Any]:
+    return {
+        "session_id": SESSION,
+        "state": "NEGOTIATING",
+        "round": 2,
+        "turn": "buyer",
+        "final_answer": False,
+        "currency": "USD",
+        "max_rounds": 5,
+        "profile": profile,
+        "outcome": None,
+        **extra,
+    }
+
+
+STANDING = {"issues": ISSUES, "buyer": FAST, "merchant": SLOW, "issues_open": 2}
+
+
+def desk(client: SummaryOnly, role: str) -> Desk:
+    made = Desk(client, agent_id=f"{role}-001", role=role, state_path=None)  # type: ignore[arg-type]
+    made.remember(SESSION, COMMIT)
+    return made
+
+
+@pytest.mark.parametrize(
+    ("role", "yours", "theirs"), [("buyer", FAST, SLOW), ("merchant", SLOW, FAST)]
+)
+def test_the_terms_view_is_the_summary_s_terms_seen_from_each_side(
+    role: str, yours: dict[str, Any], theirs: dict[str, Any]
+) -> None:
+    view = desk(SummaryOnly(summary(terms=STANDING)), role).turn(SESSION)
+    assert view["terms"] == {
+        "issues": ISSUES,
+        "yours": yours,
+        "theirs": theirs,
+        "issues_open": 2,
+    }
+
+
+def test_an_accept_without_terms_repeats_the_other_side_s_from_the_summary() -> None:
+    client = SummaryOnly(summary(terms=STANDING))
+    desk(client, "buyer").offer(SESSION, "offer.accept", 2, Decimal(380))
+    (sent,) = client.submitted
+    assert sent["payload"]["terms"] == SLOW
+
+
+def test_a_price_only_session_has_no_terms_view() -> None:
+    view = desk(SummaryOnly(summary("default/v0.1")), "buyer").turn(SESSION)
+    assert "terms" not in view
