@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Mapping
 
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
@@ -51,7 +52,7 @@ def authenticate(header: str, address: str) -> AgentCredential | None:
     return credential
 
 
-def client_address(meta: dict[str, str]) -> str:
+def client_address(meta: Mapping[str, str]) -> str:
     return meta.get("REMOTE_ADDR") or "unknown"
 
 

@@ -13,7 +13,6 @@ urlpatterns = [
     path("metrics", health.metrics, name="metrics"),
     path(".well-known/jwks.json", JwksView.as_view(), name="jwks"),
     path(".well-known/oanp.json", DiscoveryView.as_view(), name="discovery"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("sessions_app.urls")),
 ]

@@ -1,8 +1,9 @@
 from django.urls import path
 
-from sessions_app.views import admin, agents, deliveries, overview, replay, sessions
+from sessions_app.views import accounts, admin, agents, deliveries, overview, replay, sessions
 
 urlpatterns = [
+    path("login/", accounts.SignIn.as_view(), name="login"),
     path("", overview.overview, name="overview"),
     path("sessions/", sessions.session_list, name="sessions"),
     path("sessions/<str:session_id>/", sessions.session_page, name="session"),
