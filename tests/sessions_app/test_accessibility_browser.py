@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client, override_settings
 from playwright.sync_api import Browser, Page, StorageState, ViewportSize
 
 from arbiter_app.models import AgentCredential, Handoff, HandoffState, Session
-from sessions_app.models import Role
+from sessions_app.models import Export, Role
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import axe_violations, chromium, screenshot, sign_in
@@ -26,6 +27,7 @@ from tests.sessions_app.test_handoff_panel import SESSION, agree_and_hand_off
 from tests.sessions_app.test_layout_browser import STICKING_OUT, page_width
 from tests.support.factories.accounts import PASSWORD, hosted_agent, member, merchant
 from tests.support.factories.agents import ClientNegotiation
+from tests.support.factories.exports import discard_files, finished_export
 
 pytestmark = pytest.mark.django_db
 
@@ -118,9 +120,9 @@ CASES = [
 def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, str]]:
     """For the whole module, since no case changes anything: an admin and an operator; merchant
     sfo with a hosted agent and an external one whose agreed session's handoff failed (ACP
-    answered 400); a second session of the same agents still negotiating, past a verdict.
-    Yields what the paths need filled in. Everything goes at the end, as after any
-    transactional test."""
+    answered 400); a second session of the same agents still negotiating, past a verdict; a
+    finished export with its files. Yields what the paths need filled in. Everything goes at
+    the end, as after any transactional test."""
     acp = Receiver(refuse).start()
     try:
         with django_db_blocker.unblock(), override_settings(OANP_ALLOW_PRIVATE_TARGETS=True):
@@ -137,8 +139,12 @@ def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[st
             live.open(response_window_s=3600)
             live.run_until("offer.accept")
             key = AgentCredential.objects.get(agent_id="merchant-sfo", role="merchant")
+            finished_export(User.objects.get(username=ADMIN))
         yield {"handoff": str(handoff.pk), "key": str(key.pk)}
     finally:
+        with django_db_blocker.unblock():
+            for export in Export.objects.all():
+                discard_files(export)
         assert acp.server is not None
         acp.server.shutdown()
         acp.server.server_close()
@@ -203,12 +209,14 @@ def on_browser(dashboard: dict[str, str], live_arbiter: LiveServer) -> Iterator[
 
 
 def test_the_pages_are_judged_with_what_they_can_show(dashboard: dict[str, str]) -> None:
-    """Offers, verdicts and a handoff on the session pages; a failed delivery to look into."""
+    """Offers, verdicts and a handoff on the session pages; a failed delivery to look into; a
+    finished export's row with its files."""
     live = Session.objects.get(session_id="sess-live")
     ended = Session.objects.get(session_id=SESSION)
     assert (live.phase, live.round, live.fair_rounds) == ("NEGOTIATING", 2, 1)
     assert (ended.phase, ended.fair_rounds) == ("AGREED", 2)
     assert Handoff.objects.get(pk=dashboard["handoff"]).state == HandoffState.FAILED
+    assert Export.objects.get().state == Export.State.DONE
 
 
 def readable(violations: list[dict[str, Any]]) -> str:

@@ -8,14 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.test import Client
-from django.utils import timezone
 
 from sessions_app.models import AuditEvent, Export, Merchant, Role
 from sessions_app.templatetags.ago import when
 from tests.sessions_app.pages import messages_in
+from tests.support.factories import exports
 from tests.support.factories.accounts import member, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -92,17 +91,9 @@ def test_a_queued_export_says_so(admin: Client) -> None:
 
 @pytest.fixture
 def finished_export() -> Iterator[Export]:
-    user = User.objects.get(username="ada")
-    export = Export.objects.create(
-        requested_by=user, scope={"kind": "range", "preset": "24h"}, state=Export.State.DONE
-    )
-    export.bundle.save("size-test.json", ContentFile(b"x" * 2048), save=False)
-    export.summary_csv.save("size-test.csv", ContentFile(b"y" * 300), save=False)
-    export.finished_at = timezone.now()
-    export.save()
+    export = exports.finished_export(User.objects.get(username="ada"))
     yield export
-    for stored in (export.bundle, export.summary_csv):
-        default_storage.delete(stored.name)
+    exports.discard_files(export)
 
 
 def test_a_finished_export_shows_its_sizes_and_finish_time(
