@@ -239,7 +239,15 @@ class Desk:
             "constraints_commit": self.commitment_for(session_id),
         }
         if terms is None and kind == "offer.accept":
-            view = self.terms_view(self.read(session_id))
+            summary = self.read(session_id)
+            view = self.terms_view(summary)
+            if view is None and summary.get("profile") == TERMS.name:
+                # An arbiter whose summaries predate the standing terms: a bare accept would
+                # only be refused (bad_terms), so say what to send instead.
+                raise ToolError(
+                    "this arbiter's session summary does not carry the standing terms: "
+                    "name the terms you accept"
+                )
             terms = None if view is None else view["theirs"]
         if terms is not None:
             payload["terms"] = terms

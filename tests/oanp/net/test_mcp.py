@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mcp.server.mcpserver.exceptions import ToolError
 
 from oanp.net.mcp import Desk
 from tests.support.factories.terms import ISSUES
@@ -82,6 +83,15 @@ def test_an_accept_without_terms_repeats_the_other_side_s_from_the_summary() -> 
     desk(client, "buyer").offer(SESSION, "offer.accept", 2, Decimal(380))
     (sent,) = client.submitted
     assert sent["payload"]["terms"] == SLOW
+
+
+def test_an_accept_in_a_terms_session_whose_summary_lacks_the_terms_asks_for_them() -> None:
+    client = SummaryOnly(summary())  # an arbiter from before the summary's terms
+    with pytest.raises(ToolError, match="name the terms you accept"):
+        desk(client, "buyer").offer(SESSION, "offer.accept", 2, Decimal(380))
+    assert client.submitted == []
+    desk(client, "buyer").offer(SESSION, "offer.accept", 2, Decimal(380), terms=SLOW)
+    assert client.submitted[0]["payload"]["terms"] == SLOW
 
 
 def test_a_price_only_session_has_no_terms_view() -> None:
