@@ -369,8 +369,9 @@ class PartyAgent(ABC, Generic[V]):
         if self._session.issues and not (
             self._my_terms and self._their_terms and self._my_terms[-1] == self._their_terms[-1]
         ):
-            # A reveal settles the price alone (§11): the arbiter refuses it while another
-            # issue is open, so the agent bargains on until both sides' terms match.
+            # A reveal settles the price alone (docs/protocol.md §16): the arbiter refuses it
+            # while another issue is open, so the agent bargains on until both sides' terms
+            # match.
             return None
         return round_ if self._settle.reveals_now(round_, self._stuck) else None
 

@@ -132,9 +132,9 @@ class TermsAnalysis:
     revealed limits leave no agreement both could accept, or ``problem`` says why they do not
     read as limits and weights.
 
-    ``found.frontier`` holds the points the chart draws (thinned evenly to ``CHART_POINTS``,
-    both ends kept); ``frontier_size`` counts the whole frontier, which the agreement's
-    distance and nearest point were measured against."""
+    ``found.frontier`` holds the points the chart draws (thinned evenly to at most
+    ``CHART_POINTS`` + 1, both ends kept); ``frontier_size`` counts the whole frontier, which
+    the agreement's distance and nearest point were measured against."""
 
     issues: tuple[Issue, ...]
     found: TradeOffs | None
@@ -204,7 +204,9 @@ def analyse_terms(
 ) -> TermsAnalysis | None:
     """The trade-offs of a session declaring ``issues``, once both sides revealed, with its
     agreement (``final_price`` and ``final_terms``) if any; ``None`` before (or when the
-    session declares none). Made once per process for the same inputs."""
+    session declares none). Made once per process for the same inputs, but for two first
+    renders at the same moment, which each make it (made outside the lock, so that one
+    session's search never holds up another's page)."""
     if not issues or "buyer" not in revealed or "merchant" not in revealed:
         return None
     both = {role: revealed[role] for role in ("buyer", "merchant")}

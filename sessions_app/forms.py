@@ -85,8 +85,8 @@ class AgentForm(TacticsFields):
         help_text=f"One issue a line, as {WANT_SYNTAX}: the agent's best value, the worst it "
         "accepts, and how much the issue matters beside the price (no weight: 1). Two numbers "
         "for a number issue, as delivery_days=20..3@0.5 (best 20 days, at worst 3); two "
-        "options for a choice, as support=none..standard@2 (an option holding .. or @ in double "
-        'quotes, as "24/7 @ phone"). An issue the buyer declares that '
+        "options for a choice, as support=none..standard@2 (an option holding .. or @ as a JSON "
+        'string, as "24/7 @ phone"). An issue the buyer declares that '
         "is not named here is one the agent takes as the buyer offers it.",
     )
     price_weight = forms.CharField(

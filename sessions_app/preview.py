@@ -284,12 +284,12 @@ def _run(
         carried = _terms_text(issues, payload.get("terms")) if offered else ""
         rounds[-1].moves.append((str(role), move, carried))
     state = result.negotiation.state
+    agreed = state.final_price is not None
     if state.final_price is not None:
         how = "settled by reveal at" if settled else "agreed at"
         outcome = f"{how} {plain(state.final_price)} {currency}"
     else:
         outcome = f"no deal: {state.close_reason}"
-    agreed = state.final_price is not None
     return Run(buyer, where, rounds, agreed, outcome, _terms_text(issues, final_terms))
 
 

@@ -82,11 +82,21 @@ def _ref(name: str) -> Schema:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _object(properties: Schema, required: list[str] | None = None, **extra: Any) -> Schema:
+def _object(
+    properties: Schema,
+    required: list[str] | None = None,
+    *,
+    optional: tuple[str, ...] = (),
+    **extra: Any,
+) -> Schema:
+    """A closed object: every property required unless ``required`` names them, or
+    ``optional`` names those that may be left out."""
+    if required is None:
+        required = [name for name in properties if name not in optional]
     return {
         "type": "object",
         "properties": properties,
-        "required": list(properties) if required is None else required,
+        "required": required,
         "additionalProperties": False,
         **extra,
     }
@@ -488,15 +498,15 @@ SUMMARY = _object(
                         "agreed terms, as the signed agreement's final_terms.",
                     },
                 },
-                required=["result", "final_price", "close_reason"],
+                optional=("final_terms",),
             ),
             "nullable": True,
         },
         "terms": STANDING_TERMS,
-    }
+    },
+    # Beyond PROTOCOL.md's members: only a session with issues has it.
+    optional=("terms",),
 )
-# Beyond PROTOCOL.md's members: only a session with issues has it.
-SUMMARY["required"].remove("terms")
 SCHEMAS: dict[str, Schema] = {
     **PAYLOADS,
     **ENVELOPES,

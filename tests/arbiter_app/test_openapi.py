@@ -15,7 +15,13 @@ from arbiter_app.api.openapi import ENVELOPE_SCHEMA_PATH
 from oanp.envelope import SENDERS, MessageType, Role, check_sender, parse_envelope
 from oanp.errors import ProtocolError, SchemaInvalid, Unprocessable
 from oanp.settlement import SETTLEMENT_RULE
-from oanp.terms import MAX_ISSUES
+from oanp.terms import (
+    ISSUE_NAME_PATTERN,
+    MAX_DECIMALS,
+    MAX_ISSUES,
+    MAX_OPTION_CHARS,
+    MAX_OPTIONS,
+)
 from tests.support.factories.agents import Agent, ClientNegotiation, read_log
 from tests.support.factories.sessions import (
     BUYER_COMMIT,
@@ -555,14 +561,6 @@ def test_the_signed_agreement_is_described_member_by_member(document: dict[str, 
 
 
 def test_the_terms_limits_are_the_parser_s(document: dict[str, Any]) -> None:
-    from oanp.terms import (
-        ISSUE_NAME_PATTERN,
-        MAX_DECIMALS,
-        MAX_ISSUES,
-        MAX_OPTION_CHARS,
-        MAX_OPTIONS,
-    )
-
     schemas = document["components"]["schemas"]
     issues = schemas["OpenPayload"]["properties"]["issues"]
     assert issues["maxItems"] == MAX_ISSUES

@@ -137,8 +137,9 @@ def test_a_policy_that_means_nothing_is_refused(when: str, from_round: int) -> N
 
 
 def test_with_issues_an_agent_reveals_only_once_both_sides_terms_match() -> None:
-    # A reveal settles the price alone: the arbiter refuses it while an issue is open (§11),
-    # and a refusal would stop this rehearsal. The merchant would reveal from round 1.
+    # A reveal settles the price alone: the arbiter refuses it while an issue is open
+    # (docs/protocol.md §16), and a refusal would stop this rehearsal. The merchant would
+    # reveal from round 1.
     result, buyer = negotiate(SettlePolicy("round", 6), SettlePolicy("round", 1), terms=True)
     assert str(buyer.outcome) == "Agreed(price=Decimal('340'))"
     assert "settle.reveal" not in types(result)  # the terms matched only in the accept

@@ -244,6 +244,24 @@ def test_an_analysis_is_made_once_for_the_same_reveals(monkeypatch: pytest.Monke
     assert (first.found.floor, higher.found.floor) == (280, 300)
 
 
+def test_the_process_keeps_the_latest_analyses_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analytics, "_made", OrderedDict())
+    monkeypatch.setattr(analytics, "MADE_KEPT", 2)
+    merchant = MerchantVault(Decimal(280), Decimal(400), terms=MERCHANT_TERMS).constraints()
+
+    def analysis(floor: int) -> Any:
+        revealed = {"buyer": BUYER, "merchant": {**merchant, "floor_price": floor}}
+        return analyse_terms(DECLARED, revealed, None, {})
+
+    first = analysis(280)
+    analysis(290)
+    assert analysis(280) is first  # used again, so the most recent
+    analysis(300)  # the third: the least recently used (290) goes
+    assert len(analytics._made) == 2
+    assert analysis(280) is first
+    assert [a.found.floor for a in analytics._made.values()] == [300, 280]
+
+
 def test_the_chart_draws_a_thinned_frontier_and_the_caption_counts_all_of_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
