@@ -664,15 +664,26 @@ class MerchantAgent(PartyAgent[MerchantVault]):
             or payload["merchant_agent_id"] != self.agent_id
         ):
             return []
-        session = self._start(
+        opened = (
             envelope["session_id"],
             payload["item"],
             payload["currency"],
             int(payload.get("max_rounds", DEFAULT_MAX_ROUNDS)),
-            read_issues(payload["issues"]) if payload.get("issues") else (),
         )
-        self._session = session
         self._seen.add(envelope["message_id"])
+        try:
+            session = self._start(
+                *opened, read_issues(payload["issues"]) if payload.get("issues") else ()
+            )
+        except TermsUnfit:
+            # Its terms cannot fit the issues this buyer declared (an option the session does
+            # not offer, an ideal past its limit by the declared direction): it declines at once
+            # (docs/protocol.md §5, a merchant may withdraw before acking) rather than leave
+            # the buyer to wait out its window. The withdrawal repeats a commitment to its
+            # limits, as every withdrawal does; it negotiates on none of them.
+            self._session = self._start(*opened)
+            return [self.withdraw(now)]
+        self._session = session
         self._settlement = payload.get("settlement") in SETTLEMENTS
         ack: JsonObject = {"constraints_commit": session.commitment}
         return [self._envelope(session, MessageType.SESSION_ACK, ack, now)]

@@ -240,6 +240,22 @@ def test_a_vault_that_does_not_fit_the_issues_is_a_guard_that_names_no_limit():
     assert "support is not one of its options" in str(raised.value)
 
 
+def test_a_merchant_whose_terms_do_not_fit_declines_at_once():
+    unfit = TermsVault(Decimal(1), (IssueLimits("support", Decimal(1), "none", "gold"),))
+    buyer, merchant = agents(BUYER_TERMS, unfit)
+    log = play(buyer, merchant)
+    assert [(e["envelope"]["sender"]["role"], e["envelope"]["type"]) for e in log] == [
+        ("buyer", "session.open"),
+        ("merchant", "session.close"),
+        ("arbiter", "session.close"),
+    ]
+    assert log[-1]["envelope"]["payload"]["reason"] == "withdrawn_by_merchant"
+    assert "gold" not in str(log)
+    assert merchant.finished
+    assert str(merchant.outcome) == "Closed(reason='withdrawn_by_merchant')"
+    assert verify_log(log, JWKS).ok
+
+
 def test_read_want_reads_an_issues_limits_as_written():
     assert read_want(" delivery_days = 20 .. 3 @0.25") == IssueLimits(
         "delivery_days", Decimal("0.25"), "20", "3"

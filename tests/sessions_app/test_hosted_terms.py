@@ -162,15 +162,22 @@ def test_a_hosted_agent_without_terms_takes_the_buyers(client: Client) -> None:
     assert final in proposed
 
 
-def test_a_hosted_agent_whose_terms_do_not_fit_the_issues_commits_to_nothing(
+def test_a_hosted_agent_whose_terms_do_not_fit_the_issues_declines_at_once(
     client: Client,
 ) -> None:
     unfit = TermsVault(Decimal(1), (IssueLimits("support", Decimal(1), "none", "gold"),))
     hosted_agent(merchant("sfo"), terms=unfit)
     negotiation = HostedNegotiation(client, "hosted-sfo", issues=ISSUES, terms=BUYER_TERMS)
     negotiation.open()
-    assert runner.answer("sess-hosted") == 0
-    assert [e["envelope"]["type"] for e in negotiation.log()] == ["session.open"]
+    assert runner.answer("sess-hosted") == 1
+    assert runner.answer("sess-hosted") == 0  # a second run has nothing left to say
+    log = negotiation.log()
+    assert [(e["envelope"]["sender"]["role"], e["envelope"]["type"]) for e in log] == [
+        ("buyer", "session.open"),
+        ("merchant", "session.close"),
+        ("arbiter", "session.close"),
+    ]
+    assert log[-1]["envelope"]["payload"]["reason"] == "withdrawn_by_merchant"
 
 
 @pytest.mark.django_db(transaction=True)
