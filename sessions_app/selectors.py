@@ -45,6 +45,7 @@ from oanp.machine import Phase, SessionState
 from oanp.replay import Frame
 from oanp.replay import replay as replay_log
 from oanp.snapshot import load_state
+from oanp.terms import issues_open, terms_json
 from sessions_app.filters import SORTS, STATES, VIOLATED, SessionFilter, encode_cursor
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Membership, Mode, Role
 from sessions_app.templatetags.prices import price
@@ -209,20 +210,30 @@ def _item_text(item: dict[str, Any]) -> str:
 
 
 def _outcome(found: Session, state: SessionState) -> str:
-    """How the session ended, or where a live one stands and who is to move."""
+    """How the session ended, or where a live one stands and who is to move; with issues, the
+    agreed terms, or how many issues are still open."""
     phase = Phase(found.phase)
     party = state.turn.value if state.turn else "nobody"
     if phase is Phase.AGREED:
-        return f"agreed at {price(found.final_price)} {found.currency}"
+        agreed = f"agreed at {price(found.final_price)} {found.currency}"
+        if state.issues and state.merchant_terms is not None:
+            # An agreement leaves both sides standing on the terms it accepted.
+            terms = terms_json(state.issues, state.merchant_terms)
+            agreed += " with " + ", ".join(f"{name} {value}" for name, value in terms.items())
+        return agreed
     if phase is Phase.CLOSED:
         return f"closed: {found.close_reason.replace('_', ' ') or 'no reason given'}"
     if phase is Phase.OPENING:
         return "opened, merchant to acknowledge"
     if phase is Phase.SETTLING:
         return f"settling, {party} to reveal"
+    where = f"round {found.round}"
+    if state.issues:
+        still = issues_open(state.issues, state.buyer_standing_terms, state.merchant_terms)
+        where += f", {still} issue{'' if still == 1 else 's'} open"
     if state.final_answer:
-        return f"round {found.round}, buyer's final answer due"
-    return f"round {found.round}, {party} to move"
+        return f"{where}, buyer's final answer due"
+    return f"{where}, {party} to move"
 
 
 def session(scope: Scope, session_id: str) -> Session:

@@ -303,6 +303,33 @@ def test_the_replay_shows_each_sides_standing_terms(agreed: ClientNegotiation) -
     assert '<th scope="col">Issues open</th>' in html
 
 
+def test_the_list_says_the_agreed_terms_and_the_issues_open(
+    client: Client, agreed: ClientNegotiation
+) -> None:
+    final = agreed.log()[-1]["envelope"]["payload"]["agreement"]["final_terms"]
+    live = ClientNegotiation(
+        client,
+        agreed.buyer_key,
+        agreed.merchant_key,
+        "sess-terms-live",
+        "l-",
+        agents=terms_agents(),
+    )
+    live.open(issues=ISSUES)
+    live.run_until("offer.counter")  # the buyer offered in round 1; the merchant not yet
+    html = signed_in(member("lena", Role.OPERATOR)).get("/sessions/").content.decode()
+    outcomes = dict(
+        re.findall(r'href="/sessions/([^/]+)/".*?<td class="outcome">([^<]*)</td>', html, re.S)
+    )
+    price = agreed.log()[-1]["envelope"]["payload"]["final_price"]
+    assert outcomes[SESSION] == (
+        f"agreed at {price} USD with delivery_days {final['delivery_days']}, "
+        f"support {final['support']}"
+    )
+    # Until both sides have offered, every issue is open, as the verdicts count them.
+    assert outcomes["sess-terms-live"] == "round 1, 2 issues open, merchant to move"
+
+
 @pytest.mark.parametrize(
     ("query", "listed"),
     [("profile=terms/v0.1", True), ("profile=default/v0.1", False), ("", True)],
