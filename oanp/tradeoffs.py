@@ -298,7 +298,7 @@ def issues_for(role: Role, vault: TermsVault) -> tuple[Issue, ...]:
     cannot be declared so: an ideal equal to its limit, a number beside an option."""
     declared: list[JsonValue] = []
     for limits in vault.issues:
-        ideal, limit = _written(limits.ideal), _written(limits.limit)
+        ideal, limit = (_written(limits.name, v) for v in (limits.ideal, limits.limit))
         if ideal == limit:
             raise ValueError(f"the ideal and the limit of {limits.name} are the same")
         if isinstance(ideal, Decimal) and isinstance(limit, Decimal):
@@ -321,16 +321,13 @@ def issues_for(role: Role, vault: TermsVault) -> tuple[Issue, ...]:
     return read_issues(declared)
 
 
-def _written(value: Decimal | str) -> Decimal | str:
-    """An ideal or a limit as the declared issue reads it: text that is a finite number is a
-    number (as ``oanp --want`` and the dashboard write every value), other text an option."""
+def _written(name: str, value: Decimal | str) -> Decimal | str:
+    """An ideal or a limit as the declared issue reads it: text that is a number is a number
+    (as ``oanp --want`` and the dashboard write every value), other text an option."""
     if isinstance(value, Decimal):
         return value
-    try:
-        number = Decimal(value)
-    except ArithmeticError:
-        return value
-    return number if number.is_finite() else value
+    number = _written_number(name, value)
+    return value if number is None else number
 
 
 def read_terms_vault(value: object) -> TermsVault:

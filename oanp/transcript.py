@@ -45,8 +45,15 @@ def describe_entry(entry: Entry) -> str:
     return f"{head}{payload.get('reason')}: {payload.get('detail', '')}"
 
 
-def _terms(terms: object) -> str:
-    """Terms beside a price, as ``name value`` pairs, or nothing in a price-only session."""
+def terms_text(terms: object) -> str:
+    """Terms in words, as ``name value`` pairs in their order: ``checked_bags 1, fare_class
+    basic``; nothing for a price-only session's (none)."""
     if not isinstance(terms, dict):
         return ""
-    return " with " + ", ".join(f"{name} {value}" for name, value in terms.items())
+    return ", ".join(f"{name} {value}" for name, value in terms.items())
+
+
+def _terms(terms: object) -> str:
+    """Terms beside a price, or nothing in a price-only session."""
+    text = terms_text(terms)
+    return f" with {text}" if text else ""

@@ -34,6 +34,7 @@ from oanp.money import price_to_json
 from oanp.net.client import ArbiterClient
 from oanp.strategies import strategy_named
 from oanp.tradeoffs import IssueLimits, TermsVault
+from oanp.transcript import terms_text
 
 #: Seconds between two reads of a log while waiting for the other side.
 POLL_SECONDS = 0.3
@@ -241,10 +242,9 @@ def describe_outcome(buyer: BuyerAgent, log: list[dict[str, Any]]) -> str:
         currency = log[0]["envelope"]["payload"]["currency"]
         agreement = log[-1]["envelope"]["payload"]["agreement"]
         how = "settled by reveal" if "settlement" in agreement else "agreed"
-        terms = "".join(
-            f", {name} {value}" for name, value in agreement.get("final_terms", {}).items()
-        )
-        return f"{how} at {outcome.price:.2f} {currency}{terms} after {rounds} round(s)"
+        terms = terms_text(agreement.get("final_terms"))
+        agreed = f"{how} at {outcome.price:.2f} {currency}{', ' + terms if terms else ''}"
+        return f"{agreed} after {rounds} round(s)"
     violated = [verdict for verdict in verdicts if verdict["status"] == "violated"]
     if violated:
         return f"violation caught: {violated[0]['rationale']} in round {violated[0]['round']}"

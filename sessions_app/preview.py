@@ -42,6 +42,7 @@ from oanp.signing import ArbiterKey
 from oanp.strategies import STRATEGIES
 from oanp.terms import ChoiceIssue, Issue
 from oanp.tradeoffs import MAX_WEIGHT, IssueLimits, TermsVault, issues_for
+from oanp.transcript import terms_text
 from sessions_app.analytics import plain
 from sessions_app.models import AgentProfile, Mode
 from sessions_app.services import NoLimits
@@ -298,4 +299,4 @@ def _terms_text(issues: tuple[Issue, ...], terms: Mapping[str, object] | None) -
     basic``; nothing for a price-only session or a move without terms."""
     if not issues or terms is None:
         return ""
-    return ", ".join(f"{issue.name} {terms[issue.name]}" for issue in issues)
+    return terms_text({issue.name: terms[issue.name] for issue in issues})

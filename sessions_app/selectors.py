@@ -46,6 +46,7 @@ from oanp.replay import Frame
 from oanp.replay import replay as replay_log
 from oanp.snapshot import load_state
 from oanp.terms import issues_open, terms_json
+from oanp.transcript import terms_text
 from sessions_app.filters import SORTS, STATES, VIOLATED, SessionFilter, encode_cursor
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Membership, Mode, Role
 from sessions_app.templatetags.prices import price
@@ -218,8 +219,7 @@ def _outcome(found: Session, state: SessionState) -> str:
         agreed = f"agreed at {price(found.final_price)} {found.currency}"
         if state.issues and state.merchant_terms is not None:
             # An agreement leaves both sides standing on the terms it accepted.
-            terms = terms_json(state.issues, state.merchant_terms)
-            agreed += " with " + ", ".join(f"{name} {value}" for name, value in terms.items())
+            agreed += " with " + terms_text(terms_json(state.issues, state.merchant_terms))
         return agreed
     if phase is Phase.CLOSED:
         return f"closed: {found.close_reason.replace('_', ' ') or 'no reason given'}"
