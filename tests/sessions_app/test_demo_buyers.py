@@ -150,4 +150,8 @@ def test_a_handful_of_background_sessions_reveal_settle_negotiate_terms_and_get_
     admin.force_login(User.objects.get(username="admin"))
     page = admin.get(f"/sessions/{terms_id}/").content.decode()
     assert 'id="trade-offs"' in page
-    assert 'id="frontier-chart"' in page or "No frontier" in page
+    # Every issue's limits fit SkyFare's, so only the price can leave no zone.
+    revealed = arbiter.revealed_constraints(session)
+    zone = revealed["buyer"]["true_ceiling"] >= revealed["merchant"]["floor_price"]
+    assert ('id="frontier-chart"' in page) is zone
+    assert ("No frontier" in page) is not zone
