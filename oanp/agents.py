@@ -33,6 +33,7 @@ from oanp.envelope import (
     format_timestamp,
 )
 from oanp.money import MINOR_UNITS, PRICE_CEILING, fits_currency, price_to_json
+from oanp.pricelist import PriceList, Unpriced
 from oanp.profiles import TERMS
 from oanp.strategies import Accept, Decision, Limits, Situation, Strategy, at_least_as_good
 from oanp.terms import Issue, Values, is_pure_retraction, issues_json, read_issues, terms_json
@@ -651,11 +652,38 @@ class BuyerAgent(PartyAgent[BuyerVault]):
         return None
 
 
-class MerchantAgent(PartyAgent[MerchantVault]):
-    """Joins a session that names it, and answers every buyer propose in the same round."""
+class NoLimits:
+    """The vault of a merchant agent that has not joined a session yet, or declined one: it
+    commits to nothing (``{}``) and has no limits to negotiate on."""
+
+    terms: Final = None
+
+    def __repr__(self) -> str:
+        return "NoLimits()"
+
+    def constraints(self) -> JsonObject:
+        return {}
+
+    def limits(self) -> Limits:
+        raise AgentStateError("this agent holds no limits for its session")
+
+
+class MerchantAgent(PartyAgent[MerchantVault | NoLimits]):
+    """Joins a session that names it, and answers every buyer propose in the same round.
+
+    Its vault is one :class:`MerchantVault`, taken for any session, or a
+    :class:`~oanp.pricelist.PriceList`, read at the open for the session's currency and item:
+    a session it holds no limits for is declined at once (:attr:`declined` says why).
+    """
 
     role = "merchant"
     offer_type = MessageType.OFFER_COUNTER
+
+    def __init__(self, *, vault: MerchantVault | PriceList, **party: Any) -> None:
+        self._prices = vault if isinstance(vault, PriceList) else None
+        super().__init__(vault=NoLimits() if isinstance(vault, PriceList) else vault, **party)
+        #: Why it declined its session before acking, or ``None``.
+        self.declined: str | None = None
 
     def _join(self, envelope: Mapping[str, Any], now: datetime) -> list[JsonObject]:
         payload = envelope["payload"]
@@ -671,6 +699,15 @@ class MerchantAgent(PartyAgent[MerchantVault]):
             int(payload.get("max_rounds", DEFAULT_MAX_ROUNDS)),
         )
         self._seen.add(envelope["message_id"])
+        if self._prices is not None:
+            try:
+                row = self._prices.limits_for(payload["currency"], payload["item"])
+            except Unpriced as unpriced:
+                # It negotiates on no limits it does not hold (280 means nothing in another
+                # currency): it declines at once, committed to nothing, rather than let the
+                # buyer wait out its window.
+                return self._decline(opened, str(unpriced), now)
+            self._vault = MerchantVault(row.floor_price, row.ideal_price, self._prices.terms)
         try:
             session = self._start(
                 *opened, read_issues(payload["issues"]) if payload.get("issues") else ()
@@ -681,12 +718,20 @@ class MerchantAgent(PartyAgent[MerchantVault]):
             # (docs/protocol.md §5, a merchant may withdraw before acking) rather than leave
             # the buyer to wait out its window. The withdrawal repeats a commitment to its
             # limits, as every withdrawal does; it negotiates on none of them.
-            self._session = self._start(*opened)
-            return [self.withdraw(now)]
+            return self._decline(opened, "its limits on issues do not fit the issues declared", now)
         self._session = session
         self._settlement = payload.get("settlement") in SETTLEMENTS
         ack: JsonObject = {"constraints_commit": session.commitment}
         return [self._envelope(session, MessageType.SESSION_ACK, ack, now)]
+
+    def _decline(
+        self, opened: tuple[str, Any, str, int], why: str, now: datetime
+    ) -> list[JsonObject]:
+        """Withdraw before acking (docs/protocol.md §5, a merchant may), saying why in
+        :attr:`declined`, which names no limit."""
+        self.declined = why
+        self._session = self._start(*opened)
+        return [self.withdraw(now)]
 
     def _react(
         self, kind: MessageType, payload: Mapping[str, Any], now: datetime
