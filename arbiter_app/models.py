@@ -28,6 +28,9 @@ class AgentCredential(models.Model):
     prefix = models.CharField(max_length=16, unique=True)
     digest = models.CharField(max_length=64)
     label = models.CharField(max_length=200, blank=True)
+    #: Who the key was issued to (a dashboard merchant's slug, or any name an operator gives):
+    #: never on the wire; two agents of one owner may not face each other in a session.
+    owner = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     #: Past this moment the key is refused like a revoked one; ``None`` never expires.

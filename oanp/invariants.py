@@ -62,6 +62,11 @@ _CLOSE_RULES: Mapping[Reason, str] = {
 }
 
 
+#: The I2 check that the buyer and the merchant are two agents, named in its problem so that
+#: a report says which rule an agent in both seats broke (docs/protocol.md §8).
+ROLES_DISTINCT = "roles_distinct"
+
+
 class Status(StrEnum):
     PASS = "pass"  # noqa: S105  (a verdict, not a secret)
     FAIL = "fail"
@@ -295,6 +300,10 @@ def _visit_open(walk: _Walk, env: Envelope, profiles: Mapping[str, Profile]) -> 
         return
     walk.opened = env.payload
     walk.buyer, walk.merchant = env.agent_id, env.payload.merchant_agent_id
+    if walk.buyer == walk.merchant:
+        # I2's one buyer move and at most one merchant move per round are two parties' moves:
+        # one agent in both seats could make each and agree with itself.
+        walk.fail("I2", f"{ROLES_DISTINCT}: the buyer {walk.buyer!r} names itself as the merchant")
     walk.commits[Role.BUYER] = env.payload.constraints_commit
     walk.profile = profiles.get(env.payload.profile)
     if walk.profile is None:

@@ -32,7 +32,9 @@ from arbiter_app.services.listings import save_listing
 from arbiter_app.services.reveals import reveal_constraints
 from arbiter_app.services.sessions import (
     EXPIRY_BATCH,
+    CurrencyNotOffered,
     Outcome,
+    SelfDealing,
     SenderMismatch,
     UnknownMerchant,
     arbiter,
@@ -46,9 +48,11 @@ __all__ = [
     "EXPIRY_BATCH",
     "KEY_PREFIX",
     "Configured",
+    "CurrencyNotOffered",
     "HostNotFound",
     "IssuedKey",
     "Outcome",
+    "SelfDealing",
     "SenderMismatch",
     "UnknownMerchant",
     "arbiter",

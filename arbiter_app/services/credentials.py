@@ -20,6 +20,8 @@ from arbiter_app.models import (
 from oanp.envelope import IDENTIFIER_RULE, is_identifier
 
 KEY_PREFIX = "oanp"
+#: As long as the name of a key's owner may be.
+MAX_OWNER_CHARS = AgentCredential._meta.get_field("owner").max_length
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,14 +36,22 @@ def key_digest(secret: str) -> str:
 
 
 def issue_credential(
-    *, agent_id: str, role: str, label: str = "", expires_at: datetime | None = None
+    *,
+    agent_id: str,
+    role: str,
+    label: str = "",
+    expires_at: datetime | None = None,
+    owner: str = "",
 ) -> IssuedKey:
-    """A new API key for ``agent_id`` speaking as ``role``, refused like a revoked one from
-    ``expires_at`` on; ``ValueError`` for a bad id or role, or an expiry already past."""
+    """A new API key for ``agent_id`` speaking as ``role``, issued to ``owner`` (none when
+    empty), refused like a revoked one from ``expires_at`` on; ``ValueError`` for a bad id,
+    role or owner, or an expiry already past."""
     if not is_identifier(agent_id):
         raise ValueError(f"agent id {agent_id!r} is not {IDENTIFIER_RULE}")
     if role not in Role.values:
         raise ValueError(f"role {role!r} is not one of {', '.join(Role.values)}")
+    if len(owner) > MAX_OWNER_CHARS:
+        raise ValueError(f"an owner's name is at most {MAX_OWNER_CHARS} characters")
     if expires_at is not None and expires_at <= timezone.now():
         raise ValueError("a key's expiry must be in the future")
     prefix = secrets.token_hex(6)
@@ -53,6 +63,7 @@ def issue_credential(
         digest=key_digest(api_key),
         label=label,
         expires_at=expires_at,
+        owner=owner,
     )
     return IssuedKey(credential, api_key)
 

@@ -23,6 +23,7 @@ from arbiter_app.models import (
     VERDICT_COUNTS,
     AgentCredential,
     Entry,
+    Listing,
     Role,
     Session,
 )
@@ -51,6 +52,18 @@ class UnknownMerchant(ProtocolError):
     code = "unknown_merchant"
     status = 422
     title = "No merchant agent with this id is registered"
+
+
+class SelfDealing(ProtocolError):
+    code = "self_dealing"
+    status = 422
+    title = "The buyer and the merchant are one party"
+
+
+class CurrencyNotOffered(ProtocolError):
+    code = "currency_not_offered"
+    status = 422
+    title = "The merchant agent does not negotiate in this currency"
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +277,8 @@ def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> Outco
         agent_id=state.merchant_agent_id, role=Role.MERCHANT
     ).exists():
         raise UnknownMerchant(f"no merchant agent {state.merchant_agent_id!r} is registered")
+    _refuse_self_dealing(state.buyer_agent_id, state.merchant_agent_id)
+    _refuse_unoffered_currency(state.merchant_agent_id, state.currency)
     session = Session(
         session_id=state.session_id,
         buyer_agent_id=state.buyer_agent_id,
@@ -274,6 +289,42 @@ def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> Outco
     )
     admit()
     return _append(session, negotiation, entries, now=now, envelope=envelope)
+
+
+def _refuse_self_dealing(buyer: str, merchant: str) -> None:
+    """A session needs two parties. One agent in both seats, or two agents of one owner, would
+    agree with itself, and the arbiter would sign that as a negotiation."""
+    if buyer == merchant:
+        raise SelfDealing(
+            f"buyer {buyer!r} and merchant {merchant!r} are one agent: a session needs two parties"
+        )
+    buyer_owners = (
+        AgentCredential.objects.filter(agent_id=buyer, role=Role.BUYER)
+        .exclude(owner="")
+        .values("owner")
+    )
+    if AgentCredential.objects.filter(
+        agent_id=merchant, role=Role.MERCHANT, owner__in=buyer_owners
+    ).exists():
+        # The detail never names the owner: the wire knows agents, not who runs them.
+        raise SelfDealing(
+            f"buyer {buyer!r} and merchant {merchant!r} were issued to one owner: "
+            "a session needs two parties"
+        )
+
+
+def _refuse_unoffered_currency(merchant: str, currency: str) -> None:
+    """A listed merchant agent says which currencies it negotiates in; an open in another
+    could only end without a deal. An unlisted agent, or one listing none, takes any."""
+    offered = (
+        Listing.objects.filter(merchant_agent_id=merchant, listed=True)
+        .values_list("currencies", flat=True)
+        .first()
+    )
+    if offered and currency not in offered:
+        raise CurrencyNotOffered(
+            f"merchant agent {merchant!r} negotiates in {', '.join(offered)}; not {currency}"
+        )
 
 
 def _replay(session: Session, envelope: Envelope) -> Outcome:

@@ -194,6 +194,8 @@ def test_the_problem_schema_carries_a_stable_code(document: dict[str, Any]) -> N
         "price_not_standing",
         "role_may_not_send",
         "unknown_merchant",
+        "self_dealing",
+        "currency_not_offered",
         "rate_limited",
     ],
 )

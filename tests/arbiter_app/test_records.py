@@ -136,6 +136,15 @@ def test_create_agent_prints_a_key_that_authenticates(client: Any) -> None:
     assert json.loads(summary.content)["buyer"]["agent_id"] == "buyer-cli"
 
 
+def test_create_agent_records_the_owner_it_is_given_and_prints_it() -> None:
+    printed = create_agent("--role", "buyer", "--agent-id", "buyer-sky", "--owner", "skyfare")
+    assert set(printed) == {"agent_id", "role", "api_key", "owner"}
+    assert printed["owner"] == "skyfare"
+    assert AgentCredential.objects.get(agent_id="buyer-sky").owner == "skyfare"
+    create_agent("--role", "buyer", "--agent-id", "buyer-nobody")
+    assert AgentCredential.objects.get(agent_id="buyer-nobody").owner == ""
+
+
 def test_only_the_keys_digest_is_stored() -> None:
     printed = create_agent("--role", "merchant", "--agent-id", "merchant-cli")
     api_key = printed["api_key"]
@@ -180,9 +189,10 @@ def test_a_second_key_of_the_same_agent_survives_the_firsts_revocation(client: A
         ("--role", "arbiter", "--agent-id", "arbiter-1"),
         ("--role", "seller", "--agent-id", "seller-1"),
         ("--agent-id", "buyer-no-role"),
+        ("--role", "buyer", "--agent-id", "buyer-1", "--owner", "o" * 65),
     ],
 )
-def test_create_agent_refuses_a_bad_id_or_role(args: tuple[str, ...]) -> None:
+def test_create_agent_refuses_a_bad_id_role_or_owner(args: tuple[str, ...]) -> None:
     with pytest.raises(CommandError):
         create_agent(*args)
     assert AgentCredential.objects.count() == 0

@@ -26,9 +26,17 @@ from tests.support.factories.logs import (
     jwks,
     other_key,
     rechain,
+    self_dealing_log,
     session_log,
 )
-from tests.support.factories.sessions import counter, negotiating, propose, withdraw
+from tests.support.factories.sessions import (
+    BUYER,
+    Session,
+    counter,
+    negotiating,
+    propose,
+    withdraw,
+)
 
 Log = list[JsonObject]
 KEYS = jwks()
@@ -285,6 +293,21 @@ def test_an_unreadable_envelope_stops_the_audit_at_i2():
         "I2": ["entry #4 is not a valid envelope: envelope does not match the schema"]
     }
     assert report.session_id is None
+
+
+ROLES_DISTINCT = "roles_distinct: the buyer 'buyer-001' names itself as the merchant"
+
+
+def test_an_agent_in_both_seats_fails_roles_distinct_under_i2():
+    # Chained and signed like any deal: only the rule that a session has two parties tells.
+    report = audit(self_dealing_log())
+    assert failures(report) == {"I2": [ROLES_DISTINCT]}
+    assert report.agreement_valid
+
+
+def test_an_open_naming_its_own_sender_as_the_merchant_fails_at_once():
+    report = audit(Session(merchant_agent_id=BUYER).log())
+    assert failures(report) == {"I2": [ROLES_DISTINCT]}
 
 
 # I3: every party message repeats its commitment -------------------------------------------

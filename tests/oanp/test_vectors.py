@@ -526,7 +526,7 @@ def test_the_bad_cases_are_named_once_and_cover_every_kind():
         "role_may_not_send",
         "price_precision",
     } <= codes
-    assert {c["expect"]["check"] for c in by_kind("log")} >= {"I4", "I6", "I7"}
+    assert {c["expect"]["check"] for c in by_kind("log")} >= {"I2", "I4", "I6", "I7"}
 
 
 def opened(session: list[dict[str, Any]]) -> Negotiation:
@@ -610,6 +610,17 @@ def test_the_caught_renege_is_evidence_then_its_verdict_then_a_close():
     audit = audit_log(entries, case["input"]["jwks"])
     assert audit.ok
     assert audit.results["I4"].notes
+
+
+def test_the_self_dealing_deal_fails_roles_distinct_alone():
+    (case,) = [c for c in BAD if c["name"] == "self-dealing"]
+    entries = case["input"]["entries"]
+    opening = entries[0]["envelope"]
+    assert opening["payload"]["merchant_agent_id"] == opening["sender"]["agent_id"]
+    assert entries[-1]["envelope"]["type"] == "session.agree"
+    audit = audit_log(entries, case["input"]["jwks"])
+    assert audit.agreement_valid
+    assert [problem.split(":")[0] for problem in audit.results["I2"].problems] == ["roles_distinct"]
 
 
 @pytest.mark.parametrize(

@@ -1,22 +1,29 @@
 """The agent page's API keys: an expiry chosen when issuing, the last use shown, a copy button
-for the new key, and a revoke that asks first and says it is done."""
+for the new key, a revoke that asks first and says it is done, and the merchant recorded as
+every key's owner."""
 
 from __future__ import annotations
 
+import io
+import json
 from datetime import UTC, timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
 from arbiter_app import credential_cache
 from arbiter_app.models import AgentCredential
 from sessions_app import services
-from sessions_app.models import AgentProfile, AuditEvent, Role
+from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
 from sessions_app.templatetags.ago import when
 from tests.sessions_app.pages import error_summary_in, messages_in
+from tests.support.api import COMMITS, problem
 from tests.support.factories.accounts import member, signed_in
+from tests.support.factories.agents import Agent, post
+from tests.support.factories.sessions import ITEM, envelope_json
 
 pytestmark = pytest.mark.django_db
 
@@ -166,3 +173,28 @@ def test_revoking_requires_a_manager(agent_a: AgentProfile, alice: User) -> None
     assert operator.post(revoke, {"confirmed": "yes"}).status_code == 403
     issued.credential.refresh_from_db()
     assert issued.credential.revoked_at is None
+
+
+def test_the_merchants_keys_name_it_their_owner_so_its_own_buyers_cannot_open_with_them(
+    browser: Client, client: Client, agent_a: AgentProfile, shop_a: Merchant
+) -> None:
+    browser.post("/agents/hosted-a/keys/", {"label": "ci"})
+    issued = AgentCredential.objects.get(label="ci")
+    hosted = services.hosted_credential(agent_a.agent_id)
+    assert (issued.owner, hosted.owner) == (shop_a.slug, shop_a.slug)
+    # A buyer an operator issues to the same name is one of the merchant's own agents.
+    out = io.StringIO()
+    call_command(
+        "create_agent",
+        *("--role", "buyer", "--agent-id", "buyer-of-a", "--owner", shop_a.slug),
+        stdout=out,
+    )
+    buyer = Agent("buyer-of-a", "buyer", json.loads(out.getvalue())["api_key"])
+    payload = {
+        "merchant_agent_id": "hosted-a",
+        "item": ITEM,
+        "currency": "USD",
+        "constraints_commit": COMMITS["buyer"],
+    }
+    opening = envelope_json("session.open", payload, agent="buyer-of-a", session_id="sess-own")
+    problem(post(client, buyer, opening), 422, "self_dealing")

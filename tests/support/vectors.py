@@ -42,6 +42,7 @@ from tests.support.factories.logs import (
     jwks,
     other_key,
     rechain,
+    self_dealing_log,
     session_log,
 )
 from tests.support.factories.sessions import (
@@ -631,6 +632,7 @@ def _log_cases() -> list[tuple[str, list[Any], JsonObject]]:
             },
         ),
         ("renege-judged-fair", _renege_judged_fair(), {"check": "I4"}),
+        ("self-dealing", self_dealing_log(), {"check": "I2"}),
         (
             "agreement-signed-by-another-key",
             forge(honest, key=other_key()),

@@ -14,12 +14,23 @@ class Command(BaseCommand):
         parser.add_argument("--role", required=True, choices=Role.values)
         parser.add_argument("--agent-id", required=True)
         parser.add_argument("--label", default="", help="a note for operators")
+        parser.add_argument(
+            "--owner",
+            default="",
+            help="who the key is issued to (a dashboard merchant's slug, or any name): the "
+            "arbiter refuses a session between two agents of one owner",
+        )
 
-    def handle(self, *args: Any, role: str, agent_id: str, label: str, **options: Any) -> None:
+    def handle(
+        self, *args: Any, role: str, agent_id: str, label: str, owner: str, **options: Any
+    ) -> None:
         try:
-            issued = services.issue_credential(agent_id=agent_id, role=role, label=label)
+            issued = services.issue_credential(
+                agent_id=agent_id, role=role, label=label, owner=owner
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(
-            json.dumps({"agent_id": agent_id, "role": role, "api_key": issued.api_key})
-        )
+        printed = {"agent_id": agent_id, "role": role, "api_key": issued.api_key}
+        if owner:
+            printed["owner"] = owner
+        self.stdout.write(json.dumps(printed))

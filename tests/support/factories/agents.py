@@ -30,8 +30,8 @@ class Agent:
         return {"Authorization": f"Bearer {self.api_key}"}
 
 
-def make_agent(agent_id: str, role: str) -> Agent:
-    issued = services.issue_credential(agent_id=agent_id, role=role)
+def make_agent(agent_id: str, role: str, *, owner: str = "") -> Agent:
+    issued = services.issue_credential(agent_id=agent_id, role=role, owner=owner)
     return Agent(agent_id, role, issued.api_key)
 
 

@@ -220,13 +220,33 @@ def forge(log: Sequence[JsonObject], *, key: ArbiterKey | None = None) -> list[J
 def caught_renege_log() -> list[JsonObject]:
     """SFO→JFK where the buyer takes back its 320 with 300 in round 2, fed straight to the
     arbiter's machine (an agent refuses to send it): evidence, a violated verdict, a close."""
-    honest = session_log()
-    moves = [
-        cast(JsonObject, copy.deepcopy(e["envelope"]))
-        for e in honest
-        if _role(e["envelope"]) != "arbiter"
-    ][:5]
+    moves = _party_moves()[:5]
     cast(JsonObject, moves[4]["payload"])["price"] = 300
+    return _machine_log(moves)
+
+
+def self_dealing_log() -> list[JsonObject]:
+    """SFO→JFK with buyer-001 in both seats, fed straight to the arbiter's machine (the
+    arbiter's service refuses such an open, 422 ``self_dealing``): chained and signed like any
+    deal, but one agent agreed with itself."""
+    moves = _party_moves()
+    cast(JsonObject, moves[0]["payload"])["merchant_agent_id"] = "buyer-001"
+    for move in moves:
+        cast(JsonObject, move["sender"])["agent_id"] = "buyer-001"
+    return _machine_log(moves)
+
+
+def _party_moves() -> list[JsonObject]:
+    """The buyer's and the merchant's envelopes of the SFO→JFK log, in order, to edit."""
+    return [
+        cast(JsonObject, copy.deepcopy(e["envelope"]))
+        for e in session_log()
+        if _role(e["envelope"]) != "arbiter"
+    ]
+
+
+def _machine_log(moves: Sequence[JsonObject]) -> list[JsonObject]:
+    """The log the arbiter's machine writes for ``moves``, one second apart."""
     clock = SteppingClock()
     arbiter = Arbiter(ARBITER_ID, arbiter_key(), JWKS_URI)
     negotiation, entries = Negotiation.open(
