@@ -31,7 +31,7 @@ from oanp.commitments import encode_salt
 from oanp.envelope import MessageType
 from oanp.ids import new_ulid
 from oanp.money import price_to_json
-from oanp.net.client import ArbiterClient
+from oanp.net.client import ArbiterClient, ProblemError
 from oanp.strategies import strategy_named
 from oanp.tradeoffs import IssueLimits, TermsVault
 from oanp.transcript import terms_text
@@ -50,6 +50,8 @@ class Route:
     merchant_agent_id: str
     route: str
     list_price: Decimal
+    #: The currencies its merchant lists (seed_demo), the first its list price's.
+    currencies: tuple[str, ...] = ("USD",)
 
 
 #: What a fare leaves open, as a buyer declares it in a terms session: checked bags (the buyer
@@ -75,9 +77,12 @@ ROUTES = (
     Route("merchant-sfo", "SFO-JFK", Decimal(400)),
     Route("merchant-sfo", "SFO-LAX", Decimal(190)),
     Route("merchant-sfo", "SFO-SEA", Decimal(240)),
-    Route("merchant-rail", "NYC-BOS", Decimal(110)),
-    Route("merchant-rail", "NYC-WAS", Decimal(140)),
+    Route("merchant-rail", "NYC-BOS", Decimal(110), ("USD", "EUR")),
+    Route("merchant-rail", "NYC-WAS", Decimal(140), ("USD", "EUR")),
 )
+#: The currency a few buyers ask in, which no demo merchant offers: the arbiter refuses
+#: those opens (``currency_not_offered``), for the demo to show it.
+UNOFFERED_CURRENCY = "JPY"
 
 
 class Stopped(Exception):
@@ -102,6 +107,8 @@ class Plan:
     reveals: bool
     #: Negotiates :data:`FLIGHT_ISSUES` besides the fare, with :data:`TERMS_MERCHANT`.
     terms: bool = False
+    #: Asks in :data:`UNOFFERED_CURRENCY`, which the arbiter refuses at the open.
+    unoffered: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,13 +116,15 @@ class Cadence:
     """How often each kind of session comes, by the session's number in the run, so a run's
     mix is the same every time: one in ``renege`` breaks a rule, else one in ``time_out``
     falls silent, else one in ``settle`` settles by reveal, else one in ``terms`` (counted from
-    the first) negotiates terms; all but one in ``conceal`` reveal after the end."""
+    the first) negotiates terms; all but one in ``conceal`` reveal after the end; one in
+    ``unoffered`` (counted from the third) asks in a currency no merchant offers."""
 
     renege: int = 15
     time_out: int = 6
     settle: int = 3
     conceal: int = 5
     terms: int = 4
+    unoffered: int = 20
 
     def plan(self, number: int) -> Plan:
         reneges = number % self.renege == 0
@@ -129,6 +138,7 @@ class Cadence:
             # Settlement by reveal settles the price alone (docs/protocol.md §16), so a
             # settling buyer keeps to the price.
             terms=not (reneges or falls_silent or settles) and (number - 1) % self.terms == 0,
+            unoffered=(number - 3) % self.unoffered == 0,
         )
 
 
@@ -327,6 +337,8 @@ class BackgroundBuyers:
         route = pick.choice(
             [r for r in ROUTES if r.merchant_agent_id == TERMS_MERCHANT] if plan.terms else ROUTES
         )
+        # The list price is in the merchant's first currency; the demo's others are near par.
+        currency = UNOFFERED_CURRENCY if plan.unoffered else pick.choice(route.currencies)
         ceiling = (route.list_price * Decimal(pick.uniform(0.5, 1.0))).quantize(Decimal(1))
         budget = (ceiling * Decimal(pick.uniform(0.8, 1.0))).quantize(Decimal(1))
         strategy = self.strategies[buyer_id]
@@ -338,7 +350,7 @@ class BackgroundBuyers:
             session_id=new_ulid(),
             merchant_agent_id=route.merchant_agent_id,
             item={"route": route.route, "date": (now + timedelta(days=30)).date().isoformat()},
-            currency="USD",
+            currency=currency,
             max_rounds=pick.choice((4, 5, 6, 8)),
             now=now,
             deadline=now + timedelta(seconds=12) if plan.falls_silent else None,
@@ -346,7 +358,7 @@ class BackgroundBuyers:
         )
         what = (
             f"{opening['session_id']} {buyer_id} ({strategy}) with {route.merchant_agent_id}, "
-            f"{route.route}{', with terms' if plan.terms else ''}"
+            f"{route.route} in {currency}{', with terms' if plan.terms else ''}"
         )
         try:
             with ArbiterClient(self.url, self.keys[buyer_id], retries=2) as client:
@@ -363,6 +375,11 @@ class BackgroundBuyers:
                     )
                 except Stopped:
                     self._withdraw(client, buyer)
+                    return
+                except ProblemError as refused:
+                    if refused.code != "currency_not_offered":
+                        raise
+                    self.write(f"  background: {what}: refused at the open: {refused.detail}")
                     return
                 notes = [describe_outcome(buyer, log)]
                 if plan.falls_silent:

@@ -1,8 +1,10 @@
 """Forms of the merchant side: an agent with its private limits, an API key's label, the ACP
 target and the agent's listing in the arbiter's directory.
 
-Limit fields never render a value, not even back into a form that failed validation: a floor
-price typed once goes into the vault and is never shown again.
+Stored limits never render into a page: a floor price saved once goes into the vault and is
+never shown again. What the owner typed in a request that comes back (an error, a preview) is
+rendered back as typed, so nothing has to be typed twice; a save keeps every sealed limit the
+form did not change.
 """
 
 from __future__ import annotations
@@ -22,37 +24,22 @@ from oanp.canonical import read_json
 from oanp.envelope import IDENTIFIER_RULE, MAX_ITEM_BYTES, is_identifier
 from oanp.errors import ProtocolError, SchemaInvalid
 from oanp.money import MINOR_UNITS
+from oanp.pricelist import MAX_ITEM_KEY_CHARS, PriceLimits, PriceList, read_amount
 from oanp.strategies import STRATEGIES
 from oanp.terms import MAX_ISSUES
 from oanp.tradeoffs import MAX_WEIGHT, WANT_SYNTAX, IssueLimits, TermsVault, read_want, read_weight
 from sessions_app import services
 from sessions_app.models import Merchant, Mode
 from sessions_app.strategy_forms import TacticsFields
-from sessions_app.vault import Limits
-
-# Wide enough for any ISO 4217 minor unit (KWD has 3) and the protocol's 10^12 ceiling.
-_PRICE = {"max_digits": 15, "decimal_places": 3, "min_value": Decimal("0.001"), "required": False}
 
 
-class SealedNumberInput(forms.NumberInput):
-    """A number input that is always rendered empty."""
-
-    def format_value(self, value: Any) -> None:
-        return None
-
-
-class SealedTextarea(forms.Textarea):
-    """A text area that is always rendered empty."""
-
-    def format_value(self, value: Any) -> None:
-        return None
-
-
-def _price(label: str) -> forms.DecimalField:
-    return forms.DecimalField(
+def _amount(label: str) -> forms.CharField:
+    """An amount, read against its row's currency (:func:`oanp.pricelist.read_amount`)."""
+    return forms.CharField(
         label=label,
-        widget=SealedNumberInput(attrs={"autocomplete": "off", "step": "any"}),
-        **_PRICE,
+        max_length=32,
+        required=False,
+        widget=forms.TextInput(attrs={"autocomplete": "off", "inputmode": "decimal", "size": 10}),
     )
 
 
@@ -71,15 +58,19 @@ class AgentForm(TacticsFields):
         choices=[(name, named.label) for name, named in STRATEGIES.items()],
         initial="reference",
     )
-    floor_price = _price("Floor price (never goes below)")
-    ideal_price = _price("Ideal price (opens here)")
+    items_only = forms.BooleanField(
+        label="Negotiate only the items priced here",
+        required=False,
+        help_text="A session for an item without a row of its own in the session's currency is "
+        "declined at once. Unticked, the currency's 'any item' row prices every other item.",
+    )
     terms = forms.CharField(
         label="Limits on each issue",
         required=False,
         # Room for every issue with the longest options, and no more to parse.
         max_length=MAX_ISSUES * 200,
         strip=False,
-        widget=SealedTextarea(
+        widget=forms.Textarea(
             attrs={"rows": 4, "cols": 60, "spellcheck": "false", "autocomplete": "off"}
         ),
         help_text=f"One issue a line, as {WANT_SYNTAX}: the agent's best value, the worst it "
@@ -87,13 +78,19 @@ class AgentForm(TacticsFields):
         "for a number issue, as delivery_days=20..3@0.5 (best 20 days, at worst 3); two "
         "options for a choice, as support=none..standard@2 (an option holding .. or @ as a JSON "
         'string, as "24/7 @ phone"). An issue the buyer declares that '
-        "is not named here is one the agent takes as the buyer offers it.",
+        "is not named here is one the agent takes as the buyer offers it. Left empty, the "
+        "sealed limits on issues stay as they are.",
+    )
+    clear_terms = forms.BooleanField(
+        label="Remove the sealed limits on issues",
+        required=False,
+        help_text="The agent then takes every issue a buyer declares as the buyer offers it.",
     )
     price_weight = forms.CharField(
         label="Price weight",
         required=False,
         max_length=32,
-        widget=SealedNumberInput(
+        widget=forms.NumberInput(
             attrs={"autocomplete": "off", "step": "any", "min": 0, "max": MAX_WEIGHT}
         ),
         help_text="How much the price matters beside the issues' weights; empty is 1.",
@@ -111,13 +108,11 @@ class AgentForm(TacticsFields):
         self,
         *args: Any,
         creating: bool,
-        limits_set: bool = False,
         merchants: QuerySet[Merchant] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.creating = creating
-        self.limits_set = limits_set
         if not creating:
             del self.fields["agent_id"]  # the identity keys and sessions are bound to
         if merchants is not None:
@@ -137,7 +132,7 @@ class AgentForm(TacticsFields):
     @property
     def sectioned_field_names(self) -> list[str]:
         """Fields the template shows in a fieldset of their own, not in the general list."""
-        return ["floor_price", "ideal_price", "terms", "price_weight", *self.tactics_field_names]
+        return ["items_only", "terms", "clear_terms", "price_weight", *self.tactics_field_names]
 
     def clean_terms(self) -> tuple[IssueLimits, ...]:
         """Each line's issue limits; every bad line is named, never with its values."""
@@ -181,69 +176,155 @@ class AgentForm(TacticsFields):
                 "price_weight", "A price weight weighs the price against the issues: name them too."
             )
         data["terms_vault"] = TermsVault(weight or Decimal(1), issues) if issues else None
-        floor, ideal = data.get("floor_price"), data.get("ideal_price")
-        if (floor is None) != (ideal is None) and not self.has_error("floor_price"):
-            raise forms.ValidationError("Enter both the floor and the ideal price, or neither.")
-        if floor is not None and ideal is not None and floor > ideal:
-            self.add_error("floor_price", "The floor cannot be above the ideal price.")
-        if data.get("mode") == Mode.HOSTED and floor is None and not self.limits_set:
-            raise forms.ValidationError(
-                "A hosted agent needs its limits: enter its floor and ideal price."
+        if issues and data.get("clear_terms"):
+            self.add_error(
+                "clear_terms", "Either type new limits on issues or remove them, not both."
             )
         return data
 
 
-class ItemLimitForm(forms.Form):
+class PriceRowForm(forms.Form):
+    """One row of the agent's price list. A stored row shows its item and currency (not
+    limits) and is named by ``was``; its floor and ideal come in empty and, left empty, keep
+    what is sealed. A new row needs a currency, a floor and an ideal; no item is any item.
+
+    Amounts typed are rendered back when the form returns with an error or a preview (they
+    were typed in this very request); stored amounts never reach the page.
+    """
+
+    was = forms.CharField(required=False, widget=forms.HiddenInput)
     item = forms.CharField(
-        label="Item sku, id or route", max_length=200, required=False, strip=True
+        label="Item sku, id or route", max_length=MAX_ITEM_KEY_CHARS, required=False, strip=True
     )
-    floor_price = _price("Floor")
-    ideal_price = _price("Ideal")
+    currency = forms.CharField(label="Currency", max_length=8, required=False, strip=True)
+    floor_price = _amount("Floor")
+    ideal_price = _amount("Ideal")
+    remove = forms.BooleanField(label="Remove", required=False)
+
+    @property
+    def stored_key(self) -> tuple[str | None, str] | None:
+        """The (item, currency) of the stored row this row edits, or ``None`` for a new one."""
+        was = (
+            self.initial.get("was") if not self.is_bound else self.data.get(self.add_prefix("was"))
+        )
+        if not was:
+            return None
+        try:
+            item, currency = json.loads(was)
+        except (TypeError, ValueError):
+            return None
+        return (item if isinstance(item, str) and item else None, str(currency))
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        item, floor, ideal = data.get("item"), data.get("floor_price"), data.get("ideal_price")
-        given = [v not in (None, "") for v in (item, floor, ideal)]
-        if any(given) and not all(given):
-            raise forms.ValidationError("Fill in the item, its floor and its ideal price.")
-        if floor is not None and ideal is not None and floor > ideal:
-            raise forms.ValidationError("The floor cannot be above the ideal price.")
+        key = self.stored_key
+        floor, ideal = data.get("floor_price", ""), data.get("ideal_price", "")
+        if key is None:
+            if not any(
+                data.get(name) for name in ("item", "currency", "floor_price", "ideal_price")
+            ):
+                data["row"] = "keep"  # an empty row adds nothing
+                return data
+            currency = data.get("currency", "").upper()
+            if not currency:
+                self.add_error("currency", "Name the currency of these limits, as USD.")
+                return data
+            if currency not in MINOR_UNITS:
+                self.add_error("currency", f"{currency[:8]} is not an ISO 4217 currency code.")
+                return data
+            key = (data.get("item") or None, currency)
+            if not floor or not ideal:
+                self.add_error(None, "Enter both the floor and the ideal price.")
+                return data
+        elif data.get("remove") or not (floor or ideal):
+            data["row"] = None if data.get("remove") else "keep"
+            return data
+        elif not floor or not ideal:
+            self.add_error(None, "Enter both a new floor and a new ideal, or neither to keep them.")
+            return data
+        amounts = {}
+        for name, what in (("floor_price", "the floor"), ("ideal_price", "the ideal price")):
+            try:
+                amounts[name] = read_amount(data[name], what, key[1])
+            except ValueError as bad:
+                self.add_error(name, f"{str(bad)[:1].upper()}{str(bad)[1:]}.")
+        if len(amounts) == 2:
+            if amounts["floor_price"] > amounts["ideal_price"]:
+                self.add_error("floor_price", "The floor cannot be above the ideal price.")
+            else:
+                data["row"] = PriceLimits(key[0], key[1], **amounts)
         return data
 
 
-class BaseItemLimitFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
+class BasePriceRowFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
+    def __init__(self, *args: Any, stored: PriceList | None = None, **kwargs: Any) -> None:
+        self.stored = stored
+        if stored is not None and not kwargs.get("data") and not args:
+            kwargs["initial"] = [
+                {
+                    "was": json.dumps([row.item, row.currency]),
+                    "item": row.item or "",
+                    "currency": row.currency,
+                }
+                for row in stored.limits
+            ]
+        super().__init__(*args, **kwargs)
+
     def clean(self) -> None:
+        """``rows``: the stored rows, each kept unless this post changed or removed it, then
+        the new ones; a new row naming a stored row's item and currency replaces it."""
         if any(self.errors):
             return
-        items = [form.cleaned_data.get("item") for form in self.forms if form.cleaned_data]
-        items = [item for item in items if item]
-        if len(items) != len(set(items)):
-            raise forms.ValidationError("Each item may have one row of limits only.")
+        rows = {row.key: row for row in (self.stored.limits if self.stored else ())}
+        touched: set[tuple[str | None, str]] = set()
+        for form in self.forms:
+            key, outcome = form.stored_key, form.cleaned_data.get("row", "keep")
+            if key is not None and key not in rows:
+                raise forms.ValidationError(
+                    "The limits changed since this page was loaded: reload it and edit again."
+                )
+            if outcome == "keep":
+                continue
+            key = key if outcome is None else outcome.key
+            if key in touched:
+                item, currency = key
+                raise forms.ValidationError(
+                    f"{'Any item' if item is None else item} in {currency} is given two rows: "
+                    "keep one."
+                )
+            touched.add(key)
+            if outcome is None:
+                del rows[key]
+            else:
+                rows[key] = outcome
+        self.rows = tuple(rows.values())
 
 
-ItemLimitFormSet = forms.formset_factory(ItemLimitForm, formset=BaseItemLimitFormSet, extra=3)
+PriceRowFormSet = forms.formset_factory(PriceRowForm, formset=BasePriceRowFormSet, extra=3)
 
 
-def limits_from(form: AgentForm, items: BaseItemLimitFormSet) -> Limits | None:
-    """The limits entered, or ``None`` when none were (an edit then keeps the sealed ones)."""
-    floor, ideal = form.cleaned_data.get("floor_price"), form.cleaned_data.get("ideal_price")
-    per_item = {
-        row.cleaned_data["item"]: (row.cleaned_data["floor_price"], row.cleaned_data["ideal_price"])
-        for row in items.forms
-        if row.cleaned_data.get("item")
-    }
-    terms = form.cleaned_data.get("terms_vault")
-    if floor is None:
-        if per_item:
-            form.add_error(None, "Per-item limits need the default floor and ideal price too.")
-        if terms is not None:
-            form.add_error(
-                "terms",
-                "New limits on issues need the floor and ideal price too: new limits replace "
-                "all the sealed ones.",
-            )
+def limits_from(
+    form: AgentForm, rows: BasePriceRowFormSet, stored: PriceList | None
+) -> PriceList | None:
+    """The price list as the form leaves it: the stored rows kept, changed or removed, the
+    new ones added, the terms replaced only when typed (or cleared when asked); ``None`` when
+    nothing changed, so the sealed limits stay exactly as they are."""
+    data = form.cleaned_data
+    terms = stored.terms if stored is not None else None
+    if data.get("terms_vault") is not None:
+        terms = data["terms_vault"]
+    elif data.get("clear_terms"):
+        terms = None
+    prices = PriceList(rows.rows, bool(data.get("items_only")), terms)
+    if prices == stored or (stored is None and not prices.limits and terms is None):
         return None
-    return Limits(floor_price=floor, ideal_price=ideal, per_item=per_item, terms=terms)
+    if prices.items_only and any(row.item is None for row in prices.limits):
+        form.add_error(
+            "items_only",
+            "An agent that negotiates only the items it priced never uses an 'any item' row: "
+            "give each row its item, or untick this.",
+        )
+    return prices
 
 
 #: The lifetimes a new API key may be issued with; "" never expires.
@@ -366,7 +447,8 @@ class ListingForm(forms.Form):
         # Room for every known code, each with its separator ("USD, ").
         max_length=5 * len(MINOR_UNITS),
         required=False,
-        help_text="ISO 4217 codes, separated by spaces or commas: USD, EUR.",
+        help_text="ISO 4217 codes, separated by spaces or commas: USD, EUR. A hosted agent is "
+        "listed in those it holds limits in, so buyers' agents pick one it negotiates in.",
         widget=forms.TextInput(attrs={"placeholder": "USD, EUR", "size": 30}),
     )
     catalog = forms.CharField(
@@ -414,14 +496,15 @@ class ListingForm(forms.Form):
         return data
 
 
-def listing_initial(listing: Listing | None) -> dict[str, Any]:
-    """The listing form as the agent's listing stands, the catalog indented for editing."""
+def listing_initial(listing: Listing | None, chosen: list[str]) -> dict[str, Any]:
+    """The listing form as the agent's listing stands, with the currencies its owner chose
+    (the directory shows those it holds limits in), the catalog indented for editing."""
     if listing is None:
         return {}
     catalog = json.loads(listing.catalog)
     return {
         "listed": listing.listed,
         "description": listing.description,
-        "currencies": ", ".join(listing.currencies),
+        "currencies": ", ".join(chosen or listing.currencies),
         "catalog": json.dumps(catalog, indent=2, ensure_ascii=False) if catalog else "",
     }

@@ -115,6 +115,12 @@ class AgentProfile(HostedTactics):
     #: session's analytics. Off unless the merchant turns it on: a reveal puts the floor in
     #: the arbiter's record for good.
     reveal_after_end = models.BooleanField(default=False)
+    #: The currency a vault sealed before limits had one was read in, once, by migration
+    #: 0004; the agent page says so until the owner saves the agent's form, which clears it.
+    limits_read_as = models.CharField(max_length=3, blank=True)
+    #: The currencies the owner chose to list; the directory shows those the agent holds
+    #: limits in (:func:`sessions_app.services.published`).
+    listing_currencies = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -137,7 +143,12 @@ class HostedSession(HostedTactics):
     agent = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="sessions")
     session_id = models.CharField(max_length=64, unique=True)
     sealed_salt = models.BinaryField()
+    #: The one row of the agent's price list the session is negotiated on; empty when the
+    #: agent held none for the session's currency and item, and declined it.
     sealed_limits = models.BinaryField(default=b"")
+    #: Why the agent declined the session before acking (no limits in its currency, an item
+    #: it does not price, terms that do not fit), in words that name no limit; else empty.
+    declined = models.CharField(max_length=300, blank=True)
     #: The agent's ``reveal_after_end`` at open: a session reveals only what the merchant
     #: agreed to reveal before it began (and still agrees to when it ends).
     reveal_after_end = models.BooleanField(default=False)

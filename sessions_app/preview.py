@@ -36,7 +36,8 @@ from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault, Se
 from oanp.commitments import encode_salt
 from oanp.envelope import DEFAULT_MAX_ROUNDS
 from oanp.machine import Arbiter
-from oanp.money import decimals_of, minor_units
+from oanp.money import minor_units
+from oanp.pricelist import PriceLimits, PriceList
 from oanp.rehearsal import rehearse
 from oanp.signing import ArbiterKey
 from oanp.strategies import STRATEGIES
@@ -46,7 +47,7 @@ from oanp.transcript import terms_text
 from sessions_app.analytics import plain
 from sessions_app.models import AgentProfile, Mode
 from sessions_app.services import NoLimits
-from sessions_app.vault import Limits, unseal
+from sessions_app.vault import unseal
 
 MAX_ROUNDS = DEFAULT_MAX_ROUNDS
 #: The ceiling of the buyer that cannot meet the floor, as a share of the floor.
@@ -90,42 +91,41 @@ class Preview:
     issues: tuple[str, ...] = ()
 
 
-def preview_form(
-    data: Mapping[str, Any], typed: Limits | None, profile: AgentProfile | None
-) -> Preview:
-    """The preview of a valid agent form's ``cleaned_data``: with the limits ``typed`` in it,
-    else the sealed ones of ``profile``. :class:`~sessions_app.services.NoLimits` if neither."""
-    if typed is not None:
-        limits = typed
-    elif profile is not None and profile.vault:
-        limits = unseal(profile.vault)
-    else:
-        raise NoLimits("The preview plays the agent's limits: enter its floor and ideal price.")
+def preview_form(data: Mapping[str, Any], prices: PriceList | None, typed: bool) -> Preview:
+    """The preview of a valid agent form's ``cleaned_data``, with ``prices`` as the form
+    leaves them (``typed``: the form changed the sealed ones).
+    :class:`~sessions_app.services.NoLimits` when there are none."""
+    if prices is None or not prices.limits:
+        raise NoLimits("The preview plays the agent's limits: add a row with a floor and ideal.")
     return play(
         strategy=data["strategy"],
         parameters=data["parameters"],
         settle=data["settle"],
-        floor=limits.floor_price,
-        ideal=limits.ideal_price,
-        terms=limits.terms,
-        typed_limits=typed is not None,
+        limits=played_row(prices),
+        terms=prices.terms,
+        typed_limits=typed,
     )
 
 
 def preview_saved(profile: AgentProfile) -> Preview:
     """The saved agent, as new sessions will meet it; :class:`~sessions_app.services.NoLimits`
     for an agent that is not hosted here or has no limits yet."""
-    if profile.mode != Mode.HOSTED or not profile.vault:
+    prices = unseal(profile.vault) if profile.vault else None
+    if profile.mode != Mode.HOSTED or prices is None or not prices.limits:
         raise NoLimits("Only a hosted agent with its floor and ideal price set can be previewed.")
-    limits = unseal(profile.vault)
     return play(
         strategy=profile.strategy,
         parameters=profile.parameters,
         settle=profile.settle_policy(),
-        floor=limits.floor_price,
-        ideal=limits.ideal_price,
-        terms=limits.terms,
+        limits=played_row(prices),
+        terms=prices.terms,
     )
+
+
+def played_row(prices: PriceList) -> PriceLimits:
+    """The row the preview plays: the first "any item" row, else the first row; its sessions
+    are in that row's currency."""
+    return next((row for row in prices.limits if row.item is None), prices.limits[0])
 
 
 def play(
@@ -133,13 +133,12 @@ def play(
     strategy: str,
     parameters: Mapping[str, object],
     settle: SettlePolicy,
-    floor: Decimal,
-    ideal: Decimal,
+    limits: PriceLimits,
     terms: TermsVault | None = None,
     typed_limits: bool = False,
 ) -> Preview:
     """A merchant playing ``strategy`` tuned by ``parameters`` and settling by ``settle``,
-    with ``floor`` and ``ideal`` (and weighing issues by ``terms``), against each preview
+    on ``limits`` (and weighing issues by ``terms``), against each preview
     buyer. :class:`~sessions_app.services.NoLimits` for terms no session can declare."""
     issues: tuple[Issue, ...] = ()
     if terms is not None and terms.issues:
@@ -148,8 +147,7 @@ def play(
         except ValueError as unfit:
             raise NoLimits(f"The preview cannot play the limits on issues: {unfit}.") from None
     theirs = buyer_terms(issues, terms) if terms is not None and issues else None
-    # USD unless a limit needs finer units: the protocol refuses a price the currency cannot carry.
-    currency = "USD" if max(decimals_of(floor), decimals_of(ideal)) <= 2 else "KWD"
+    floor, ideal, currency = limits.floor_price, limits.ideal_price, limits.currency
     unit = Decimal(1).scaleb(-minor_units(currency))
     halfway = ((floor + ideal) / 2).quantize(unit, rounding=ROUND_FLOOR)
     buyers = [(name, halfway, "halfway between floor and ideal") for name in STRATEGIES]

@@ -33,9 +33,10 @@ from oanp.canonical import JsonObject, canonical_bytes
 from oanp.envelope import parse_envelope, parse_timestamp
 from oanp.errors import AlreadyRevealed, OutOfTurn, ProtocolError, SessionTerminal, TimerExpired
 from oanp.machine import Phase
+from oanp.pricelist import PriceList
 from sessions_app import services
 from sessions_app.models import AgentProfile, HostedSession, Mode
-from sessions_app.vault import unseal, unseal_text
+from sessions_app.vault import unseal_session_vault, unseal_text
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +104,12 @@ def _replayed(
 ) -> tuple[MerchantAgent, list[JsonObject]]:
     """The hosted agent rebuilt and fed ``entries`` (the whole log), and all it answered."""
     ids = _AnswerIds()
+    # A session the agent held no limits for keeps none: the agent, holding an empty price
+    # list, declines it.
+    sealed = bytes(hosted.sealed_limits)
     agent = MerchantAgent(
         agent_id=hosted.agent.agent_id,
-        vault=unseal(hosted.sealed_limits).for_item({}),
+        vault=unseal_session_vault(sealed) if sealed else PriceList(()),
         strategy=hosted.merchant_strategy(),
         salt=unseal_text(hosted.sealed_salt),
         new_message_id=ids,
@@ -121,6 +125,8 @@ def _replayed(
 def pending_answers(hosted: HostedSession, entries: Sequence[JsonObject]) -> list[JsonObject]:
     """The envelopes the hosted agent has still to submit after ``entries`` (the whole log)."""
     agent, answers = _replayed(hosted, entries)
+    if agent.declined is not None:
+        services.note_declined(hosted=hosted, why=agent.declined)
     if agent.finished:
         return []
     logged = {entry["envelope"]["message_id"] for entry in entries}
@@ -139,8 +145,12 @@ def answer(session_id: str) -> int:
         return 0
     entries = arbiter.session_entries(session)
     try:
+        opening = entries[0]["envelope"]["payload"]
         hosted = services.open_hosted_session(
-            profile=profile, session_id=session_id, item=entries[0]["envelope"]["payload"]["item"]
+            profile=profile,
+            session_id=session_id,
+            item=opening["item"],
+            currency=opening["currency"],
         )
         pending = pending_answers(hosted, entries)
     except (services.NoLimits, LimitGuard) as refusal:
@@ -148,6 +158,8 @@ def answer(session_id: str) -> int:
         log.error("hosted agent %s cannot answer in %s: %s", profile.agent_id, session_id, refusal)
         return 0
     credential = services.hosted_credential(profile.agent_id)
+    if hosted.declined:
+        log.info("hosted agent %s declines %s: %s", profile.agent_id, session_id, hosted.declined)
     applied = 0
     for envelope in pending:
         try:
@@ -186,6 +198,8 @@ def reveal_after_end(session_id: str) -> bool:
             reveal_after_end=True,
             reveal_done_at__isnull=True,
             agent__reveal_after_end=True,
+            # A declined session was committed to nothing: there is no limit to reveal.
+            declined="",
         )
         .select_related("agent")
         .first()
@@ -225,6 +239,7 @@ def sweep_reveals() -> int:
         reveal_after_end=True,
         reveal_done_at__isnull=True,
         agent__reveal_after_end=True,
+        declined="",
         session_id__in=ended.values("session_id"),
     ).values_list("session_id", flat=True)[:REVEAL_SWEEP_BATCH]
     return sum(reveal_after_end(session_id) for session_id in due)

@@ -42,6 +42,7 @@ from arbiter_app.models import (
     Session,
 )
 from oanp.machine import Phase, SessionState
+from oanp.pricelist import PriceList
 from oanp.replay import Frame
 from oanp.replay import replay as replay_log
 from oanp.snapshot import load_state
@@ -335,17 +336,49 @@ def keys_of(profile: AgentProfile) -> QuerySet[AgentCredential]:
     return arbiter.credentials_of(agent_id=profile.agent_id, role="merchant")
 
 
-def limit_items(profile: AgentProfile) -> list[str] | None:
-    """The item keys with limits of their own, never the limits; ``None`` when none are set."""
-    if not profile.vault:
+def price_list(profile: AgentProfile) -> PriceList | None:
+    """The agent's sealed limits, for the services and the form to merge edits into; never
+    for a template."""
+    return unseal(profile.vault) if profile.vault else None
+
+
+def limit_rows(profile: AgentProfile) -> list[str] | None:
+    """Where the agent holds limits, as "USD, any item" or "EUR, SFO-JFK", never the limits;
+    ``None`` when none are set."""
+    prices = price_list(profile)
+    if prices is None:
         return None
-    return sorted(unseal(profile.vault).per_item)
+    return [f"{row.currency}, {row.item or 'any item'}" for row in prices.limits]
 
 
 def limit_issues(profile: AgentProfile) -> list[str]:
     """The issues the sealed limits weigh besides the price, by name only, in their order."""
-    terms = unseal(profile.vault).terms if profile.vault else None
+    prices = price_list(profile)
+    terms = prices.terms if prices is not None else None
     return [] if terms is None else [issue.name for issue in terms.issues]
+
+
+#: How many of its latest declined sessions an agent's page lists.
+AGENT_PAGE_DECLINES = 5
+
+
+def declines(profile: AgentProfile) -> list[HostedSession]:
+    """The agent's latest sessions it declined before acking, each with why."""
+    return list(
+        HostedSession.objects.filter(agent=profile)
+        .exclude(declined="")
+        .order_by("-created_at")[:AGENT_PAGE_DECLINES]
+    )
+
+
+def declined(found: Session) -> str | None:
+    """Why a hosted merchant agent declined ``found``, if it did."""
+    return (
+        HostedSession.objects.filter(session_id=found.session_id)
+        .exclude(declined="")
+        .values_list("declined", flat=True)
+        .first()
+    )
 
 
 def listing(profile: AgentProfile) -> Listing | None:

@@ -9,8 +9,10 @@ vault key and never leave this package in clear. Key actions are recorded as
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -20,14 +22,15 @@ from django.utils import timezone
 
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
-from arbiter_app.models import AgentCredential
+from arbiter_app.models import AgentCredential, Listing
 from oanp import discovery
-from oanp.agents import NEVER_SETTLE, SettlePolicy
+from oanp.agents import NEVER_SETTLE, MerchantVault, SettlePolicy
 from oanp.commitments import SALT_BYTES, encode_salt
 from oanp.envelope import IDENTIFIER_RULE, is_identifier
+from oanp.pricelist import PriceList, Unpriced
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Mode
 from sessions_app.tactics import changed_tactics, settle_text, tactics_fields
-from sessions_app.vault import Limits, seal, seal_text, unseal
+from sessions_app.vault import seal, seal_session_vault, seal_text, unseal
 
 MERCHANT_ROLE = "merchant"
 #: The label of the key a hosted agent's answers are submitted with. Nobody ever sees it.
@@ -71,7 +74,7 @@ def create_agent(
     display_name: str,
     mode: str,
     strategy: str,
-    limits: Limits | None,
+    limits: PriceList | None,
     parameters: Mapping[str, object] | None = None,
     settle: SettlePolicy = NEVER_SETTLE,
     reveal_after_end: bool = False,
@@ -79,7 +82,7 @@ def create_agent(
     """A new agent; ``parameters`` tune its ``strategy`` (none: the defaults). Refuses an
     unknown strategy or a bad parameter (``ValueError``), as :func:`update_agent` does."""
     check_agent_id(agent_id)
-    if mode == Mode.HOSTED and limits is None:
+    if mode == Mode.HOSTED and not (limits and limits.limits):
         raise NoLimits("a hosted agent needs its limits")
     tactics = tactics_fields(strategy=strategy, parameters=parameters or {}, settle=settle)
     profile = AgentProfile.objects.create(
@@ -115,15 +118,16 @@ def update_agent(
     display_name: str,
     mode: str,
     strategy: str,
-    limits: Limits | None,
+    limits: PriceList | None,
     parameters: Mapping[str, object] | None = None,
     settle: SettlePolicy = NEVER_SETTLE,
     reveal_after_end: bool = False,
 ) -> AgentProfile:
-    """Change an agent; ``limits`` ``None`` keeps the sealed ones. The agent id never changes:
+    """Change an agent; ``limits`` ``None`` keeps the sealed ones, else replaces them whole
+    (the form builds them from the sealed ones and its edits). The agent id never changes:
     it is the identity its keys and sessions are bound to. Running sessions keep the tactics
-    they opened with (:func:`open_hosted_session`)."""
-    if mode == Mode.HOSTED and limits is None and not profile.vault:
+    and limits they opened with (:func:`open_hosted_session`)."""
+    if mode == Mode.HOSTED and (not profile.vault if limits is None else not limits.limits):
         raise NoLimits("a hosted agent needs its limits")
     tactics = tactics_fields(strategy=strategy, parameters=parameters or {}, settle=settle)
     changed = [
@@ -143,7 +147,11 @@ def update_agent(
     if limits is not None:
         profile.vault = seal(limits)
         changed.append("limits")
+    # A save of the form is the owner's word on the limits as they now stand: an old vault's
+    # currency is no longer a guess.
+    profile.limits_read_as = ""
     profile.save()
+    _republish(profile)
     if mode == Mode.HOSTED:
         hosted_credential(profile.agent_id)
     detail: dict[str, Any] = {"changed": changed}
@@ -162,7 +170,11 @@ def issue_key(
     """A new key for the agent, expiring ``lifetime`` from now (``None``: never)."""
     expires_at = None if lifetime is None else timezone.now() + lifetime
     issued = arbiter_services.issue_credential(
-        agent_id=profile.agent_id, role=MERCHANT_ROLE, label=label, expires_at=expires_at
+        agent_id=profile.agent_id,
+        role=MERCHANT_ROLE,
+        label=label,
+        expires_at=expires_at,
+        owner=profile.merchant.slug,
     )
     _audit(
         actor,
@@ -190,7 +202,8 @@ def revoke_key(
 
 
 def hosted_credential(agent_id: str) -> AgentCredential:
-    """The key a hosted agent's answers go in with; issued on first need, its secret dropped."""
+    """The key a hosted agent's answers go in with; issued on first need, its secret dropped,
+    to the merchant whose agent it is."""
     existing = (
         arbiter.credentials_of(agent_id=agent_id, role=MERCHANT_ROLE)
         .filter(label=HOSTED_KEY_LABEL, revoked_at__isnull=True)
@@ -198,34 +211,60 @@ def hosted_credential(agent_id: str) -> AgentCredential:
     )
     if existing is not None:
         return existing
+    # Looked up here rather than passed in, so that whoever first needs the key, the runner
+    # included, records its owner: the arbiter refuses sessions between one owner's agents.
+    owner = (
+        AgentProfile.objects.filter(agent_id=agent_id)
+        .values_list("merchant__slug", flat=True)
+        .first()
+    )
     return arbiter_services.issue_credential(
-        agent_id=agent_id, role=MERCHANT_ROLE, label=HOSTED_KEY_LABEL
+        agent_id=agent_id, role=MERCHANT_ROLE, label=HOSTED_KEY_LABEL, owner=owner or ""
     ).credential
 
 
 def open_hosted_session(
-    *, profile: AgentProfile, session_id: str, item: dict[str, Any]
+    *, profile: AgentProfile, session_id: str, item: dict[str, Any], currency: str
 ) -> HostedSession:
     """The hosted agent's side of ``session_id``, created on its first answer with a fresh salt
-    and a copy of today's limits for ``item``, tactics (strategy, parameters, settle policy)
-    and choice to reveal after the end; the same row on every later call."""
+    and a copy of today's limits for ``item`` in ``currency``, tactics (strategy, parameters,
+    settle policy) and choice to reveal after the end; the same row on every later call.
+
+    When the agent holds no limits for that currency or item, the row keeps none and says
+    why (``declined``): the agent declines the session rather than negotiate blind."""
     existing = HostedSession.objects.filter(session_id=session_id).select_related("agent").first()
     if existing is not None:
         return existing
     if not profile.vault:
         raise NoLimits(f"hosted agent {profile.agent_id} has no limits")
-    vault = unseal(profile.vault).for_item(item)
+    prices = unseal(profile.vault)
+    try:
+        row = prices.limits_for(currency, item)
+    except Unpriced as unpriced:
+        sealed, declined = b"", str(unpriced)
+    else:
+        vault = MerchantVault(row.floor_price, row.ideal_price, prices.terms)
+        sealed, declined = seal_session_vault(vault), ""
     hosted, _ = HostedSession.objects.get_or_create(
         session_id=session_id,
         defaults={
             "agent": profile,
             "sealed_salt": seal_text(encode_salt(secrets.token_bytes(SALT_BYTES))),
-            "sealed_limits": seal(Limits(vault.floor_price, vault.ideal_price, {}, vault.terms)),
-            "reveal_after_end": profile.reveal_after_end,
+            "sealed_limits": sealed,
+            "declined": declined,
+            "reveal_after_end": profile.reveal_after_end and not declined,
             **profile.tactics(),
         },
     )
     return hosted
+
+
+def note_declined(*, hosted: HostedSession, why: str) -> None:
+    """Record why the hosted agent declined its session, when the agent found out itself
+    (its terms did not fit the declared issues)."""
+    if not hosted.declined:
+        hosted.declined = why[: HostedSession._meta.get_field("declined").max_length]
+        HostedSession.objects.filter(pk=hosted.pk, declined="").update(declined=hosted.declined)
 
 
 # The ACP handoff target ------------------------------------------------------------------
@@ -295,15 +334,15 @@ def save_listing(
     *, actor: AbstractBaseUser, profile: AgentProfile, listing: discovery.Listing
 ) -> None:
     """Whether and how buyers' agents find this agent in the arbiter's directory, under its
-    merchant's name.
+    merchant's name, in the currencies it really negotiates in (:func:`published`).
 
     The directory is the arbiter's to publish, so the arbiter keeps the listing; the audit
     records what changed, not the catalog, which the listing itself holds.
     """
     before = arbiter.listing_of(profile.agent_id)
-    saved = arbiter_services.save_listing(
-        merchant_agent_id=profile.agent_id, merchant=profile.merchant.name, listing=listing
-    )
+    profile.listing_currencies = list(listing.currencies)
+    profile.save(update_fields=["listing_currencies"])
+    saved = _publish(profile, listing)
     # Catalogs are kept canonical (JCS), so equal text is an equal catalog.
     changed = [
         name
@@ -315,7 +354,35 @@ def save_listing(
         "listing.saved",
         profile.agent_id,
         listed=listing.listed,
-        currencies=list(listing.currencies),
+        currencies=list(saved.currencies),
         catalog_items=len(listing.catalog),
         changed=changed,
     )
+
+
+def published(profile: AgentProfile, chosen: tuple[str, ...]) -> tuple[str, ...]:
+    """The currencies the directory lists for the agent: for a hosted agent, those of
+    ``chosen`` it holds limits in (all it holds, when it holds none of them), so that a buyer's
+    agent never picks a currency the agent would decline; an external agent's as chosen."""
+    if profile.mode != Mode.HOSTED or not profile.vault:
+        return chosen
+    held = unseal(profile.vault).currencies
+    return tuple(code for code in chosen if code in held) or (held if chosen else ())
+
+
+def _publish(profile: AgentProfile, listing: discovery.Listing) -> Listing:
+    return arbiter_services.save_listing(
+        merchant_agent_id=profile.agent_id,
+        merchant=profile.merchant.name,
+        listing=replace(listing, currencies=published(profile, listing.currencies)),
+    )
+
+
+def _republish(profile: AgentProfile) -> None:
+    """List the agent again in the currencies it now holds limits in, after they changed."""
+    row = arbiter.listing_of(profile.agent_id)
+    if row is None:
+        return
+    chosen = tuple(profile.listing_currencies) or tuple(row.currencies)
+    listing = discovery.Listing(row.listed, row.description, chosen, tuple(json.loads(row.catalog)))
+    _publish(profile, listing)

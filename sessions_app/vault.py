@@ -2,60 +2,68 @@
 
 This key is not the arbiter's: the arbiter signs with its own keys and never imports this
 module, so it cannot open a vault even by mistake.
+
+An agent's vault seals its :class:`~oanp.pricelist.PriceList` (limits per currency and item,
+its terms); each hosted session seals the one :class:`~oanp.agents.MerchantVault` it was
+opened on, so that editing the agent never changes a running session.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 from cryptography.fernet import Fernet
 from django.conf import settings
 
 from oanp.agents import MerchantVault
-from oanp.tradeoffs import TermsVault, read_terms_vault
+from oanp.pricelist import PriceList, read_price_list
+from oanp.tradeoffs import read_terms_vault
 
 
 def _fernet() -> Fernet:
     return Fernet(settings.OANP_VAULT_KEY)
 
 
-@dataclass(frozen=True)
-class Limits:
-    """A merchant agent's limits: a default, and optionally others per item sku; with
-    ``terms``, its weights and limits on issues besides the price (the same for every item)."""
-
-    floor_price: Decimal
-    ideal_price: Decimal
-    per_item: dict[str, tuple[Decimal, Decimal]]
-    terms: TermsVault | None = None
-
-    def for_item(self, item: dict[str, Any]) -> MerchantVault:
-        key = str(item.get("sku") or item.get("id") or item.get("route") or "")
-        floor, ideal = self.per_item.get(key, (self.floor_price, self.ideal_price))
-        return MerchantVault(floor_price=floor, ideal_price=ideal, terms=self.terms)
-
-
-def seal(limits: Limits) -> bytes:
-    document = {
-        "floor_price": str(limits.floor_price),
-        "ideal_price": str(limits.ideal_price),
-        "per_item": {k: [str(f), str(i)] for k, (f, i) in limits.per_item.items()},
-    }
-    if limits.terms is not None:
-        document["terms"] = limits.terms.constraints()
+def _seal_json(document: object) -> bytes:
     return _fernet().encrypt(json.dumps(document).encode())
 
 
-def unseal(sealed: bytes) -> Limits:
+def _unseal_json(sealed: bytes) -> dict[str, object]:
     document = json.loads(_fernet().decrypt(bytes(sealed)))
-    return Limits(
-        floor_price=Decimal(document["floor_price"]),
-        ideal_price=Decimal(document["ideal_price"]),
-        per_item={k: (Decimal(f), Decimal(i)) for k, (f, i) in document["per_item"].items()},
-        # Vaults sealed before terms existed hold none.
+    assert isinstance(document, dict)
+    return document
+
+
+def seal(prices: PriceList) -> bytes:
+    return _seal_json(prices.document())
+
+
+def unseal(sealed: bytes) -> PriceList:
+    return read_price_list(_unseal_json(sealed))
+
+
+def unseal_document(sealed: bytes) -> dict[str, object]:
+    """A vault's document as sealed, whatever its form: what a migration reads."""
+    return _unseal_json(sealed)
+
+
+def seal_session_vault(vault: MerchantVault) -> bytes:
+    document: dict[str, object] = {
+        "floor_price": str(vault.floor_price),
+        "ideal_price": str(vault.ideal_price),
+    }
+    if vault.terms is not None:
+        document["terms"] = vault.terms.constraints()
+    return _seal_json(document)
+
+
+def unseal_session_vault(sealed: bytes) -> MerchantVault:
+    document = _unseal_json(sealed)
+    return MerchantVault(
+        floor_price=Decimal(str(document["floor_price"])),
+        ideal_price=Decimal(str(document["ideal_price"])),
+        # Sessions opened before terms existed hold none.
         terms=read_terms_vault(document["terms"]) if "terms" in document else None,
     )
 

@@ -18,11 +18,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from arbiter_app.services import HostNotFound
+from oanp.pricelist import PriceList
 from sessions_app import forms, selectors, services
-from sessions_app.models import AgentProfile, Merchant
+from sessions_app.models import AgentProfile, Merchant, Mode
 from sessions_app.preview import Preview, preview_form, preview_saved
 from sessions_app.strategy_forms import tactics_initial
-from sessions_app.vault import Limits, seal_text, unseal_text
+from sessions_app.vault import seal_text, unseal_text
 from sessions_app.views import refusal, scope_or_denied
 
 
@@ -74,7 +75,8 @@ def _agent_page(
         {
             "scope": scope,
             "agent": profile,
-            "limit_items": selectors.limit_items(profile),
+            "limit_rows": selectors.limit_rows(profile),
+            "declines": selectors.declines(profile),
             "limit_issues": selectors.limit_issues(profile),
             "keys": selectors.keys_of(profile),
             "hosted_label": services.HOSTED_KEY_LABEL,
@@ -87,7 +89,9 @@ def _agent_page(
             "acp_test": selectors.last_acp_test(profile) if can_manage else None,
             "listing": listing,
             "listing_form": listing_form
-            or forms.ListingForm(initial=forms.listing_initial(listing)),
+            or forms.ListingForm(
+                initial=forms.listing_initial(listing, profile.listing_currencies)
+            ),
             "preview": preview,
             "deliveries": selectors.deliveries(
                 scope, agent=profile.agent_id, limit=AGENT_PAGE_DELIVERIES
@@ -123,11 +127,9 @@ def agent_page(request: HttpRequest, agent_id: str) -> HttpResponse:
 def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) -> HttpResponse:
     profile = None if agent_id is None else selectors.agent(scope, agent_id)
     merchants = Merchant.objects.all() if profile is None and scope.merchant_id is None else None
-    options = {
-        "creating": profile is None,
-        "limits_set": bool(profile and profile.vault),
-        "merchants": merchants,
-    }
+    options = {"creating": profile is None, "merchants": merchants}
+    # Read here to merge the form's edits into; never handed to a template.
+    stored = selectors.price_list(profile) if profile is not None else None
     initial = (
         {"mode": "hosted"}
         if profile is None
@@ -136,25 +138,32 @@ def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) ->
             "mode": profile.mode,
             "strategy": profile.strategy,
             "reveal_after_end": profile.reveal_after_end,
+            "items_only": stored is not None and stored.items_only,
         }
     ) | tactics_initial(profile)
     played = None
     if request.method == "POST":
         form = forms.AgentForm(request.POST, **options)
-        items = forms.ItemLimitFormSet(request.POST, prefix="items")
-        if form.is_valid() and items.is_valid():
-            limits = forms.limits_from(form, items)
+        rows = forms.PriceRowFormSet(request.POST, prefix="limits", stored=stored)
+        if form.is_valid() and rows.is_valid():
+            limits = forms.limits_from(form, rows, stored)
+            kept = limits if limits is not None else stored
+            if form.cleaned_data["mode"] == Mode.HOSTED and (kept is None or not kept.limits):
+                form.add_error(
+                    None,
+                    "A hosted agent needs its limits: add a row with a currency, floor and ideal.",
+                )
             if not form.errors and "preview" not in request.POST:
                 return _save(request, scope, form, limits, profile)
             if not form.errors:
                 # The agent as the form stands, played without saving anything.
                 try:
-                    played = preview_form(form.cleaned_data, limits, profile)
+                    played = preview_form(form.cleaned_data, kept, typed=limits is not None)
                 except services.NoLimits as missing:
                     form.add_error(None, str(missing))
     else:
         form = forms.AgentForm(initial=initial, **options)
-        items = forms.ItemLimitFormSet(prefix="items")
+        rows = forms.PriceRowFormSet(prefix="limits", stored=stored)
     return render(
         request,
         "sessions_app/agents_form.html",
@@ -162,8 +171,7 @@ def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) ->
             "scope": scope,
             "agent": profile,
             "form": form,
-            "items": items,
-            "limit_items": None if profile is None else selectors.limit_items(profile),
+            "rows": rows,
             "limit_issues": [] if profile is None else selectors.limit_issues(profile),
             "preview": played,
         },
@@ -175,7 +183,7 @@ def _save(
     request: HttpRequest,
     scope: selectors.Scope,
     form: forms.AgentForm,
-    limits: Limits | None,
+    limits: PriceList | None,
     profile: AgentProfile | None,
 ) -> HttpResponse:
     data = form.cleaned_data

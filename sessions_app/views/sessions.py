@@ -148,6 +148,7 @@ def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
         "session": found,
         "summary": selectors.summary(found),
         "termination": selectors.termination(scope, found),
+        "declined": selectors.declined(found),
         "idle": None if found.is_terminal else view.idle(timezone.now()),
         "view": view,
         "chart_json": json.dumps(chart),

@@ -58,8 +58,9 @@ def test_a_merchant_tunes_previews_and_saves_a_hosted_agent(live_arbiter: LiveSe
         assert page.get_attribute("#id_boulware__exponent", "placeholder") == "0.2"
 
         page.fill("#id_agent_id", "skyways-boulware")
-        page.fill("#id_floor_price", "280")
-        page.fill("#id_ideal_price", "400")
+        page.fill("#id_limits-0-currency", "USD")
+        page.fill("#id_limits-0-floor_price", "280")
+        page.fill("#id_limits-0-ideal_price", "400")
         page.fill("#id_boulware__exponent", "50")
         page.fill("#id_boulware__inventory_pressure", "1.5")
         page.check("input[name=settle_when][value=round]")
@@ -74,15 +75,13 @@ def test_a_merchant_tunes_previews_and_saves_a_hosted_agent(live_arbiter: LiveSe
         ]
         assert "Say from which round it settles: 1 to 20." in page.inner_text(".settle")
         assert page.input_value("#id_boulware__exponent") == "50"  # kept, to be corrected
-        assert page.input_value("#id_floor_price") == ""  # never echoed
+        assert page.input_value("#id_limits-0-floor_price") == "280"  # kept as typed
         screenshot(page, "agent-tactics-errors")
         assert saved_agents() == []
 
         page.fill("#id_boulware__exponent", "0.5")
         page.fill("#id_boulware__inventory_pressure", "0.2")
         page.fill("#id_settle_from_round", "4")
-        page.fill("#id_floor_price", "280")
-        page.fill("#id_ideal_price", "400")
         page.click("button:has-text('Preview, without saving')")
         table = page.locator("#preview-runs")
         table.wait_for()
@@ -104,9 +103,8 @@ def test_a_merchant_tunes_previews_and_saves_a_hosted_agent(live_arbiter: LiveSe
         screenshot(page, "agent-preview")
         assert saved_agents() == []
 
-        # The limits are never shown back: typed again, then saved.
-        page.fill("#id_floor_price", "280")
-        page.fill("#id_ideal_price", "400")
+        # The limits typed before the preview are still there: saved as they stand.
+        assert page.input_value("#id_limits-0-ideal_price") == "400"
         page.click("button:has-text('Create agent')")
         page.wait_for_url(f"{base}/agents/skyways-boulware/")
         [profile] = saved_agents()
@@ -150,8 +148,9 @@ def test_the_preview_plays_an_agents_terms(live_arbiter: LiveServer) -> None:
         page.goto(f"{base}/agents/new/")
         page.fill("#id_agent_id", "skyways-terms")
         page.select_option("#id_strategy", "linear")
-        page.fill("#id_floor_price", "280")
-        page.fill("#id_ideal_price", "400")
+        page.fill("#id_limits-0-currency", "USD")
+        page.fill("#id_limits-0-floor_price", "280")
+        page.fill("#id_limits-0-ideal_price", "400")
         # Many days and no support are its ideal; it weighs the days little, support much.
         page.fill("#id_terms", "delivery_days=19..4@0.25\nsupport=none..standard@2.5")
         page.fill("#id_price_weight", "1.5")
@@ -170,7 +169,7 @@ def test_the_preview_plays_an_agents_terms(live_arbiter: LiveServer) -> None:
         for outcome in outcomes[:5]:
             assert re.fullmatch(r"agreed at [\d.]+ USD\s+delivery_days \d+, support none", outcome)
         assert outcomes[5].startswith("no deal")
-        assert page.input_value("#id_terms") == ""  # played, never shown back
+        assert page.input_value("#id_terms").startswith("delivery_days=19..4")  # kept as typed
         assert axe_violations(page) == []
         screenshot(page, "agent-preview-terms")
         page.locator("#preview").screenshot(path=str(SCREENSHOTS / "agent-preview-terms-table.png"))

@@ -217,8 +217,8 @@ def test_the_preview_plays_the_unsaved_form_against_each_reference_buyer(
     assert rows["reference 5"].endswith(
         "buyer 252 → merchant 280 → buyer withdraws no deal: withdrawn_by_buyer"
     )
-    assert 'id="preview-limits"' in page  # the typed limits were played, and are not kept
-    assert 'value="280"' not in page
+    assert 'id="preview-limits"' in page  # the typed limits were played, and not saved
+    assert 'value="280"' in page  # and come back as typed, to be saved as they are
     assert "340" not in page.split('id="preview"')[0]  # no limit or ceiling outside the moves
     # No terms in the vault: price-only sessions, as ever.
     assert len(rehearsals) == 6
@@ -457,7 +457,7 @@ def test_the_preview_plays_the_typed_terms(browser: Client, rehearsals: list[Reh
     issues = page.split('id="preview-issues">', 1)[1].split("</p>", 1)[0]
     assert "negotiate delivery_days, support," in issues
     for typed in ("19..4", "@0.25", "standard@2.5", 'value="1.5"'):
-        assert typed not in page  # played, never shown back
+        assert typed in page  # played, and back as typed, to be saved as they are
 
 
 def test_the_preview_plays_the_sealed_terms(

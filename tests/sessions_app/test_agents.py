@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from arbiter_app.models import AgentCredential
+from oanp.pricelist import PriceLimits, PriceList
 from sessions_app import services
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
 from sessions_app.templatetags.ago import when
@@ -24,18 +25,24 @@ pytestmark = pytest.mark.django_db
 
 
 def agent_form(**overrides: Any) -> dict[str, Any]:
+    """The agent form as a browser posts it: limits typed in the first new row (USD, any
+    item, 280 to 400 unless ``currency``, ``item``, ``floor_price``, ``ideal_price`` say
+    otherwise; both prices empty: nothing typed there), after ``stored`` rows it shows."""
+    row = {"currency": "USD", "item": "", "floor_price": "280", "ideal_price": "400"}
+    row |= {name: overrides.pop(name) for name in list(row) if name in overrides}
+    if not (row["floor_price"] or row["ideal_price"]):
+        row = {}
+    stored: int = overrides.pop("stored", 0)
     data = {
         "agent_id": "hosted-a",
         "display_name": "Flights A",
         "mode": "hosted",
         "strategy": "boulware",
-        "floor_price": "280",
-        "ideal_price": "400",
-        "items-TOTAL_FORMS": "3",
-        "items-INITIAL_FORMS": "0",
-        "items-MIN_NUM_FORMS": "0",
-        "items-MAX_NUM_FORMS": "1000",
-    }
+        "limits-TOTAL_FORMS": str(stored + 3),
+        "limits-INITIAL_FORMS": str(stored),
+        "limits-MIN_NUM_FORMS": "0",
+        "limits-MAX_NUM_FORMS": "1000",
+    } | {f"limits-{stored}-{name}": value for name, value in row.items()}
     data.update(overrides)
     return data
 
@@ -59,8 +66,8 @@ def test_a_merchant_creates_a_hosted_agent_with_sealed_limits(
 ) -> None:
     response = browser.post(
         "/agents/new/",
-        agent_form(**{"items-0-item": "SFO-JFK", "items-0-floor_price": "250.5"})
-        | {"items-0-ideal_price": "390"},
+        agent_form(**{"limits-1-item": "SFO-JFK", "limits-1-currency": "USD"})
+        | {"limits-1-floor_price": "250.5", "limits-1-ideal_price": "390"},
     )
     assert response.status_code == 302
     assert response["Location"] == "/agents/hosted-a/"
@@ -72,8 +79,12 @@ def test_a_merchant_creates_a_hosted_agent_with_sealed_limits(
         "Flights A",
     )
     limits = unseal(profile.vault)
-    assert (limits.floor_price, limits.ideal_price) == (Decimal(280), Decimal(400))
-    assert limits.per_item == {"SFO-JFK": (Decimal("250.5"), Decimal(390))}
+    assert limits == PriceList(
+        (
+            PriceLimits(None, "USD", Decimal(280), Decimal(400)),
+            PriceLimits("SFO-JFK", "USD", Decimal("250.5"), Decimal(390)),
+        )
+    )
     # The arbiter opens sessions only to a registered merchant: the hosted key exists.
     assert AgentCredential.objects.filter(
         agent_id="hosted-a", label=services.HOSTED_KEY_LABEL
@@ -95,23 +106,24 @@ def test_a_merchant_creates_a_hosted_agent_with_sealed_limits(
         ({"agent_id": "has space"}, "An agent id is 1-64 characters"),
         ({"agent_id": ""}, "This field is required"),
         ({"floor_price": "500"}, "The floor cannot be above the ideal price"),
-        ({"ideal_price": ""}, "Enter both the floor and the ideal price, or neither"),
+        ({"ideal_price": ""}, "Enter both the floor and the ideal price"),
         ({"floor_price": "", "ideal_price": ""}, "A hosted agent needs its limits"),
-        ({"floor_price": "-3"}, "greater than or equal to"),
-        ({"floor_price": "abc"}, "Enter a number"),
+        ({"floor_price": "-3"}, "The floor must be more than 0"),
+        ({"floor_price": "abc"}, "The floor must be a number"),
+        ({"floor_price": "280.5", "currency": "JPY"}, "JPY takes no decimals"),
+        ({"ideal_price": "400.125"}, "USD takes at most 2 decimals"),
+        ({"currency": "XYZ"}, "XYZ is not an ISO 4217 currency code"),
+        ({"currency": ""}, "Name the currency of these limits"),
         ({"strategy": "gambler"}, "Select a valid choice"),
         ({"mode": "telepathic"}, "Select a valid choice"),
-        ({"items-0-item": "SFO-JFK"}, "Fill in the item, its floor and its ideal price"),
+        ({"limits-1-item": "SFO-JFK"}, "Name the currency of these limits"),
         (
             {
-                "items-0-item": "X",
-                "items-0-floor_price": "1",
-                "items-0-ideal_price": "2",
-                "items-1-item": "X",
-                "items-1-floor_price": "1",
-                "items-1-ideal_price": "2",
+                "limits-1-currency": "USD",
+                "limits-1-floor_price": "1",
+                "limits-1-ideal_price": "2",
             },
-            "Each item may have one row of limits only",
+            "Any item in USD is given two rows: keep one.",
         ),
     ],
 )
@@ -123,8 +135,9 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(
     assert message in error_summary_in(page)
     assert 'value="Flights A"' in page
     assert not AgentProfile.objects.exists()
-    # Even on a form with errors, a typed limit is not echoed back.
-    assert 'value="280"' not in page
+    # What was typed comes back as typed, so nothing has to be typed twice.
+    if overrides.get("floor_price", "280") == "280" and "currency" not in overrides:
+        assert 'value="280"' in page
 
 
 def test_an_agent_id_that_holds_keys_already_is_taken(browser: Client) -> None:
@@ -158,11 +171,13 @@ def test_the_edit_form_never_shows_the_limits_and_keeps_them_when_left_empty(
 ) -> None:
     profile = hosted_agent(shop_a, "hosted-a", floor="280", ideal="400")
     page = browser.get("/agents/hosted-a/edit/").content.decode()
-    assert "limits set — enter new values to replace" in page.lower()
+    assert "saved rows show no amounts" in page.lower()
     assert "280" not in page
     response = browser.post(
         "/agents/hosted-a/edit/",
-        agent_form(display_name="Renamed", floor_price="", ideal_price="", strategy="linear"),
+        agent_form(
+            display_name="Renamed", floor_price="", ideal_price="", strategy="linear", stored=1
+        ),
     )
     assert response.status_code == 302
     assert messages_in(browser.get(response["Location"]).content.decode()) == [
@@ -170,13 +185,13 @@ def test_the_edit_form_never_shows_the_limits_and_keeps_them_when_left_empty(
     ]
     profile.refresh_from_db()
     assert (profile.display_name, profile.strategy) == ("Renamed", "linear")
-    assert unseal(profile.vault).floor_price == Decimal(280)
+    assert unseal(profile.vault).limits[0].floor_price == Decimal(280)
     browser.post(
         "/agents/hosted-a/edit/",
         agent_form(display_name="Renamed", strategy="linear", floor_price="300", ideal_price="450"),
     )
     profile.refresh_from_db()
-    assert unseal(profile.vault).floor_price == Decimal(300)
+    assert unseal(profile.vault).limits[0].floor_price == Decimal(300)
     changes = [e.detail["changed"] for e in AuditEvent.objects.filter(action="agent.updated")]
     assert sorted(changes) == [["display_name", "strategy"], ["limits"]]
 

@@ -35,19 +35,24 @@ def test_a_merchant_creates_a_hosted_agent_that_a_buyer_negotiates_with(
 
         page.click("text=New agent")
         page.fill("#id_agent_id", "skyways-sfo")
-        page.fill("#id_floor_price", "280")
+        page.fill("#id_limits-0-currency", "JPY")
+        page.fill("#id_limits-0-floor_price", "280.5")
         page.click("button:has-text('Create agent')")
         summary = page.locator("[data-error-summary]")
-        assert "Enter both the floor and the ideal price" in summary.inner_text()
+        assert "Limits row 1: Enter both the floor and the ideal price" in summary.inner_text()
         assert page.evaluate("document.activeElement.hasAttribute('data-error-summary')")
-        assert page.input_value("#id_agent_id") == "skyways-sfo"  # kept; the limits are not
+        assert page.input_value("#id_agent_id") == "skyways-sfo"  # kept, and the limits too
+        assert page.input_value("#id_limits-0-floor_price") == "280.5"
+        page.fill("#id_limits-0-ideal_price", "400")
+        page.click("button:has-text('Create agent')")
+        assert "JPY takes no decimals" in page.locator("[data-error-summary]").inner_text()
         screenshot(page, "agents-form-errors")
-        assert page.input_value("#id_floor_price") == ""
-        page.fill("#id_floor_price", "280")
-        page.fill("#id_ideal_price", "400")
-        page.fill("#id_items-0-item", "LAX-SFO")
-        page.fill("#id_items-0-floor_price", "250")
-        page.fill("#id_items-0-ideal_price", "390")
+        page.fill("#id_limits-0-currency", "USD")
+        page.fill("#id_limits-0-floor_price", "280")
+        page.fill("#id_limits-1-item", "LAX-SFO")
+        page.fill("#id_limits-1-currency", "USD")
+        page.fill("#id_limits-1-floor_price", "250")
+        page.fill("#id_limits-1-ideal_price", "390")
         page.select_option("#id_strategy", "reference")
         page.click("button:has-text('Create agent')")
         page.wait_for_url(f"{base}/agents/skyways-sfo/")
@@ -62,7 +67,9 @@ def test_a_merchant_creates_a_hosted_agent_that_a_buyer_negotiates_with(
         assert api_key not in page.content()
 
         page.click("text=Edit")
-        assert "Limits set" in page.inner_text("#limits-state")
+        rows = page.inner_text("#price-rows")
+        assert "LAX-SFO" in rows
+        assert "any item" in rows
         assert "280" not in page.content()
         screenshot(page, "agents-edit")
 

@@ -18,7 +18,7 @@ from oanp.net.client import ArbiterClient
 from oanp.tradeoffs import IssueLimits, TermsVault
 from sessions_app import runner
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant
-from sessions_app.vault import unseal
+from sessions_app.vault import unseal, unseal_session_vault
 from tests.arbiter_app.test_remote_agents import BUYER_TERMS_FLAGS, LIMIT_FLAGS, negotiate
 from tests.conftest import LiveServer, Worker
 from tests.sessions_app.test_agents import agent_form, errors_of
@@ -77,10 +77,17 @@ def test_the_form_seals_the_terms_with_the_limits_and_never_shows_them(
     assert kept.status_code == 302
     profile.refresh_from_db()
     assert unseal(profile.vault).terms == TYPED
-    # New limits replace every one: without terms, the agent weighs no issue any more.
-    browser.post("/agents/hosted-a/edit/", agent_form())
+    # New price limits leave the terms as they are; removing them is asked for explicitly.
+    browser.post("/agents/hosted-a/edit/", agent_form(floor_price="290"))
+    profile.refresh_from_db()
+    assert unseal(profile.vault).terms == TYPED
+    assert unseal(profile.vault).limits[0].floor_price == 290
+    browser.post(
+        "/agents/hosted-a/edit/", agent_form(floor_price="", ideal_price="", clear_terms="on")
+    )
     profile.refresh_from_db()
     assert unseal(profile.vault).terms is None
+    assert unseal(profile.vault).limits[0].floor_price == 290
 
 
 @pytest.mark.parametrize(
@@ -117,9 +124,9 @@ def test_the_form_seals_the_terms_with_the_limits_and_never_shows_them(
         ({"terms": "days=19..4", "price_weight": "NaN"}, "price_weight", "from 0 to 100."),
         ({"price_weight": "2"}, "price_weight", "weighs the price against the issues"),
         (
-            {"terms": "days=19..4", "floor_price": "", "ideal_price": "", "mode": "external"},
-            "terms",
-            "New limits on issues need the floor and ideal price too",
+            {"terms": "days=19..4", "clear_terms": "on"},
+            "clear_terms",
+            "Either type new limits on issues or remove them, not both.",
         ),
     ],
 )
@@ -130,8 +137,9 @@ def test_bad_terms_are_refused_with_a_message_and_nothing_is_saved(
     assert escape(message) in page
     assert f'id="id_{field}_error"' in page  # beside its field, and in the summary
     assert not AgentProfile.objects.exists()
-    # The typed limits are not rendered back, not even into the refused form.
-    assert "19..4" not in page
+    # What was typed comes back as typed, to be mended rather than typed again.
+    if "terms" in fields:
+        assert escape(fields["terms"]) in page
 
 
 # Playing the terms ---------------------------------------------------------------------------
@@ -146,7 +154,7 @@ def test_a_hosted_agent_trades_off_its_terms_within_its_limits(client: Client) -
     assert all(within_merchant_limits(offer["terms"]) for offer in _offers(log, "merchant"))
     # The session keeps the terms it opened with, sealed with the floor.
     hosted = HostedSession.objects.get(session_id="sess-hosted")
-    assert unseal(hosted.sealed_limits).terms == MERCHANT_TERMS
+    assert unseal_session_vault(hosted.sealed_limits).terms == MERCHANT_TERMS
 
 
 def test_a_hosted_agent_without_terms_takes_the_buyers(client: Client) -> None:

@@ -15,6 +15,7 @@ from arbiter_app.models import Listing
 from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
 from sessions_app.templatetags.ago import when
 from tests.sessions_app.pages import error_summary_in, messages_in
+from tests.sessions_app.test_agents import agent_form
 from tests.support.factories.accounts import member, merchant, signed_in
 from tests.support.factories.agents import Agent, make_agent
 
@@ -64,7 +65,7 @@ def test_a_merchant_lists_its_agent_for_buyers_to_find(
     assert entry["agent_id"] == "hosted-a"
     assert entry["merchant"] == "Merchant a"
     assert entry["description"] == "Flights out of SFO."
-    assert entry["currencies"] == ["USD", "EUR"]
+    assert entry["currencies"] == ["USD"]  # of USD and EUR, the one it holds limits in
     assert entry["catalog"] == CATALOG
     # Nothing of the agent's private side: its limits (280/400) and its strategy.
     assert "280" not in json.dumps(entry)
@@ -73,7 +74,7 @@ def test_a_merchant_lists_its_agent_for_buyers_to_find(
     assert (event.actor, event.target) == (alice, "hosted-a")
     assert event.detail == {
         "listed": True,
-        "currencies": ["USD", "EUR"],
+        "currencies": ["USD"],
         "catalog_items": 2,
         "changed": ["listed", "description", "currencies", "catalog"],
     }
@@ -218,8 +219,8 @@ def test_an_external_agent_is_shown_once_it_has_a_key(
             "agent_id": "external-a",
             "mode": "external",
             "strategy": "reference",
-            "items-TOTAL_FORMS": "0",
-            "items-INITIAL_FORMS": "0",
+            "limits-TOTAL_FORMS": "0",
+            "limits-INITIAL_FORMS": "0",
         },
     )
     assert browser.post("/agents/external-a/listing/", listing_form()).status_code == 302
@@ -228,3 +229,22 @@ def test_an_external_agent_is_shown_once_it_has_a_key(
     assert "not shown until the agent has an API key" in page
     browser.post("/agents/external-a/keys/", {"label": "its process"})
     assert [e["agent_id"] for e in directory(browser, buyer)] == ["external-a"]
+
+
+def test_the_directory_lists_the_currencies_a_hosted_agent_holds_limits_in(
+    browser: Client, agent_a: AgentProfile, buyer: Agent
+) -> None:
+    # hosted-a holds USD limits only: listed in USD and EUR, it is shown in USD alone, so a
+    # buyer's agent never picks a currency it would decline.
+    assert browser.post(LISTING, listing_form()).status_code == 302
+    assert directory(browser, buyer)[0]["currencies"] == ["USD"]
+    # The owner's choice is kept: EUR limits added later show EUR too.
+    eur = {"limits-0-currency": "EUR", "limits-0-floor_price": "250", "limits-0-ideal_price": "380"}
+    edited = agent_form(agent_id="hosted-a", floor_price="", ideal_price="") | eur
+    assert browser.post("/agents/hosted-a/edit/", edited).status_code == 302
+    assert directory(browser, buyer)[0]["currencies"] == ["USD", "EUR"]
+    assert 'value="usd, EUR"' not in browser.get(PAGE).content.decode()
+    assert 'value="USD, EUR"' in browser.get(PAGE).content.decode()
+    # A choice it holds none of: listed in what it holds rather than in nothing.
+    assert browser.post(LISTING, listing_form(currencies="JPY")).status_code == 302
+    assert directory(browser, buyer)[0]["currencies"] == ["USD", "EUR"]

@@ -13,9 +13,10 @@ from arbiter_app import services as arbiter_services
 from arbiter_app.models import Entry
 from oanp.canonical import canonical_bytes
 from oanp.envelope import parse_envelope
+from oanp.pricelist import PriceLimits, PriceList
 from sessions_app import runner, services, tasks
 from sessions_app.models import AgentProfile, HostedSession
-from sessions_app.vault import Limits, unseal
+from sessions_app.vault import unseal_session_vault
 from tests.conftest import Worker
 from tests.support.factories.accounts import HostedNegotiation, admin, hosted_agent, merchant
 from tests.support.factories.agents import SFO_JFK_TRACE
@@ -50,7 +51,7 @@ def test_the_session_keeps_the_limits_and_salt_it_opened_with(client: Client) ->
     negotiation.open()
     runner.answer("sess-hosted")
     hosted = HostedSession.objects.get(session_id="sess-hosted")
-    assert unseal(hosted.sealed_limits).floor_price == Decimal(280)
+    assert unseal_session_vault(hosted.sealed_limits).floor_price == Decimal(280)
     # The merchant edits its agent mid-session: the running session's commitment must hold.
     services.update_agent(
         actor=admin(),
@@ -58,7 +59,7 @@ def test_the_session_keeps_the_limits_and_salt_it_opened_with(client: Client) ->
         display_name="",
         mode="hosted",
         strategy="boulware",
-        limits=Limits(Decimal(300), Decimal(500), {}),
+        limits=PriceList((PriceLimits(None, "USD", Decimal(300), Decimal(500)),)),
     )
     log = negotiation.play(nudge=lambda: runner.answer("sess-hosted"))
     assert log[-1]["envelope"]["type"] == "session.agree"
@@ -86,7 +87,7 @@ def test_two_racing_runs_submit_the_same_envelope_and_the_second_is_a_replay(
     session = arbiter.session_named("sess-hosted")
     assert session is not None
     hosted = services.open_hosted_session(
-        profile=profile, session_id="sess-hosted", item={"route": "SFO-JFK"}
+        profile=profile, session_id="sess-hosted", item={"route": "SFO-JFK"}, currency="USD"
     )
     # Both runs read the log before either submits.
     first, second = (runner.pending_answers(hosted, arbiter.session_entries(session)) for _ in "ab")

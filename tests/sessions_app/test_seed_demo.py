@@ -14,7 +14,13 @@ from django.test import Client
 
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import AgentCredential
-from sessions_app.management.commands.seed_demo import SKYFARE_TERMS, UNCHANGED, issue_buyer_keys
+from sessions_app.management.commands.seed_demo import (
+    DEMO_BUYERS,
+    HOSTED_AGENTS,
+    SKYFARE_TERMS,
+    UNCHANGED,
+    issue_buyer_keys,
+)
 from sessions_app.models import AgentProfile, AuditEvent, Membership, Merchant, Mode
 from sessions_app.vault import unseal
 
@@ -97,8 +103,14 @@ def test_the_hosted_agents_limits_are_sealed() -> None:
 
     limits = unseal(profile.vault)
 
-    assert (limits.floor_price, limits.ideal_price) == (Decimal(280), Decimal(400))
-    assert limits.per_item["SFO-LAX"] == (Decimal(120), Decimal(190))
+    # SkyFare prices in USD only: a default, and two routes of their own.
+    assert limits.currencies == ("USD",)
+    sfo_jfk, sfo_lax = (limits.limits_for("USD", {"route": r}) for r in ("SFO-JFK", "SFO-LAX"))
+    assert (sfo_jfk.floor_price, sfo_jfk.ideal_price) == (Decimal(280), Decimal(400))
+    assert (sfo_lax.floor_price, sfo_lax.ideal_price) == (Decimal(120), Decimal(190))
+    # RailCo in euros and dollars, each on its own limits.
+    rail = unseal(AgentProfile.objects.get(agent_id="merchant-rail").vault)
+    assert rail.currencies == ("EUR", "USD")
     # SkyFare weighs the demo's flight terms and shows its limits after the end; RailCo not.
     assert limits.terms == SKYFARE_TERMS
     assert profile.reveal_after_end
@@ -118,6 +130,16 @@ def test_each_demo_run_gets_fresh_buyer_keys_and_revokes_the_last_ones() -> None
     live = AgentCredential.objects.filter(agent_id="buyer-ana", revoked_at__isnull=True)
     assert live.count() == 1
     assert live.get().prefix in second["buyer-ana"]
+
+
+def test_the_demo_merchants_own_their_agents_keys_and_the_demo_buyers_belong_to_none() -> None:
+    # The demo's buyers negotiate with both merchants: a shared owner would refuse them.
+    seed_demo()
+    issue_buyer_keys()
+    owners = set(AgentCredential.objects.values_list("agent_id", "owner"))
+    assert owners == {(a.agent_id, a.merchant_slug) for a in HOSTED_AGENTS} | {
+        (b.agent_id, "") for b in DEMO_BUYERS
+    }
 
 
 def test_an_agent_id_held_by_foreign_keys_is_refused_not_taken_over() -> None:

@@ -13,9 +13,10 @@ from cryptography.fernet import InvalidToken
 from django.db import connection
 from django.test import Client, override_settings
 
+from oanp.pricelist import PriceLimits, PriceList
 from sessions_app import runner
 from sessions_app.models import AgentProfile, HostedSession, Role
-from sessions_app.vault import Limits, seal, seal_text, unseal, unseal_text
+from sessions_app.vault import seal, seal_text, unseal, unseal_text
 from tests.sessions_app.test_agents import agent_form
 from tests.support.factories.accounts import HostedNegotiation, member, merchant, signed_in
 
@@ -50,7 +51,12 @@ def arbiter_tables_text() -> str:
 
 
 def test_limits_round_trip_through_the_seal() -> None:
-    limits = Limits(Decimal(280), Decimal(400), {"LAX-SFO": (Decimal("251.5"), Decimal(390))})
+    limits = PriceList(
+        (
+            PriceLimits(None, "USD", Decimal(280), Decimal(400)),
+            PriceLimits("LAX-SFO", "USD", Decimal("251.5"), Decimal(390)),
+        )
+    )
     sealed = seal(limits)
     assert unseal(sealed) == limits
     assert not as_number(FLOOR).search(sealed.decode())
@@ -58,7 +64,7 @@ def test_limits_round_trip_through_the_seal() -> None:
 
 
 def test_a_vault_sealed_under_another_key_does_not_open() -> None:
-    sealed = seal(Limits(Decimal(280), Decimal(400), {}))
+    sealed = seal(PriceList((PriceLimits(None, "USD", Decimal(280), Decimal(400)),)))
     with (
         override_settings(OANP_VAULT_KEY="A" * 43 + "="),
         pytest.raises(InvalidToken),
@@ -89,9 +95,10 @@ def test_a_floor_of_280_is_nowhere_in_clear_after_a_hosted_negotiation(
             strategy="reference",
             floor_price=FLOOR,
             ideal_price="400",
-            **{"items-0-item": "LAX-SFO", "items-0-floor_price": ITEM_FLOOR},
+            **{"limits-1-item": "LAX-SFO", "limits-1-currency": "USD"},
+            **{"limits-1-floor_price": ITEM_FLOOR},
         )
-        | {"items-0-ideal_price": "390"},
+        | {"limits-1-ideal_price": "390"},
     )
     assert created.status_code == 302
     issued = browser.post("/agents/hosted-sfo/keys/", {"label": "spare"}, follow=True)
@@ -136,4 +143,4 @@ def test_a_floor_of_280_is_nowhere_in_clear_after_a_hosted_negotiation(
 
     # And the vault still holds the limits, for the next session.
     sealed = AgentProfile.objects.get(agent_id="hosted-sfo").vault
-    assert unseal(sealed).floor_price == Decimal(FLOOR)
+    assert unseal(sealed).limits[0].floor_price == Decimal(FLOOR)

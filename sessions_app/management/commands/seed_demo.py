@@ -22,10 +22,11 @@ from django.db import transaction
 
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
+from oanp import discovery
+from oanp.pricelist import PriceLimits, PriceList
 from oanp.tradeoffs import IssueLimits, TermsVault
 from sessions_app import services
 from sessions_app.models import AgentProfile, Membership, Merchant, Mode, Role
-from sessions_app.vault import Limits
 
 UNCHANGED = "(unchanged; --reset-passwords sets new ones)"
 #: The label of the buyer keys a demo run uses; each run revokes the previous run's.
@@ -45,9 +46,12 @@ class HostedAgent:
     agent_id: str
     display_name: str
     strategy: str
-    limits: Limits
+    limits: PriceList
     #: Whether its sessions reveal its limits after the end, for the analytics panels.
     reveal_after_end: bool = False
+    #: How the directory lists it: the currencies and catalog buyers' agents read.
+    description: str = ""
+    catalog: tuple[dict[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,15 +71,8 @@ ACCOUNTS = (
 )
 
 
-def _limits(
-    floor: int, ideal: int, terms: TermsVault | None = None, **per_item: tuple[int, int]
-) -> Limits:
-    return Limits(
-        Decimal(floor),
-        Decimal(ideal),
-        {key.replace("_", "-"): (Decimal(f), Decimal(i)) for key, (f, i) in per_item.items()},
-        terms,
-    )
+def _row(currency: str, floor: int, ideal: int, item: str | None = None) -> PriceLimits:
+    return PriceLimits(item, currency, Decimal(floor), Decimal(ideal))
 
 
 #: SkyFare's view of the demo's flight terms (demo_buyers.FLIGHT_ISSUES): the fare's class
@@ -96,17 +93,36 @@ HOSTED_AGENTS = (
         "merchant-sfo",
         "SkyFare flights from SFO",
         "reference",
-        _limits(280, 400, SKYFARE_TERMS, SFO_LAX=(120, 190), SFO_SEA=(150, 240)),
+        PriceList(
+            (
+                _row("USD", 280, 400),
+                _row("USD", 120, 190, "SFO-LAX"),
+                _row("USD", 150, 240, "SFO-SEA"),
+            ),
+            terms=SKYFARE_TERMS,
+        ),
         # SkyFare shows its limits once a session is over (the analytics and the frontier);
         # RailCo keeps its own.
         reveal_after_end=True,
+        description="Nonstop flights out of SFO.",
+        catalog=({"route": "SFO-JFK"}, {"route": "SFO-LAX"}, {"route": "SFO-SEA"}),
     ),
     HostedAgent(
         "railco",
         "merchant-rail",
         "RailCo on the Northeast corridor",
         "boulware",
-        _limits(60, 110, NYC_WAS=(80, 140)),
+        # RailCo sells in euros and dollars, each priced on its own.
+        PriceList(
+            (
+                _row("EUR", 55, 100),
+                _row("EUR", 75, 130, "NYC-WAS"),
+                _row("USD", 60, 110),
+                _row("USD", 80, 140, "NYC-WAS"),
+            )
+        ),
+        description="Trains on the Northeast corridor.",
+        catalog=({"route": "NYC-BOS"}, {"route": "NYC-WAS"}),
     ),
 )
 
@@ -162,7 +178,7 @@ def _hosted_agent(agent: HostedAgent, actor: User) -> None:
     if AgentProfile.objects.filter(agent_id=agent.agent_id).exists():
         return  # a merchant may have changed it since: its settings are its own now
     try:
-        services.create_agent(
+        profile = services.create_agent(
             actor=actor,
             merchant=_merchant(agent.merchant_slug),
             agent_id=agent.agent_id,
@@ -177,6 +193,17 @@ def _hosted_agent(agent: HostedAgent, actor: User) -> None:
             f"{taken}: API keys no dashboard agent owns speak for it (a database from an "
             "earlier demo?). Seed a fresh database, e.g. after moving var/db.sqlite3 aside."
         ) from taken
+    # Listed in the currencies it holds limits in, so the arbiter refuses an open in another.
+    services.save_listing(
+        actor=actor,
+        profile=profile,
+        listing=discovery.parse_listing(
+            listed=True,
+            description=agent.description,
+            currencies=list(agent.limits.currencies),
+            catalog=list(agent.catalog),
+        ),
+    )
 
 
 @transaction.atomic

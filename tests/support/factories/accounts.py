@@ -16,11 +16,11 @@ from django.test import Client
 
 from oanp.agents import NEVER_SETTLE, BuyerAgent, BuyerVault, SettlePolicy
 from oanp.commitments import encode_salt
+from oanp.pricelist import PriceLimits, PriceList
 from oanp.strategies import ReferenceBuyer
 from oanp.tradeoffs import TermsVault
 from sessions_app import services
 from sessions_app.models import AgentProfile, Membership, Merchant, Mode, Role
-from sessions_app.vault import Limits
 from tests.support.factories.agents import Agent, make_agent
 
 PASSWORD = "correct horse battery"
@@ -56,6 +56,7 @@ def hosted_agent(
     *,
     floor: str = "280",
     ideal: str = "400",
+    currency: str = "USD",
     strategy: str = "reference",
     parameters: dict[str, str] | None = None,
     settle: SettlePolicy = NEVER_SETTLE,
@@ -69,7 +70,9 @@ def hosted_agent(
         display_name="",
         mode=Mode.HOSTED,
         strategy=strategy,
-        limits=Limits(Decimal(floor), Decimal(ideal), {}, terms),
+        limits=PriceList(
+            (PriceLimits(None, currency, Decimal(floor), Decimal(ideal)),), terms=terms
+        ),
         parameters=parameters,
         settle=settle,
         reveal_after_end=reveal_after_end,
@@ -97,6 +100,8 @@ class HostedNegotiation:
     settle: SettlePolicy = NEVER_SETTLE
     issues: list[dict[str, Any]] | None = None
     terms: TermsVault | None = None
+    currency: str = "USD"
+    item: dict[str, Any] = field(default_factory=lambda: dict(SFO_JFK_ITEM))
     buyer: BuyerAgent = field(init=False)
     seen: int = 0
     #: Seconds the buyer waited for each merchant move.
@@ -128,8 +133,8 @@ class HostedNegotiation:
             self.buyer.open(
                 session_id=self.session_id,
                 merchant_agent_id=self.merchant_agent_id,
-                item=SFO_JFK_ITEM,
-                currency="USD",
+                item=self.item,
+                currency=self.currency,
                 max_rounds=5,
                 now=now(),
                 issues=self.issues,

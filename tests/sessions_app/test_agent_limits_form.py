@@ -1,0 +1,161 @@
+"""The agent form's limits table: saving never loses limits. A save keeps every sealed limit
+the form did not change, removing one is explicit, and a form that comes back (an error, a
+preview) keeps what was typed without ever writing a stored limit into the page."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+
+from oanp.pricelist import PriceLimits, PriceList
+from oanp.tradeoffs import IssueLimits, TermsVault
+from sessions_app import services
+from sessions_app.models import AgentProfile, Merchant
+from sessions_app.vault import unseal
+from tests.sessions_app.pages import error_summary_in
+from tests.sessions_app.test_agents import agent_form
+from tests.support.factories.accounts import admin, hosted_agent
+
+pytestmark = pytest.mark.django_db
+
+TERMS = TermsVault(
+    Decimal(1), (IssueLimits("checked_bags", Decimal("0.5"), Decimal(0), Decimal(2)),)
+)
+STORED = PriceList(
+    (
+        PriceLimits(None, "USD", Decimal("281.37"), Decimal("402.19")),
+        PriceLimits("SFO-LAX", "USD", Decimal("121.43"), Decimal("191.57")),
+        PriceLimits(None, "EUR", Decimal("263.11"), Decimal("377.29")),
+    ),
+    terms=TERMS,
+)
+STORED_AMOUNTS = ("281.37", "402.19", "121.43", "191.57", "263.11", "377.29")
+
+
+@pytest.fixture
+def agent(shop_a: Merchant) -> AgentProfile:
+    profile = hosted_agent(shop_a, "hosted-a")
+    services.update_agent(
+        actor=admin(),
+        profile=profile,
+        display_name="",
+        mode="hosted",
+        strategy="reference",
+        limits=STORED,
+    )
+    profile.refresh_from_db()
+    return profile
+
+
+def as_shown(**rows: str) -> dict[str, str]:
+    """The edit form as the browser posts it: the three stored rows as the page shows them
+    (each named by its ``was``, amounts empty), then ``rows`` typed over them."""
+    data = agent_form(floor_price="", ideal_price="", stored=3)
+    for n, row in enumerate(STORED.limits):
+        data[f"limits-{n}-was"] = json.dumps([row.item, row.currency])
+    return data | rows
+
+
+def test_the_form_shows_where_limits_are_held_and_never_what_they_are(
+    browser: Client, agent: AgentProfile
+) -> None:
+    page = browser.get("/agents/hosted-a/edit/").content.decode()
+    table = page.split('id="price-rows"', 1)[1].split("</table>", 1)[0]
+    assert "SFO-LAX" in table
+    assert "EUR" in table
+    assert table.count('name="limits-0-remove"') == 1
+    for amount in STORED_AMOUNTS:
+        assert amount not in page
+
+
+def test_changing_one_row_keeps_the_others_and_the_terms(
+    browser: Client, agent: AgentProfile
+) -> None:
+    data = as_shown(**{"limits-0-floor_price": "290", "limits-0-ideal_price": "410"})
+    assert browser.post("/agents/hosted-a/edit/", data).status_code == 302
+    agent.refresh_from_db()
+    saved = unseal(agent.vault)
+    assert saved.row(None, "USD") == PriceLimits(None, "USD", Decimal(290), Decimal(410))
+    assert saved.row("SFO-LAX", "USD") == STORED.limits[1]
+    assert saved.row(None, "EUR") == STORED.limits[2]
+    assert saved.terms == TERMS
+
+
+def test_a_save_that_types_no_limit_changes_none(browser: Client, agent: AgentProfile) -> None:
+    assert browser.post("/agents/hosted-a/edit/", as_shown(display_name="B")).status_code == 302
+    agent.refresh_from_db()
+    assert unseal(agent.vault) == STORED
+
+
+def test_removing_a_row_is_explicit(browser: Client, agent: AgentProfile) -> None:
+    data = as_shown(**{"limits-1-remove": "on"})
+    assert browser.post("/agents/hosted-a/edit/", data).status_code == 302
+    agent.refresh_from_db()
+    assert unseal(agent.vault).limits == (STORED.limits[0], STORED.limits[2])
+
+
+def test_a_new_row_is_added_beside_the_stored_ones(browser: Client, agent: AgentProfile) -> None:
+    data = as_shown(
+        **{
+            "limits-3-item": "SFO-SEA",
+            "limits-3-currency": "jpy",
+            "limits-3-floor_price": "21000",
+            "limits-3-ideal_price": "36000",
+        }
+    )
+    assert browser.post("/agents/hosted-a/edit/", data).status_code == 302
+    agent.refresh_from_db()
+    assert unseal(agent.vault).limits == (
+        *STORED.limits,
+        PriceLimits("SFO-SEA", "JPY", Decimal(21000), Decimal(36000)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ({"limits-0-floor_price": "290"}, "Enter both a new floor and a new ideal"),
+        (
+            {"limits-2-floor_price": "290.123", "limits-2-ideal_price": "300"},
+            "EUR takes at most 2 decimals",
+        ),
+        ({"limits-0-floor_price": "500", "limits-0-ideal_price": "450"}, "floor cannot be above"),
+        (
+            {
+                "limits-3-currency": "USD",
+                "limits-3-floor_price": "1",
+                "limits-3-ideal_price": "2",
+                "limits-0-remove": "on",
+            },
+            "Any item in USD is given two rows",
+        ),
+        ({"items_only": "on"}, "never uses an 'any item' row"),
+    ],
+)
+def test_a_refused_save_changes_nothing_and_keeps_only_what_was_typed(
+    browser: Client, agent: AgentProfile, rows: dict[str, str], message: str
+) -> None:
+    response = browser.post("/agents/hosted-a/edit/", as_shown(**rows))
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert message in error_summary_in(page)
+    agent.refresh_from_db()
+    assert unseal(agent.vault) == STORED
+    for name, typed in rows.items():
+        if name.endswith("_price"):
+            assert f'value="{typed}"' in page  # back as typed
+    for amount in STORED_AMOUNTS:
+        assert amount not in page  # and never what is sealed
+
+
+def test_limits_that_changed_meanwhile_are_not_overwritten(
+    browser: Client, agent: AgentProfile
+) -> None:
+    data = as_shown(**{"limits-1-was": json.dumps(["SFO-SEA", "USD"]), "limits-1-remove": "on"})
+    page = browser.post("/agents/hosted-a/edit/", data).content.decode()
+    assert "The limits changed since this page was loaded" in error_summary_in(page)
+    agent.refresh_from_db()
+    assert unseal(agent.vault) == STORED

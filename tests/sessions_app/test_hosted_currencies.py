@@ -1,0 +1,82 @@
+"""A hosted merchant never negotiates blind: a session in a currency it holds no limits for,
+or for an item it does not price when it negotiates only the items it priced, is declined at
+once, and its session page and agent page say why."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+
+from oanp.pricelist import PriceLimits, PriceList
+from sessions_app import runner, services
+from sessions_app.models import HostedSession, Merchant
+from tests.support.factories.accounts import HostedNegotiation, admin, hosted_agent
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_same_limits_are_not_read_in_another_currency(client: Client, shop_a: Merchant) -> None:
+    hosted_agent(shop_a, "hosted-sfo")  # floor 280, ideal 400, in USD
+    usd = HostedNegotiation(client, "hosted-sfo", session_id="in-usd")
+    assert usd.play(nudge=lambda: runner.answer("in-usd"))[-1]["envelope"]["type"] == (
+        "session.agree"
+    )
+    for currency in ("JPY", "VND"):
+        asked = HostedNegotiation(
+            client, "hosted-sfo", session_id=f"in-{currency}", currency=currency
+        )
+        log = asked.play(nudge=lambda s=asked.session_id: runner.answer(s))
+        # No ack, no counter, no agreement: the agent withdrew before acking.
+        assert [(e["envelope"]["sender"]["role"], e["envelope"]["type"]) for e in log] == [
+            ("buyer", "session.open"),
+            ("merchant", "session.close"),
+            ("arbiter", "session.close"),
+        ]
+        assert log[-1]["envelope"]["payload"]["reason"] == "withdrawn_by_merchant"
+        hosted = HostedSession.objects.get(session_id=f"in-{currency}")
+        assert hosted.declined == f"it holds no limits in {currency}"
+        assert not bytes(hosted.sealed_limits)  # nothing was copied to negotiate on
+        assert not hosted.reveal_after_end
+
+
+def test_an_agent_of_listed_items_only_declines_the_others(
+    client: Client, shop_a: Merchant
+) -> None:
+    profile = hosted_agent(shop_a, "hosted-sfo")
+    services.update_agent(
+        actor=admin(),
+        profile=profile,
+        display_name="",
+        mode="hosted",
+        strategy="reference",
+        limits=PriceList(
+            (PriceLimits("SFO-LAX", "USD", Decimal(120), Decimal(190)),), items_only=True
+        ),
+    )
+    log = HostedNegotiation(client, "hosted-sfo").play(nudge=lambda: runner.answer("sess-hosted"))
+    assert log[-1]["envelope"]["payload"]["reason"] == "withdrawn_by_merchant"
+    assert HostedSession.objects.get().declined == (
+        "it negotiates only the items it priced, not the item 'SFO-JFK'"
+    )
+    lax = HostedNegotiation(client, "hosted-sfo", session_id="to-lax", item={"route": "SFO-LAX"})
+    assert lax.play(nudge=lambda: runner.answer("to-lax"))[-1]["envelope"]["type"] == (
+        "session.agree"
+    )
+
+
+def test_the_session_page_and_the_agent_page_say_why(
+    browser: Client, client: Client, shop_a: Merchant
+) -> None:
+    hosted_agent(shop_a, "hosted-a")
+    asked = HostedNegotiation(client, "hosted-a", session_id="in-jpy", currency="JPY")
+    asked.play(nudge=lambda: runner.answer("in-jpy"))
+    session_page = browser.get("/sessions/in-jpy/").content.decode()
+    assert "it holds no limits in JPY" in session_page.split('id="declined"', 1)[1]
+    agent_page = browser.get("/agents/hosted-a/").content.decode()
+    declines = agent_page.split('id="declines"', 1)[1].split("</ul>", 1)[0]
+    assert "in-jpy" in declines
+    assert "it holds no limits in JPY" in declines
+    assert "USD, any item" in agent_page  # where it holds limits, never what they are
+    assert "280" not in agent_page
