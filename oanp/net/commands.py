@@ -35,6 +35,7 @@ from oanp.discovery import parse_query
 from oanp.errors import ProtocolError
 from oanp.ids import new_ulid
 from oanp.log import Entry
+from oanp.pricelist import PriceLimits, PriceList, read_price_list
 from oanp.strategies import (
     STRATEGIES,
     ParameterError,
@@ -192,6 +193,27 @@ def buyer_vault(args: argparse.Namespace) -> BuyerVault:
         raise UsageError(str(exc)) from None
 
 
+def merchant_prices(args: argparse.Namespace) -> PriceList:
+    """The merchant's price list: the ``limits`` rows of ``--limits`` (docs/agents.md), or one
+    floor and ideal (``--floor``/``--ideal``, or the file's) for any item in ``--currency``.
+    A session in another currency, or for an item the list does not price, is declined."""
+    limits = _limits_file(args.limits)
+    if "limits" not in limits:
+        vault = merchant_vault(args)
+        try:
+            row = PriceLimits(None, args.currency, vault.floor_price, vault.ideal_price)
+        except ValueError as exc:
+            raise UsageError(f"{exc} ({args.currency})") from None
+        return PriceList((row,), terms=vault.terms)
+    if args.floor is not None or args.ideal is not None:
+        raise UsageError("--limits holds a price list: its rows name every floor and ideal")
+    try:
+        prices = read_price_list(limits)
+    except ValueError as exc:
+        raise UsageError(f"--limits {args.limits}: {exc}") from None
+    return PriceList(prices.limits, prices.items_only, _terms_vault(args, limits))
+
+
 def merchant_vault(args: argparse.Namespace) -> MerchantVault:
     """The merchant's vault from ``--floor``/``--ideal`` or ``--limits``."""
     limits = _limits_file(args.limits)
@@ -289,7 +311,19 @@ def add_commands(commands: Any) -> None:
     _strategy_flags(sell)
     sell.add_argument("--floor", help="floor_price: the least the merchant will ever take")
     sell.add_argument("--ideal", help="ideal_price: its list price, where it opens")
-    sell.add_argument("--limits", type=Path, metavar="FILE", help="JSON with the limits instead")
+    sell.add_argument(
+        "--currency",
+        default="USD",
+        help="the currency of --floor and --ideal (default USD): sessions in any other are "
+        "declined",
+    )
+    sell.add_argument(
+        "--limits",
+        type=Path,
+        metavar="FILE",
+        help="JSON with the limits instead: floor_price and ideal_price (in --currency), or a "
+        'price list, {"limits": [{"item", "currency", "floor_price", "ideal_price"}, ...]}',
+    )
     _terms_flags(sell)
     sell.add_argument(
         "--settle",
@@ -326,6 +360,28 @@ def add_commands(commands: Any) -> None:
     )
     tools.add_argument(
         "--state", type=Path, metavar="FILE", help="keep commitments' constraints and salts here"
+    )
+    tools.add_argument(
+        "--limits",
+        type=Path,
+        metavar="FILE",
+        help="this agent's limits, as negotiate and merchant read them: an offer or accept past "
+        "its true_ceiling (buyer) or floor_price (merchant) is refused before it is sent",
+    )
+    approval = tools.add_mutually_exclusive_group()
+    approval.add_argument(
+        "--approve-above",
+        metavar="PRICE",
+        help="(buyer) an accept above PRICE waits for a person's approval (MCP elicitation)",
+    )
+    approval.add_argument(
+        "--approve-below",
+        metavar="PRICE",
+        help="(merchant) an accept below PRICE waits for a person's approval (MCP elicitation)",
+    )
+    # The vault readers' other flags: oanp mcp takes its limits from --limits alone.
+    tools.set_defaults(
+        ceiling=None, budget=None, urgency=None, floor=None, ideal=None, want=[], price_weight="1"
     )
 
 
@@ -500,7 +556,7 @@ def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
     api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")
-    vault = merchant_vault(args)
+    vault = merchant_prices(args)
     strategy = tuned_strategy(args, "merchant")
     try:
         state = MerchantState.load(args.state, agent_id)
@@ -611,7 +667,8 @@ def merchants_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
 
 
 def mcp_command(args: argparse.Namespace) -> int:
-    """``oanp mcp``: the MCP tool server over stdio."""
+    """``oanp mcp``: the MCP tool server over stdio, held to ``--limits`` and asking a person
+    before an accept past ``--approve-above`` or ``--approve-below``."""
     from oanp.net.mcp import serve
 
     serve(
@@ -620,5 +677,27 @@ def mcp_command(args: argparse.Namespace) -> int:
         agent_id=_required(args.agent_id, "--agent-id", "OANP_AGENT_ID"),
         role=args.role,
         state_path=args.state,
+        limit=mcp_limit(args),
+        approval=mcp_approval(args),
     )
     return 0
+
+
+def mcp_limit(args: argparse.Namespace) -> Decimal | None:
+    """The hard limit of ``oanp mcp --limits``: the buyer's true_ceiling or the merchant's
+    floor_price, read and checked as ``negotiate`` and ``merchant`` read the file."""
+    if args.limits is None:
+        return None
+    if args.role == "buyer":
+        return buyer_vault(args).true_ceiling
+    return merchant_vault(args).floor_price
+
+
+def mcp_approval(args: argparse.Namespace) -> Decimal | None:
+    """The approval threshold of ``oanp mcp``: ``--approve-above`` for a buyer, whose accepts
+    above it wait for a person, ``--approve-below`` for a merchant."""
+    buyer = args.role == "buyer"
+    if (args.approve_below if buyer else args.approve_above) is not None:
+        raise UsageError("a buyer's threshold is --approve-above, a merchant's --approve-below")
+    threshold = args.approve_above if buyer else args.approve_below
+    return None if threshold is None else _amount(threshold, "the approval threshold")

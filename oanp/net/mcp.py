@@ -7,6 +7,13 @@ refused here with the code the arbiter would answer, and nothing is sent. Constr
 salts stay on this machine: ``make_commitment`` keeps them in this process (and in the
 ``--state`` file, if given) and returns only the commitment.
 
+Guardrails (:mod:`oanp.guardrails`): on the agent's turn the session view says what it may
+send next, and an offer outside that (a retraction, a price past the agent's own limit when
+the server was given one, an accept of a price that is not standing) is refused here with a
+code and the range, before anything is sent. An accept past the approval threshold, when one
+is given, first asks a person through MCP elicitation; declined, or with a client that cannot
+ask, it is not sent.
+
 Like :mod:`oanp.net.client`, this module is an edge of the package: nothing else in ``oanp``
 imports it.
 """
@@ -18,18 +25,27 @@ import os
 import secrets
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    MCPServer,
+    Resolve,
+)
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from pydantic import BaseModel, Field
 
 from oanp.canonical import json_value
-from oanp.commitments import commit, encode_salt
+from oanp.commitments import Role, commit, encode_salt
 from oanp.discovery import parse_query
 from oanp.envelope import (
     DEFAULT_MAX_ROUNDS,
@@ -41,10 +57,12 @@ from oanp.envelope import (
     parse_envelope,
 )
 from oanp.errors import ProtocolError
+from oanp.guardrails import Position, Refusal, Standing, needs_approval, read_position
 from oanp.ids import new_ulid
 from oanp.money import price_to_json
 from oanp.net.client import ArbiterClient, ProblemError, ServerEvent
 from oanp.profiles import TERMS
+from oanp.terms import Values, read_terms
 
 #: After the first new entry, wait this long for the ones it causes (a verdict, a close).
 SETTLE_SECONDS = 0.3
@@ -78,6 +96,14 @@ Negotiate a price (and, if declared, terms besides it) through a neutral OANP v0
    and their standing terms, and issues_open. Your limits on issues belong in
    make_commitment's constraints, e.g. "terms": {"price_weight": 1, "issues":
    {"delivery_days": {"weight": 2, "ideal": 2, "limit": 14}}}.
+7. On your turn the session view carries allowed: min_price and max_price for your next
+   propose or counter (a buyer never below its standing price, a merchant never above it, and
+   neither past its own limit when this server was given one), accept_price (the other side's
+   standing price, when you may accept it; else null), and trade_offs (with issues: a price
+   past your standing one is allowed for terms better for the other side). A move outside it
+   is refused here, nothing sent, with its code (beyond_limit, retraction, not_standing) and
+   the range. With approval_above (a buyer's) or approval_below (a merchant's), an accept past
+   that price first asks a person; declined, or not askable, it is refused (not_approved).
 Never put a private limit in a tool argument other than make_commitment's constraints.
 """
 
@@ -92,6 +118,25 @@ def _refused(error: ProtocolError, where: str) -> ToolError:
         f"{error.code} ({error.status}, refused {where}): {error.detail}"
         + (f" [{fields}]" if fields else "")
     )
+
+
+def _guarded(refusal: Refusal) -> ToolError:
+    """The guard's refusal as the tools give it: the code first, as the arbiter's refusals,
+    and the allowed range as JSON, for a model to read and a program to parse."""
+    allowed = json.dumps(refusal.allowed.as_json())
+    return ToolError(
+        f"{refusal.code} (refused locally, nothing sent): {refusal.detail}; allowed: {allowed}"
+    )
+
+
+def _not_approved(why: str) -> ToolError:
+    return ToolError(f"not_approved (refused locally, nothing sent): {why}")
+
+
+class Approval(BaseModel):
+    """What a person answers when an accept past the approval threshold asks them."""
+
+    approve: bool = Field(description="true to send this accept, false to hold it back")
 
 
 @dataclass
@@ -120,12 +165,23 @@ class Desk:
     """One agent's side of the arbiter: its client, its sealed commitments, its feeds."""
 
     def __init__(
-        self, client: ArbiterClient, *, agent_id: str, role: str, state_path: Path | None
+        self,
+        client: ArbiterClient,
+        *,
+        agent_id: str,
+        role: Role,
+        state_path: Path | None,
+        limit: Decimal | None = None,
+        approval: Decimal | None = None,
     ) -> None:
         self.client = client
         self.agent_id = agent_id
         self.role = role
         self.state_path = state_path
+        #: This agent's hard limit (a buyer's true_ceiling, a merchant's floor_price), if given.
+        self.limit = limit
+        #: The price past which an accept waits for a person's approval, if given.
+        self.approval = approval
         self.sealed: dict[str, _Sealed] = {}
         self.session_commitments: dict[str, str] = {}
         self._feeds: dict[str, _Feed] = {}
@@ -198,6 +254,10 @@ class Desk:
 
     def send(self, session_id: str, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Build, check locally, and submit one envelope; the arbiter's answer."""
+        return self.submit(self.envelope(session_id, kind, payload))
+
+    def envelope(self, session_id: str, kind: str, payload: dict[str, Any]) -> bytes:
+        """One envelope from this agent, checked as the arbiter checks it first."""
         envelope = {
             "oanp_version": OANP_VERSION,
             "message_id": new_ulid(),
@@ -212,6 +272,10 @@ class Desk:
             check_sender(parse_envelope(body))
         except ProtocolError as exc:
             raise _refused(exc, "locally") from None
+        return body
+
+    def submit(self, body: bytes) -> dict[str, Any]:
+        """Submit an envelope; the arbiter's answer."""
         try:
             answer = self.client.submit(body)
         except ProblemError as exc:
@@ -232,7 +296,8 @@ class Desk:
         terms: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """``offer.propose``, ``offer.counter`` or ``offer.accept`` at ``price``, with
-        ``terms`` in a session with issues; an accept without them repeats the standing ones."""
+        ``terms`` in a session with issues; an accept without them repeats the standing ones.
+        Refused, nothing sent, when outside what :meth:`allowed` says."""
         payload: dict[str, Any] = {
             "round": round_,
             "price": price_to_json(price) if price.is_finite() else str(price),
@@ -251,7 +316,51 @@ class Desk:
             terms = None if view is None else view["theirs"]
         if terms is not None:
             payload["terms"] = terms
-        return self.send(session_id, kind, payload)
+        body = self.envelope(session_id, kind, payload)
+        self._guard(session_id, kind, price, terms)
+        return self.submit(body)
+
+    # Guardrails ----------------------------------------------------------------------------
+
+    def position(self, session_id: str) -> Position:
+        """Where this agent stands in ``session_id``: its log's standing offers, its limit."""
+        return read_position(self.log(session_id), self.role, self.limit)
+
+    def allowed(self, session_id: str) -> dict[str, Any]:
+        """What this agent may send next in ``session_id``, as the session view shows it: the
+        range of :meth:`oanp.guardrails.Position.allowed`, and the approval threshold."""
+        allowed = self.position(session_id).allowed().as_json()
+        if self.approval is not None:
+            side = "approval_above" if self.role == "buyer" else "approval_below"
+            allowed[side] = price_to_json(self.approval)
+        return allowed
+
+    def approval_question(self, session_id: str, price: Decimal) -> str | None:
+        """Refuse an accept of ``price`` the guard stops; else what to ask a person before
+        sending it, when it is past the approval threshold (``None``: nothing to ask)."""
+        position = self.position(session_id)
+        refusal = position.check_accept(price)
+        if refusal is not None:
+            raise _guarded(refusal)
+        if not needs_approval(self.role, self.approval, price):
+            return None
+        side = "above" if self.role == "buyer" else "below"
+        return (
+            f"Send the {self.role}'s accept of {price} {position.currency} in session "
+            f"{session_id}? It is {side} {self.approval} {position.currency}, past which "
+            "every accept waits for your approval."
+        )
+
+    def _guard(
+        self, session_id: str, kind: str, price: Decimal, terms: dict[str, Any] | None
+    ) -> None:
+        position = self.position(session_id)
+        if kind == "offer.accept":
+            refusal = position.check_accept(price)
+        else:
+            refusal = position.check_offer(Standing(price, _values(position, terms)))
+        if refusal is not None:
+            raise _guarded(refusal)
 
     def opening(self, session_id: str) -> _Sealed:
         """The sealed constraints and salt of this agent's commitment in ``session_id``."""
@@ -300,13 +409,15 @@ class Desk:
         }
 
     def turn(self, session_id: str) -> dict[str, Any]:
-        """Where the session stands for this agent: state, round, whose turn, outcome, and
-        the terms in a session with issues."""
+        """Where the session stands for this agent: state, round, whose turn, outcome, the
+        terms in a session with issues, and on its turn what it may send."""
         summary = self.read(session_id)
         view = _turn_summary(summary, self.role)
         terms = self.terms_view(summary)
         if terms is not None:
             view["terms"] = terms
+        if view["your_turn"]:
+            view["allowed"] = self.allowed(session_id)
         return view
 
     def read(self, session_id: str) -> dict[str, Any]:
@@ -384,6 +495,45 @@ class Desk:
         return result
 
 
+def _values(position: Position, terms: dict[str, Any] | None) -> Values:
+    """An offer's terms as the guard compares them; refused as the arbiter would refuse them
+    (``bad_terms``), nothing sent, when they do not fit the session's issues."""
+    if not position.issues:
+        return ()
+    try:
+        return read_terms(position.issues, terms)
+    except ProtocolError as exc:
+        raise _refused(exc, "locally") from None
+
+
+def _approval(
+    session_id: str, price: Decimal, ctx: Context[Any, Any]
+) -> Elicit[Approval] | Approval:
+    """The accept tool's approval, resolved before its body runs (which sends only once this
+    yields an approval): the guard first, so that nobody is asked to approve what would be
+    refused anyway, then a person's answer when the price is past the threshold."""
+    desk: Desk = ctx.request_context.lifespan_context
+    question = desk.approval_question(session_id, price)
+    if question is None:
+        return Approval(approve=True)  # within the threshold: nobody needs asking
+    # Asked here rather than left to the SDK, whose refusal would be a protocol error, not a
+    # tool result the model reads.
+    if not _can_ask(ctx):
+        raise _not_approved(
+            f"accepting {price} needs a person's approval, and this MCP client cannot ask "
+            "one (it declared no form elicitation)"
+        )
+    return Elicit(question, Approval)
+
+
+def _can_ask(ctx: Context[Any, Any]) -> bool:
+    """Whether the client declared it can put a form to a person (MCP form elicitation; a
+    bare ``elicitation`` capability predates the modes and means forms)."""
+    capabilities = ctx.client_capabilities
+    elicitation = None if capabilities is None else capabilities.elicitation
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
 def _described(entry: dict[str, Any]) -> dict[str, Any]:
     from oanp.net.commands import describe
 
@@ -411,9 +561,16 @@ def _turn_summary(summary: dict[str, Any], role: str) -> dict[str, Any]:
     }
 
 
-def build_server(desk: Desk) -> MCPServer[Any]:
+def build_server(desk: Desk) -> MCPServer[Desk]:
     """The MCP server with the negotiation tools and the session-log resources."""
-    server: MCPServer[Any] = MCPServer("oanp", instructions=INSTRUCTIONS)
+
+    @asynccontextmanager
+    async def serving(server: MCPServer[Desk]) -> AsyncIterator[Desk]:
+        # The desk is the server's state: the tools close over it, and the approval resolver
+        # (named in an annotation, so a module-level function) reads it from the context.
+        yield desk
+
+    server: MCPServer[Desk] = MCPServer("oanp", instructions=INSTRUCTIONS, lifespan=serving)
 
     @server.tool()
     def find_merchants(q: str = "") -> dict[str, Any]:
@@ -506,12 +663,25 @@ def build_server(desk: Desk) -> MCPServer[Any]:
 
     @server.tool()
     def accept(
-        session_id: str, round: int, price: Decimal, terms: dict[str, Any] | None = None
+        session_id: str,
+        round: int,
+        price: Decimal,
+        terms: dict[str, Any] | None = None,
+        *,
+        approval: Annotated[ElicitationResult[Approval], Resolve(_approval)],
     ) -> dict[str, Any]:
         """Accept the other side's standing price: a merchant the buyer's price of this
         round, a buyer (from round 2) the merchant's counter of the round before, or, as its
         final answer in the last round, the merchant's counter of that round. In a session
-        with issues the accept repeats their standing terms: left out, they are filled in."""
+        with issues the accept repeats their standing terms: left out, they are filled in.
+        Past the approval threshold (allowed's approval_above or approval_below) a person is
+        asked first; unless they approve, nothing is sent (not_approved)."""
+        if not isinstance(approval, AcceptedElicitation):
+            raise _not_approved(
+                f"the person asked to approve accepting {price} answered {approval.action}"
+            )
+        if not approval.data.approve:
+            raise _not_approved(f"the person asked did not approve accepting {price}")
         return desk.offer(session_id, "offer.accept", round, price, terms)
 
     @server.tool()
@@ -541,12 +711,15 @@ def build_server(desk: Desk) -> MCPServer[Any]:
     @server.tool()
     def read_session(session_id: str, include_log: bool = False) -> dict[str, Any]:
         """The session's summary (state, round, whose turn, outcome; with issues, the terms
-        standing and issues_open), and its log if asked."""
+        standing and issues_open), on your turn what you may send (allowed), and its log if
+        asked."""
         summary = desk.read(session_id)
         result: dict[str, Any] = {"summary": summary}
         terms = desk.terms_view(summary)
         if terms is not None:
             result["terms"] = terms
+        if summary.get("turn") == desk.role:
+            result["allowed"] = desk.allowed(session_id)
         if include_log:
             result["entries"] = [_described(entry) for entry in desk.log(session_id)]
         return result
@@ -555,8 +728,8 @@ def build_server(desk: Desk) -> MCPServer[Any]:
     def wait_for_events(session_id: str | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
         """The session's entries you have not seen yet (or, without session_id, your inbox:
         every session you are a party to), waiting up to timeout_s for the first one. With a
-        session_id the answer also says whose turn it is, and in a session with issues the
-        terms standing on each side."""
+        session_id the answer also says whose turn it is, on your turn what you may send
+        (allowed), and in a session with issues the terms standing on each side."""
         return desk.wait(session_id, max(0.0, min(timeout_s, 300.0)))
 
     @server.resource(
@@ -573,8 +746,26 @@ def build_server(desk: Desk) -> MCPServer[Any]:
     return server
 
 
-def serve(*, server: str, api_key: str, agent_id: str, role: str, state_path: Path | None) -> None:
-    """Serve the tools over stdio until the client closes the pipe."""
+def serve(
+    *,
+    server: str,
+    api_key: str,
+    agent_id: str,
+    role: Role,
+    state_path: Path | None,
+    limit: Decimal | None = None,
+    approval: Decimal | None = None,
+) -> None:
+    """Serve the tools over stdio until the client closes the pipe; with ``limit`` (this
+    agent's true_ceiling or floor_price) and ``approval`` (the price past which an accept asks
+    a person), the guardrails of :mod:`oanp.guardrails` hold the tools to them."""
     with ArbiterClient(server, api_key) as client:
-        desk = Desk(client, agent_id=agent_id, role=role, state_path=state_path)
+        desk = Desk(
+            client,
+            agent_id=agent_id,
+            role=role,
+            state_path=state_path,
+            limit=limit,
+            approval=approval,
+        )
         build_server(desk).run("stdio")

@@ -34,6 +34,7 @@ from oanp.agents import (
 from oanp.audit import Report, verify_log
 from oanp.canonical import JsonObject
 from oanp.errors import ProtocolError
+from oanp.pricelist import PriceList
 from oanp.strategies import Strategy
 
 STATE_VERSION = 1
@@ -218,7 +219,8 @@ class MerchantState:
 class Merchant:
     """A merchant agent serving every session opened with it, from its inbox.
 
-    One strategy and one vault answer all sessions; each session has its own agent (and
+    One strategy and one vault answer all sessions, a price list read for each session's
+    currency and item (one declined when it holds none); each session has its own agent (and
     salt). :meth:`recover` must run before :meth:`follow`: it finishes what a previous run
     of the same state file left half done.
     """
@@ -228,7 +230,7 @@ class Merchant:
         api: ArbiterApi,
         *,
         agent_id: str,
-        vault: MerchantVault,
+        vault: MerchantVault | PriceList,
         strategy: Strategy,
         state: MerchantState,
         clock: Callable[[], datetime],
@@ -319,6 +321,8 @@ class Merchant:
             record.finished, record.abandoned = True, "not a session opened with this merchant"
             self.state.save()
             return
+        if agent.declined is not None and owed:
+            self.report(f"{session_id}: declined, {agent.declined}")
         if my_commitment is not None and my_commitment != agent.commitment:
             # The salt this run holds is not the one the session committed to (a lost
             # state file): any answer would be a commitment mismatch on the record.

@@ -830,3 +830,19 @@ def test_mcp_server_negotiates_terms_over_stdio(
     assert any(v["yours"] and v["theirs"] for v in views)
     assert verify_log(log, ArbiterClient(live_arbiter.url).jwks()).ok
     assert_answered_once(log)
+
+
+def test_a_merchant_process_declines_a_currency_it_holds_no_limits_in(
+    live_arbiter: LiveServer, merchants: Any, tmp_path: Path
+) -> None:
+    seller = make_agent("merchant-usd", "merchant")
+    merchant = merchants(seller, tmp_path / "usd.json")  # --floor 280 --ideal 400, in USD
+    buyer = make_agent("buyer-yen", "buyer")
+    run = negotiate(
+        live_arbiter.url, buyer, seller.agent_id, tmp_path, *LIMIT_FLAGS, "--currency", "JPY"
+    )
+    assert run.code == commands.EXIT_NO_AGREEMENT, run.out + run.err
+    assert "withdrawn_by_merchant" in run.out
+    # Before any ack or counter: 280 is no yen floor.
+    assert [e["type"] for e in merchant_envelopes(run.log)] == ["session.close"]
+    merchant.wait_for(lambda line: "declined, it holds no limits in JPY" in line)

@@ -28,6 +28,7 @@ from tests.support.factories.logs import (
     bundle_of,
     counter_ids,
     jwks,
+    self_dealing_log,
     session_log,
 )
 
@@ -204,6 +205,17 @@ def test_verify_exits_1_for_a_log_without_keys(capsys, tmp_path):
     code, out, _ = run(capsys, "verify", str(log))
     assert code == 1
     assert "no key set to verify the agreement with" in out
+
+
+def test_verify_exits_1_and_names_roles_distinct_for_an_agent_in_both_seats(capsys, tmp_path):
+    log = write_json(tmp_path / "log.json", self_dealing_log())
+    keys = write_json(tmp_path / "jwks.json", jwks())
+    code, out, _ = run(capsys, "verify", str(log), "--jwks", str(keys))
+    assert code == 1
+    assert [line for line in out.splitlines() if line.startswith("FAIL ")] == [
+        "FAIL session sess-sfo-jfk: I2: fail "
+        "(roles_distinct: the buyer 'buyer-001' names itself as the merchant)"
+    ]
 
 
 def test_verify_exits_1_for_a_cut_log(capsys, tmp_path):

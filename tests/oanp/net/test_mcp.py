@@ -1,5 +1,6 @@
-"""The MCP desk's terms view comes from the session summary alone: reading where the issues
-stand, or filling in an accept's terms, never fetches the session's log."""
+"""The MCP desk's terms view comes from the session summary: where the issues stand, and the
+terms an accept repeats, are the summary's (only the guardrails, on the agent's turn, read the
+session's log, for the standing prices the summary does not carry)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,50 @@ import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
 from oanp.net.mcp import Desk
+from tests.support.factories.sessions import (
+    BUYER_COMMIT,
+    MERCHANT_COMMIT,
+    SESSION,
+    Session,
+    counter,
+    envelope,
+    negotiating,
+    propose,
+)
 from tests.support.factories.terms import ISSUES
 
-SESSION = "sess-mcp-terms"
-COMMIT = "sha256:" + "b" * 64
 FAST, SLOW = {"delivery_days": 3, "support": "premium"}, {"delivery_days": 9, "support": "none"}
 
 
-class SummaryOnly:
-    """An arbiter client that answers the summary and takes submissions; reading the log
-    fails the test."""
+def terms_log(offered: bool = True) -> list[dict[str, Any]]:
+    """A terms session's log at round 2, where the buyer offered 320 fast and the merchant
+    380 slow, or (not ``offered``) at round 1, before either offered."""
+    session = Session(profile="terms/v0.1", issues=ISSUES)
+    session.feed(envelope("session.ack", {"constraints_commit": MERCHANT_COMMIT}))
+    offers = (
+        ("offer.propose", 320, FAST, BUYER_COMMIT),
+        ("offer.counter", 380, SLOW, MERCHANT_COMMIT),
+    )
+    for kind, price, terms, commit in offers if offered else ():
+        payload = {"round": 1, "price": price, "constraints_commit": commit, "terms": terms}
+        session.feed(envelope(kind, payload))
+    return session.log()
 
-    def __init__(self, summary: dict[str, Any]) -> None:
+
+def price_log() -> list[dict[str, Any]]:
+    session = negotiating()
+    session.feed(propose(1, 320))
+    session.feed(counter(1, 380))
+    return session.log()
+
+
+class SummaryOnly:
+    """An arbiter client that answers the summary it is given (and, for the guardrails, a log
+    the machine wrote), and takes submissions."""
+
+    def __init__(self, summary: dict[str, Any], log: list[dict[str, Any]] | None = None) -> None:
         self.answer = summary
+        self.entries = terms_log() if log is None else log
         self.submitted: list[dict[str, Any]] = []
 
     def summary(self, session_id: str) -> dict[str, Any]:
@@ -32,7 +64,8 @@ class SummaryOnly:
         return self.answer
 
     def log(self, session_id: str) -> list[dict[str, Any]]:
-        raise AssertionError("the terms view read the session's log")
+        assert session_id == SESSION
+        return self.entries
 
     def submit(self, body: bytes) -> Any:
         self.submitted.append(json.loads(body))
@@ -59,7 +92,7 @@ STANDING = {"issues": ISSUES, "buyer": FAST, "merchant": SLOW, "issues_open": 2}
 
 def desk(client: SummaryOnly, role: str) -> Desk:
     made = Desk(client, agent_id=f"{role}-001", role=role, state_path=None)  # type: ignore[arg-type]
-    made.remember(SESSION, COMMIT)
+    made.remember(SESSION, BUYER_COMMIT)
     return made
 
 
@@ -69,7 +102,8 @@ def desk(client: SummaryOnly, role: str) -> Desk:
 def test_the_terms_view_is_the_summary_s_terms_seen_from_each_side(
     role: str, yours: dict[str, Any], theirs: dict[str, Any]
 ) -> None:
-    view = desk(SummaryOnly(summary(terms=STANDING)), role).turn(SESSION)
+    # A log where nobody has offered yet: the standing terms can only be the summary's.
+    view = desk(SummaryOnly(summary(terms=STANDING), terms_log(offered=False)), role).turn(SESSION)
     assert view["terms"] == {
         "issues": ISSUES,
         "yours": yours,
@@ -95,5 +129,5 @@ def test_an_accept_in_a_terms_session_whose_summary_lacks_the_terms_asks_for_the
 
 
 def test_a_price_only_session_has_no_terms_view() -> None:
-    view = desk(SummaryOnly(summary("default/v0.1")), "buyer").turn(SESSION)
+    view = desk(SummaryOnly(summary("default/v0.1"), price_log()), "buyer").turn(SESSION)
     assert "terms" not in view
