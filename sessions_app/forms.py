@@ -24,7 +24,13 @@ from oanp.canonical import read_json
 from oanp.envelope import IDENTIFIER_RULE, MAX_ITEM_BYTES, is_identifier
 from oanp.errors import ProtocolError, SchemaInvalid
 from oanp.money import MINOR_UNITS
-from oanp.pricelist import MAX_ITEM_KEY_CHARS, PriceLimits, PriceList, read_amount
+from oanp.pricelist import (
+    MAX_ITEM_KEY_CHARS,
+    MAX_PRICE_ROWS,
+    PriceLimits,
+    PriceList,
+    read_amount,
+)
 from oanp.strategies import STRATEGIES
 from oanp.terms import MAX_ISSUES
 from oanp.tradeoffs import MAX_WEIGHT, WANT_SYNTAX, IssueLimits, TermsVault, read_want, read_weight
@@ -201,6 +207,12 @@ class PriceRowForm(forms.Form):
     ideal_price = _amount("Ideal")
     remove = forms.BooleanField(label="Remove", required=False)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.stored_key is not None:
+            for name in ("floor_price", "ideal_price"):
+                self.fields[name].widget.attrs["placeholder"] = "sealed"
+
     @property
     def stored_key(self) -> tuple[str | None, str] | None:
         """The (item, currency) of the stored row this row edits, or ``None`` for a new one."""
@@ -300,7 +312,15 @@ class BasePriceRowFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
         self.rows = tuple(rows.values())
 
 
-PriceRowFormSet = forms.formset_factory(PriceRowForm, formset=BasePriceRowFormSet, extra=3)
+PriceRowFormSet = forms.formset_factory(
+    PriceRowForm,
+    formset=BasePriceRowFormSet,
+    extra=3,
+    # A post of more rows than a price list holds is refused as the form's error, not read.
+    max_num=MAX_PRICE_ROWS,
+    absolute_max=MAX_PRICE_ROWS + 3,
+    validate_max=True,
+)
 
 
 def limits_from(
@@ -315,7 +335,11 @@ def limits_from(
         terms = data["terms_vault"]
     elif data.get("clear_terms"):
         terms = None
-    prices = PriceList(rows.rows, bool(data.get("items_only")), terms)
+    try:
+        prices = PriceList(rows.rows, bool(data.get("items_only")), terms)
+    except ValueError as refused:  # more rows than a price list holds
+        form.add_error(None, f"{str(refused)[:1].upper()}{str(refused)[1:]}.")
+        return None
     if prices == stored or (stored is None and not prices.limits and terms is None):
         return None
     if prices.items_only and any(row.item is None for row in prices.limits):

@@ -159,3 +159,21 @@ def test_limits_that_changed_meanwhile_are_not_overwritten(
     assert "The limits changed since this page was loaded" in error_summary_in(page)
     agent.refresh_from_db()
     assert unseal(agent.vault) == STORED
+
+
+def test_more_rows_than_a_price_list_holds_is_a_clear_refusal(
+    browser: Client, agent: AgentProfile
+) -> None:
+    data = as_shown(**{"limits-TOTAL_FORMS": "5000"})
+    for n in range(3, 240):
+        data |= {
+            f"limits-{n}-item": f"item-{n}",
+            f"limits-{n}-currency": "USD",
+            f"limits-{n}-floor_price": "1",
+            f"limits-{n}-ideal_price": "2",
+        }
+    response = browser.post("/agents/hosted-a/edit/", data)
+    assert response.status_code == 400
+    assert "at most 200" in error_summary_in(response.content.decode())
+    agent.refresh_from_db()
+    assert unseal(agent.vault) == STORED
