@@ -8,8 +8,8 @@ tools, :mod:`oanp.net.mcp`) is better told beforehand, and stopped before it sen
 
 Everything is judged as the arbiter judges it (:func:`oanp.terms.is_pure_retraction`, the
 accept naming the other side's standing price) or as the reveal does (a buyer never above its
-``true_ceiling``, a merchant never below its ``floor_price``), so a move the guard lets through
-is one the arbiter will not close the session over.
+``true_ceiling``, a merchant never below its ``floor_price``), so the arbiter judges no move
+the guard lets through a violation of I4, and no reveal shows one past the party's limit.
 """
 
 from __future__ import annotations

@@ -690,6 +690,13 @@ def mcp_limit(args: argparse.Namespace) -> Decimal | None:
         return None
     if args.role == "buyer":
         return buyer_vault(args).true_ceiling
+    if "limits" in _limits_file(args.limits):
+        # A price list's floor depends on each session's currency and item, and the guard
+        # holds one limit for every session: only oanp merchant reads one.
+        raise UsageError(
+            f"--limits {args.limits}: oanp mcp takes one floor_price and ideal_price, "
+            "not a price list"
+        )
     return merchant_vault(args).floor_price
 
 

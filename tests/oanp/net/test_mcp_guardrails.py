@@ -328,6 +328,10 @@ def test_oanp_mcp_reads_its_limit_from_the_file_negotiate_and_merchant_read(
         commands.mcp_limit(merchant)  # a merchant's file holds its ideal price too
     limits.write_text('{"floor_price": 280, "ideal_price": 400}')
     assert commands.mcp_limit(merchant) == Decimal(280)
+    row = {"item": None, "currency": "USD", "floor_price": 280, "ideal_price": 400}
+    limits.write_text(json.dumps({"limits": [row]}))
+    with pytest.raises(commands.UsageError, match="not a price list"):
+        commands.mcp_limit(merchant)
     assert commands.mcp_limit(mcp_args()) is None
 
 
