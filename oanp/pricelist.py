@@ -17,6 +17,7 @@ file holds::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -30,6 +31,9 @@ from oanp.tradeoffs import TermsVault, read_terms_vault
 MAX_PRICE_ROWS: Final = 200
 #: The longest item key a row may name.
 MAX_ITEM_KEY_CHARS: Final = 200
+#: How much of an item key a refusal quotes.
+_KEY_SHOWN: Final = 40
+_PLAIN_AMOUNT: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 #: The item members that name an item, in the order they are looked for.
 ITEM_KEY_MEMBERS: Final = ("sku", "id", "route")
 
@@ -48,8 +52,13 @@ def read_amount(value: object, what: str, currency: str) -> Decimal:
     """A positive amount below the protocol's ceiling with no more decimals than
     ``currency`` allows, from a JSON number or a numeric string; ``ValueError`` says what is
     wrong without quoting the value (it may be a private limit)."""
+    if currency not in MINOR_UNITS:
+        raise ValueError(f"{currency[:12]!r} is not an ISO 4217 currency code")
     if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
         raise ValueError(f"{what} must be a number")
+    # Written as people write prices: no exponent, no digit separators.
+    if isinstance(value, str) and not _PLAIN_AMOUNT.fullmatch(value.strip()):
+        raise ValueError(f"{what} must be a number, as 280 or 279.99")
     try:
         amount = Decimal(str(value).strip())
     except InvalidOperation:
@@ -148,7 +157,9 @@ class PriceList:
         own = self.row(key, currency) if key else None
         if own is not None:
             return own
-        named = f"the item {key!r}" if key else "an item without a sku, id or route"
+        # An item key is the buyer's text, up to 4 KiB: a refusal quotes its start.
+        shown = key if len(key) <= _KEY_SHOWN else f"{key[:_KEY_SHOWN]}…"
+        named = f"the item {shown!r}" if key else "an item without a sku, id or route"
         if self.items_only:
             raise Unpriced("item", f"it negotiates only the items it priced, not {named}")
         fallback = self.row(None, currency)

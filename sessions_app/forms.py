@@ -189,6 +189,9 @@ class AgentForm(TacticsFields):
         return data
 
 
+LIMITS_CHANGED = "The limits changed since this page was loaded: reload it and edit again."
+
+
 class PriceRowForm(forms.Form):
     """One row of the agent's price list. A stored row shows its item and currency (not
     limits) and is named by ``was``; its floor and ideal come in empty and, left empty, keep
@@ -215,21 +218,19 @@ class PriceRowForm(forms.Form):
 
     @property
     def stored_key(self) -> tuple[str | None, str] | None:
-        """The (item, currency) of the stored row this row edits, or ``None`` for a new one."""
+        """The (item, currency) of the stored row this row edits, or ``None`` for a new one
+        (or a ``was`` that names no row at all, which :class:`BasePriceRowFormSet` refuses)."""
         was = (
             self.initial.get("was") if not self.is_bound else self.data.get(self.add_prefix("was"))
         )
-        if not was:
-            return None
-        try:
-            item, currency = json.loads(was)
-        except (TypeError, ValueError):
-            return None
-        return (item if isinstance(item, str) and item else None, str(currency))
+        return _row_key(was)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         key = self.stored_key
+        if data.get("was") and key is None:
+            self.add_error(None, LIMITS_CHANGED)  # not a row the page wrote
+            return data
         floor, ideal = data.get("floor_price", ""), data.get("ideal_price", "")
         if key is None:
             if not any(
@@ -268,6 +269,29 @@ class PriceRowForm(forms.Form):
         return data
 
 
+#: Longer than any ``was`` the page writes (an item key, a currency, JSON punctuation).
+_MAX_WAS_CHARS = MAX_ITEM_KEY_CHARS * 6 + 32
+
+
+def _row_key(was: object) -> tuple[str | None, str] | None:
+    """The (item, currency) a stored row's ``was`` names, as the page wrote it; ``None`` for
+    nothing, or for anything the page would not have written."""
+    if not isinstance(was, str) or not was or len(was) > _MAX_WAS_CHARS:
+        return None
+    try:
+        named = json.loads(was)
+    except ValueError:
+        return None
+    if not (isinstance(named, list) and len(named) == 2):
+        return None
+    item, currency = named
+    if not (item is None or isinstance(item, str)) or not (
+        isinstance(currency, str) and currency in MINOR_UNITS
+    ):
+        return None
+    return item or None, currency
+
+
 class BasePriceRowFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
     def __init__(self, *args: Any, stored: PriceList | None = None, **kwargs: Any) -> None:
         self.stored = stored
@@ -292,9 +316,7 @@ class BasePriceRowFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
         for form in self.forms:
             key, outcome = form.stored_key, form.cleaned_data.get("row", "keep")
             if key is not None and key not in rows:
-                raise forms.ValidationError(
-                    "The limits changed since this page was loaded: reload it and edit again."
-                )
+                raise forms.ValidationError(LIMITS_CHANGED)
             if outcome == "keep":
                 continue
             key = key if outcome is None else outcome.key

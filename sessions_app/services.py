@@ -241,7 +241,7 @@ def open_hosted_session(
     try:
         row = prices.limits_for(currency, item)
     except Unpriced as unpriced:
-        sealed, declined = b"", str(unpriced)
+        sealed, declined = b"", _decline_reason(str(unpriced))
     else:
         vault = MerchantVault(row.floor_price, row.ideal_price, prices.terms)
         sealed, declined = seal_session_vault(vault), ""
@@ -259,11 +259,19 @@ def open_hosted_session(
     return hosted
 
 
+def _decline_reason(why: str) -> str:
+    """``why`` as a hosted session keeps it: cut to the column, which a buyer's long item
+    key (quoted in it) must never overflow."""
+    room = HostedSession._meta.get_field("declined").max_length
+    assert room is not None
+    return why if len(why) <= room else f"{why[: room - 1]}…"
+
+
 def note_declined(*, hosted: HostedSession, why: str) -> None:
     """Record why the hosted agent declined its session, when the agent found out itself
     (its terms did not fit the declared issues)."""
     if not hosted.declined:
-        hosted.declined = why[: HostedSession._meta.get_field("declined").max_length]
+        hosted.declined = _decline_reason(why)
         HostedSession.objects.filter(pk=hosted.pk, declined="").update(declined=hosted.declined)
 
 

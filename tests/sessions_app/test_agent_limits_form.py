@@ -177,3 +177,32 @@ def test_more_rows_than_a_price_list_holds_is_a_clear_refusal(
     assert "at most 200" in error_summary_in(response.content.decode())
     agent.refresh_from_db()
     assert unseal(agent.vault) == STORED
+
+
+@pytest.mark.parametrize(
+    "was",
+    ['["x", "ZZZ"]', '"ab"', '[null, ["USD"]]', "[" * 100_000, '{"a": 1}', "12", "null"],
+)
+def test_a_forged_row_name_is_refused_not_read(
+    browser: Client, agent: AgentProfile, was: str
+) -> None:
+    data = as_shown(
+        **{"limits-1-was": was, "limits-1-floor_price": "1", "limits-1-ideal_price": "2"}
+    )
+    response = browser.post("/agents/hosted-a/edit/", data)
+    assert response.status_code == 400
+    assert "The limits changed since this page was loaded" in error_summary_in(
+        response.content.decode()
+    )
+    agent.refresh_from_db()
+    assert unseal(agent.vault) == STORED
+
+
+def test_after_an_error_the_stored_rows_still_say_what_they_are(
+    browser: Client, agent: AgentProfile
+) -> None:
+    page = browser.post("/agents/hosted-a/edit/", as_shown(**{"limits-0-floor_price": "1"}))
+    table = page.content.decode().split('id="price-rows"', 1)[1].split("</table>", 1)[0]
+    cells = [row.split("</td>", 2)[:2] for row in table.split('<tr class="stored">')[1:]]
+    shown = [(item.rsplit(">", 1)[-1], currency.rsplit(">", 1)[-1]) for item, currency in cells]
+    assert shown == [("any item", "USD"), ("SFO-LAX", "USD"), ("any item", "EUR")]

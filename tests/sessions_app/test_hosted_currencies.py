@@ -80,3 +80,23 @@ def test_the_session_page_and_the_agent_page_say_why(
     assert "it holds no limits in JPY" in declines
     assert "USD, any item" in agent_page  # where it holds limits, never what they are
     assert "280" not in agent_page
+
+
+def test_a_long_item_key_is_quoted_short_in_the_reason(client: Client, shop_a: Merchant) -> None:
+    profile = hosted_agent(shop_a, "hosted-sfo")
+    services.update_agent(
+        actor=admin(),
+        profile=profile,
+        display_name="",
+        mode="hosted",
+        strategy="reference",
+        limits=PriceList(
+            (PriceLimits("SFO-LAX", "USD", Decimal(120), Decimal(190)),), items_only=True
+        ),
+    )
+    asked = HostedNegotiation(client, "hosted-sfo", item={"sku": "X" * 3000})
+    log = asked.play(nudge=lambda: runner.answer("sess-hosted"))
+    assert log[-1]["envelope"]["payload"]["reason"] == "withdrawn_by_merchant"
+    declined = HostedSession.objects.get().declined
+    assert declined.startswith("it negotiates only the items it priced, not the item 'XXX")
+    assert len(declined) < 120
