@@ -64,6 +64,8 @@ class AgentForm(TacticsFields):
         choices=[(name, named.label) for name, named in STRATEGIES.items()],
         initial="reference",
     )
+    #: :func:`sessions_app.services.vault_version` of the limits the form was built on.
+    limits_version = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
     items_only = forms.BooleanField(
         label="Negotiate only the items priced here",
         required=False,
@@ -138,7 +140,14 @@ class AgentForm(TacticsFields):
     @property
     def sectioned_field_names(self) -> list[str]:
         """Fields the template shows in a fieldset of their own, not in the general list."""
-        return ["items_only", "terms", "clear_terms", "price_weight", *self.tactics_field_names]
+        return [
+            "limits_version",
+            "items_only",
+            "terms",
+            "clear_terms",
+            "price_weight",
+            *self.tactics_field_names,
+        ]
 
     def clean_terms(self) -> tuple[IssueLimits, ...]:
         """Each line's issue limits; every bad line is named, never with its values."""

@@ -9,6 +9,7 @@ vault key and never leave this package in clear. Key actions are recorded as
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 from collections.abc import Mapping
@@ -43,6 +44,16 @@ class AgentIdTaken(ValueError):
 
 class NoLimits(ValueError):
     """A hosted agent without limits cannot commit to anything."""
+
+
+class LimitsChanged(ValueError):
+    """The limits a form was built on were saved again meanwhile: saving it would undo that."""
+
+
+def vault_version(profile: AgentProfile) -> str:
+    """Names the sealed limits as a form read them. A digest of the ciphertext, whose IV is
+    random: it tells nothing of the limits, unlike a digest of the limits themselves."""
+    return hashlib.sha256(bytes(profile.vault)).hexdigest()[:32]
 
 
 class HostedKey(ValueError):
@@ -122,11 +133,20 @@ def update_agent(
     parameters: Mapping[str, object] | None = None,
     settle: SettlePolicy = NEVER_SETTLE,
     reveal_after_end: bool = False,
+    limits_version: str | None = None,
 ) -> AgentProfile:
     """Change an agent; ``limits`` ``None`` keeps the sealed ones, else replaces them whole
-    (the form builds them from the sealed ones and its edits). The agent id never changes:
-    it is the identity its keys and sessions are bound to. Running sessions keep the tactics
-    and limits they opened with (:func:`open_hosted_session`)."""
+    (the form builds them from the sealed ones and its edits, which it read at
+    ``limits_version``: :class:`LimitsChanged` when they changed since, so that one save never
+    undoes another's). The agent id never changes: it is the identity its keys and sessions
+    are bound to. Running sessions keep the tactics and limits they opened with
+    (:func:`open_hosted_session`)."""
+    # Locked, then read again: the version is compared with what is sealed now.
+    profile.vault = (
+        AgentProfile.objects.select_for_update().values_list("vault", flat=True).get(pk=profile.pk)
+    )
+    if limits is not None and limits_version not in (None, vault_version(profile)):
+        raise LimitsChanged("the agent's limits were saved by someone else since the form was read")
     if mode == Mode.HOSTED and (not profile.vault if limits is None else not limits.limits):
         raise NoLimits("a hosted agent needs its limits")
     tactics = tactics_fields(strategy=strategy, parameters=parameters or {}, settle=settle)
@@ -150,7 +170,18 @@ def update_agent(
     # A save of the form is the owner's word on the limits as they now stand: an old vault's
     # currency is no longer a guess.
     profile.limits_read_as = ""
-    profile.save()
+    # Only what this form edits: a listing saved meanwhile keeps its choice of currencies.
+    profile.save(
+        update_fields=[
+            "display_name",
+            "mode",
+            "reveal_after_end",
+            *tactics,
+            "vault",
+            "limits_read_as",
+            "updated_at",
+        ]
+    )
     _republish(profile)
     if mode == Mode.HOSTED:
         hosted_credential(profile.agent_id)

@@ -139,6 +139,7 @@ def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) ->
             "strategy": profile.strategy,
             "reveal_after_end": profile.reveal_after_end,
             "items_only": stored is not None and stored.items_only,
+            "limits_version": services.vault_version(profile),
         }
     ) | tactics_initial(profile)
     played = None
@@ -154,7 +155,10 @@ def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) ->
                     "A hosted agent needs its limits: add a row with a currency, floor and ideal.",
                 )
             if not form.errors and "preview" not in request.POST:
-                return _save(request, scope, form, limits, profile)
+                try:
+                    return _save(request, scope, form, limits, profile)
+                except services.LimitsChanged:
+                    form.add_error(None, forms.LIMITS_CHANGED)
             if not form.errors:
                 # The agent as the form stands, played without saving anything.
                 try:
@@ -203,7 +207,12 @@ def _save(
         )
         messages.success(request, f"Agent {profile.agent_id} created.")
     else:
-        services.update_agent(actor=request.user, profile=profile, **fields)
+        services.update_agent(
+            actor=request.user,
+            profile=profile,
+            limits_version=data["limits_version"] or None,
+            **fields,
+        )
         messages.success(request, f"Agent {profile.agent_id} saved.")
     return redirect("agent", agent_id=profile.agent_id)
 

@@ -206,3 +206,27 @@ def test_after_an_error_the_stored_rows_still_say_what_they_are(
     cells = [row.split("</td>", 2)[:2] for row in table.split('<tr class="stored">')[1:]]
     shown = [(item.rsplit(">", 1)[-1], currency.rsplit(">", 1)[-1]) for item, currency in cells]
     assert shown == [("any item", "USD"), ("SFO-LAX", "USD"), ("any item", "EUR")]
+
+
+def test_a_form_read_before_another_save_is_refused_not_merged(
+    browser: Client, agent: AgentProfile
+) -> None:
+    page = browser.get("/agents/hosted-a/edit/").content.decode()
+    version = page.split('name="limits_version" value="', 1)[1].split('"', 1)[0]
+    first = as_shown(
+        limits_version=version, **{"limits-0-floor_price": "290", "limits-0-ideal_price": "410"}
+    )
+    second = as_shown(
+        limits_version=version, **{"limits-2-floor_price": "250", "limits-2-ideal_price": "360"}
+    )
+    assert browser.post("/agents/hosted-a/edit/", first).status_code == 302
+    # The second tab was read before the first saved: its owner decided on limits that no
+    # longer stand, so it is refused, to be reloaded, rather than saved over them.
+    refused = browser.post("/agents/hosted-a/edit/", second)
+    assert refused.status_code == 400
+    assert "The limits changed since this page was loaded" in error_summary_in(
+        refused.content.decode()
+    )
+    agent.refresh_from_db()
+    assert unseal(agent.vault).row(None, "EUR") == STORED.limits[2]
+    assert unseal(agent.vault).row(None, "USD").floor_price == 290

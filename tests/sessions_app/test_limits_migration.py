@@ -10,15 +10,17 @@ from decimal import Decimal
 from types import SimpleNamespace
 
 import pytest
+from cryptography.fernet import Fernet
 from django.apps import apps
 from django.db import connection
 from django.test import Client
 
-from arbiter_app.models import Listing
+from arbiter_app.models import AgentCredential, Listing
 from sessions_app.models import AgentProfile, Merchant
 from sessions_app.vault import _fernet, unseal
 from tests.sessions_app.test_agents import agent_form
 from tests.support.factories.accounts import hosted_agent
+from tests.support.factories.agents import make_agent
 
 pytestmark = pytest.mark.django_db
 
@@ -80,3 +82,37 @@ def test_the_agent_page_says_so_until_the_owner_saves_the_form(
     assert unseal(profile.vault).limits_for("USD", {"route": "SFO-LAX"}).ideal_price == Decimal(
         "190.5"
     )
+
+
+def test_listings_keep_the_owners_choice_and_show_what_is_held(shop_a: Merchant) -> None:
+    profile = hosted_agent(shop_a, "hosted-a")
+    sealed_before(profile, OLD)
+    Listing.objects.create(
+        merchant_agent_id="hosted-a", merchant="A", listed=True, currencies=["EUR", "USD"]
+    )
+    migration.seal_with_currency(apps, EDITOR)
+    profile.refresh_from_db()
+    assert profile.listing_currencies == ["EUR", "USD"]
+    # Read as EUR limits, the first listed: the directory lists EUR alone now.
+    assert Listing.objects.get().currencies == ["EUR"]
+
+
+def test_merchant_keys_issued_before_owners_record_their_merchant(shop_a: Merchant) -> None:
+    hosted_agent(shop_a, "hosted-a")
+    make_agent("hosted-a", "merchant")  # issued with no owner, as before owners were kept
+    make_agent("buyer-001", "buyer")
+    migration.seal_with_currency(apps, EDITOR)
+    owners = dict(AgentCredential.objects.values_list("agent_id", "owner").distinct())
+    assert owners == {"hosted-a": shop_a.slug, "buyer-001": ""}
+
+
+def test_a_vault_sealed_under_another_key_stops_the_migration_naming_the_agent(
+    shop_a: Merchant,
+) -> None:
+    profile = hosted_agent(shop_a, "hosted-a")
+    profile.vault = Fernet(Fernet.generate_key()).encrypt(json.dumps(OLD).encode())
+    profile.save(update_fields=["vault"])
+    with pytest.raises(
+        RuntimeError, match="cannot open the vaults of hosted-a: set OANP_VAULT_KEY"
+    ):
+        migration.seal_with_currency(apps, EDITOR)
