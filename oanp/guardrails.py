@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Literal
+from decimal import Decimal, InvalidOperation
+from typing import Final, Literal
 
 from oanp.canonical import JsonObject, JsonValue
 from oanp.commitments import Role
@@ -28,7 +28,7 @@ from oanp.terms import Issue, Values, is_pure_retraction, read_terms
 
 #: Why a move is refused: past the party's own limit, a (pure) retraction of its standing
 #: offer, or an accept of a price that is not the other side's standing one.
-RefusalCode = Literal["beyond_limit", "retraction", "not_standing"]
+RefusalCode = Literal["beyond_limit", "retraction", "not_standing", "other_currency"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +51,20 @@ class Allowed:
     highest: Decimal | None
     accept_price: Decimal | None
     trade_offs: bool
+    #: Why no price at all may be sent (a session in a currency the limit is not in).
+    blocked: str | None = None
 
     def as_json(self) -> JsonObject:
         """The range as a tool shows it, prices as the wire writes them."""
-        return {
+        shown: JsonObject = {
             "min_price": _price(self.lowest),
             "max_price": _price(self.highest),
             "accept_price": _price(self.accept_price),
             "trade_offs": self.trade_offs,
         }
+        if self.blocked is not None:
+            shown["blocked"] = self.blocked
+        return shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +80,9 @@ class Refusal:
 class Position:
     """What bounds a party's next move: its latest offer (``own``) and the other side's
     (``other``), each ``None`` before it offered, its own hard ``limit`` (a buyer's
-    ``true_ceiling``, a merchant's ``floor_price``; ``None`` when not given) and the
-    session's ``currency`` and ``issues``."""
+    ``true_ceiling``, a merchant's ``floor_price``; ``None`` when not given) in
+    ``limit_currency`` (``None``: the limit holds in any currency) and the session's
+    ``currency`` and ``issues``."""
 
     role: Role
     currency: str
@@ -84,11 +90,26 @@ class Position:
     other: Standing | None = None
     limit: Decimal | None = None
     issues: tuple[Issue, ...] = ()
+    limit_currency: str | None = None
+
+    @property
+    def other_currency(self) -> str | None:
+        """Why the limit says nothing of this session, or ``None`` when it does: 280 USD is
+        no floor in yen, so nothing may be sent on it."""
+        if self.limit is None or self.limit_currency in (None, self.currency):
+            return None
+        return (
+            f"your limit is in {self.limit_currency} and this session is in {self.currency}: "
+            "no price in it is within your limit; withdraw"
+        )
 
     def allowed(self) -> Allowed:
         """The range to show: no retraction of the party's own standing price, nothing past
         its limit (rounded to the currency's minor unit, inwards), and the other side's
-        standing price to accept when it lies within the limit."""
+        standing price to accept when it lies within the limit; nothing at all in a currency
+        the limit is not in."""
+        if (blocked := self.other_currency) is not None:
+            return Allowed(None, None, None, bool(self.issues), blocked)
         standing = None if self.own is None else self.own.price
         limit = None
         if self.limit is not None:
@@ -103,6 +124,8 @@ class Position:
 
     def check_offer(self, new: Standing) -> Refusal | None:
         """Why a propose or counter of ``new`` may not be sent, or ``None`` when it may."""
+        if (blocked := self.other_currency) is not None:
+            return self._refusal("other_currency", blocked)
         if self._beyond_limit(new.price):
             return self._refusal("beyond_limit", self._past_limit(new.price))
         own = self.own
@@ -114,6 +137,8 @@ class Position:
 
     def check_accept(self, price: Decimal) -> Refusal | None:
         """Why an accept naming ``price`` may not be sent, or ``None`` when it may."""
+        if (blocked := self.other_currency) is not None:
+            return self._refusal("other_currency", blocked)
         if self.other is None:
             return self._refusal("not_standing", "the other side has no standing price to accept")
         standing = self.other.price
@@ -144,6 +169,32 @@ class Position:
         return Refusal(code, detail, self.allowed())
 
 
+#: The member of a party's constraints that a settlement reveals as its limit.
+LIMIT_MEMBER: Final[Mapping[Role, str]] = {"buyer": "true_ceiling", "merchant": "floor_price"}
+
+
+def past_committed_limit(
+    role: Role, constraints: Mapping[str, JsonValue], limit: Decimal
+) -> str | None:
+    """Why committing to ``constraints`` would let ``role`` agree past its own ``limit``, or
+    ``None``: a settlement by reveal settles at the midpoint of the two committed limits
+    (docs/protocol.md §5), so a merchant committing a floor under its real one, or a buyer a
+    ceiling over it, could be settled past it without ever sending an offer."""
+    name = LIMIT_MEMBER[role]
+    value = constraints.get(name)
+    if value is None:
+        return None  # nothing to settle on: a reveal of it is refused not_settleable
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return f"{name} must be a number"
+    try:
+        committed = Decimal(str(value))
+    except InvalidOperation:
+        return f"{name} must be a number"
+    if committed.is_finite() and at_least_as_good(role, committed, limit):
+        return None
+    return f"a {name} of {value} is past your limit of {limit}: a settlement could agree past it"
+
+
 def needs_approval(role: Role, threshold: Decimal | None, price: Decimal) -> bool:
     """Whether accepting ``price`` waits for a person: past ``threshold`` on the side that
     costs ``role`` (above it for a buyer, below it for a merchant); never without one."""
@@ -151,7 +202,10 @@ def needs_approval(role: Role, threshold: Decimal | None, price: Decimal) -> boo
 
 
 def read_position(
-    entries: Sequence[Mapping[str, JsonValue]], role: Role, limit: Decimal | None = None
+    entries: Sequence[Mapping[str, JsonValue]],
+    role: Role,
+    limit: Decimal | None = None,
+    limit_currency: str | None = None,
 ) -> Position:
     """``role``'s position after a session's log (as its API returns it, ``session.open``
     first): the currency and issues the session opened with, and each party's latest offer,
@@ -171,7 +225,13 @@ def read_position(
             latest[envelope.role.value] = Standing(offer.price, values)
     other = "merchant" if role == "buyer" else "buyer"
     return Position(
-        role, opening.currency, latest.get(role), latest.get(other), limit, opening.issues
+        role,
+        opening.currency,
+        latest.get(role),
+        latest.get(other),
+        limit,
+        opening.issues,
+        limit_currency,
     )
 
 

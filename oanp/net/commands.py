@@ -35,6 +35,7 @@ from oanp.discovery import parse_query
 from oanp.errors import ProtocolError
 from oanp.ids import new_ulid
 from oanp.log import Entry
+from oanp.money import MINOR_UNITS
 from oanp.pricelist import PriceLimits, PriceList, read_price_list
 from oanp.strategies import (
     STRATEGIES,
@@ -193,6 +194,14 @@ def buyer_vault(args: argparse.Namespace) -> BuyerVault:
         raise UsageError(str(exc)) from None
 
 
+def currency_code(text: str) -> str:
+    """An ISO 4217 code, as ``--currency`` takes it (any case)."""
+    code = text.strip().upper()
+    if code not in MINOR_UNITS:
+        raise argparse.ArgumentTypeError(f"{text[:12]!r} is not an ISO 4217 currency code")
+    return code
+
+
 def merchant_prices(args: argparse.Namespace) -> PriceList:
     """The merchant's price list: the ``limits`` rows of ``--limits`` (docs/agents.md), or one
     floor and ideal (``--floor``/``--ideal``, or the file's) for any item in ``--currency``.
@@ -313,6 +322,7 @@ def add_commands(commands: Any) -> None:
     sell.add_argument("--ideal", help="ideal_price: its list price, where it opens")
     sell.add_argument(
         "--currency",
+        type=currency_code,
         default="USD",
         help="the currency of --floor and --ideal (default USD): sessions in any other are "
         "declined",
@@ -367,6 +377,13 @@ def add_commands(commands: Any) -> None:
         metavar="FILE",
         help="this agent's limits, as negotiate and merchant read them: an offer or accept past "
         "its true_ceiling (buyer) or floor_price (merchant) is refused before it is sent",
+    )
+    tools.add_argument(
+        "--currency",
+        type=currency_code,
+        default="USD",
+        help="the currency of --limits and the approval price (default USD): in a session in "
+        "any other, every offer and accept is refused before it is sent",
     )
     approval = tools.add_mutually_exclusive_group()
     approval.add_argument(
@@ -679,6 +696,7 @@ def mcp_command(args: argparse.Namespace) -> int:
         state_path=args.state,
         limit=mcp_limit(args),
         approval=mcp_approval(args),
+        limit_currency=args.currency,
     )
     return 0
 

@@ -57,7 +57,14 @@ from oanp.envelope import (
     parse_envelope,
 )
 from oanp.errors import ProtocolError
-from oanp.guardrails import Position, Refusal, Standing, needs_approval, read_position
+from oanp.guardrails import (
+    Position,
+    Refusal,
+    Standing,
+    needs_approval,
+    past_committed_limit,
+    read_position,
+)
 from oanp.ids import new_ulid
 from oanp.money import price_to_json
 from oanp.net.client import ArbiterClient, ProblemError, ServerEvent
@@ -173,6 +180,7 @@ class Desk:
         state_path: Path | None,
         limit: Decimal | None = None,
         approval: Decimal | None = None,
+        limit_currency: str | None = None,
     ) -> None:
         self.client = client
         self.agent_id = agent_id
@@ -180,6 +188,8 @@ class Desk:
         self.state_path = state_path
         #: This agent's hard limit (a buyer's true_ceiling, a merchant's floor_price), if given.
         self.limit = limit
+        #: The currency of ``limit`` and ``approval`` (``None``: they hold in any currency).
+        self.limit_currency = limit_currency
         #: The price past which an accept waits for a person's approval, if given.
         self.approval = approval
         self.sealed: dict[str, _Sealed] = {}
@@ -225,6 +235,10 @@ class Desk:
             raise ToolError("constraints and item are JSON objects")
         if not 1 <= max_rounds <= 20:
             raise ToolError("max_rounds is between 1 and 20")
+        if self.limit is not None and (
+            why := past_committed_limit(self.role, constraints_json, self.limit)
+        ):
+            raise ToolError(f"beyond_limit (refused locally, nothing committed): {why}")
         salt = encode_salt(secrets.token_bytes(32))
         commitment = commit(constraints_json, item_json, max_rounds, salt)
         with self._lock:
@@ -324,7 +338,7 @@ class Desk:
 
     def position(self, session_id: str) -> Position:
         """Where this agent stands in ``session_id``: its log's standing offers, its limit."""
-        return read_position(self.log(session_id), self.role, self.limit)
+        return read_position(self.log(session_id), self.role, self.limit, self.limit_currency)
 
     def allowed(self, session_id: str) -> dict[str, Any]:
         """What this agent may send next in ``session_id``, as the session view shows it: the
@@ -755,10 +769,12 @@ def serve(
     state_path: Path | None,
     limit: Decimal | None = None,
     approval: Decimal | None = None,
+    limit_currency: str | None = None,
 ) -> None:
     """Serve the tools over stdio until the client closes the pipe; with ``limit`` (this
     agent's true_ceiling or floor_price) and ``approval`` (the price past which an accept asks
-    a person), the guardrails of :mod:`oanp.guardrails` hold the tools to them."""
+    a person), both in ``limit_currency``, the guardrails of :mod:`oanp.guardrails` hold the
+    tools to them."""
     with ArbiterClient(server, api_key) as client:
         desk = Desk(
             client,
@@ -767,5 +783,6 @@ def serve(
             state_path=state_path,
             limit=limit,
             approval=approval,
+            limit_currency=limit_currency,
         )
         build_server(desk).run("stdio")

@@ -344,3 +344,67 @@ def test_oanp_mcp_takes_the_approval_threshold_of_its_role() -> None:
         commands.mcp_approval(mcp_args("--approve-below", "300"))
     with pytest.raises(commands.UsageError, match="positive"):
         commands.mcp_approval(mcp_args("--approve-above", "-1"))
+
+
+# The limit's currency, and what a commitment may settle on ------------------------------------
+
+
+@pytest.mark.parametrize("limit_currency", ["JPY", "EUR"])
+def test_a_limit_in_another_currency_allows_nothing_and_sends_nothing(
+    limit_currency: str,
+) -> None:
+    client = round_two()  # a USD session
+    buyer = buyer_desk(client, limit=Decimal(420), limit_currency=limit_currency)
+    allowed = buyer.turn(SESSION)["allowed"]
+    assert allowed["min_price"] is None
+    assert allowed["accept_price"] is None
+    assert f"your limit is in {limit_currency} and this session is in USD" in allowed["blocked"]
+    for send in (
+        lambda: buyer.offer(SESSION, "offer.propose", 2, Decimal(330)),
+        lambda: buyer.offer(SESSION, "offer.accept", 2, Decimal(390)),
+    ):
+        with pytest.raises(ToolError) as refused:
+            send()
+        assert refusal(refused)[0] == "other_currency"
+    assert client.submitted == []
+    # In its own currency the same limit allows the usual range.
+    same = buyer_desk(client, limit=Decimal(420), limit_currency="USD")
+    assert same.turn(SESSION)["allowed"]["max_price"] == 420
+
+
+@pytest.mark.parametrize(
+    ("role", "constraints"),
+    [
+        ("merchant", {"floor_price": 1, "ideal_price": 400}),
+        ("merchant", {"floor_price": "279.99", "ideal_price": 400}),
+        ("buyer", {"true_ceiling": 421, "budget_cap": 400}),
+        ("buyer", {"true_ceiling": "a lot", "budget_cap": 400}),
+    ],
+)
+def test_no_commitment_a_settlement_could_agree_past_the_limit_on(
+    role: str, constraints: dict[str, Any]
+) -> None:
+    client = round_two()
+    desk = (buyer_desk if role == "buyer" else merchant_desk)(
+        client, limit=Decimal(280 if role == "merchant" else 420)
+    )
+    with pytest.raises(ToolError, match="refused locally, nothing committed"):
+        desk.make_commitment(constraints, {"route": "SFO-JFK"}, 5)
+    assert desk.sealed == {}
+
+
+def test_a_commitment_within_the_limit_is_made() -> None:
+    merchant = merchant_desk(round_two(), limit=Decimal(280))
+    commitment = merchant.make_commitment({"floor_price": 280, "ideal_price": 400}, {}, 5)
+    assert commitment in merchant.sealed
+
+
+def test_oanp_mcp_takes_the_currency_of_its_limits(tmp_path: Path) -> None:
+    limits = tmp_path / "buyer.json"
+    limits.write_text(json.dumps({"true_ceiling": 420, "budget_cap": 400}))
+    args = cli._parser().parse_args(
+        ["mcp", "--role", "buyer", "--limits", str(limits), "--currency", "eur"]
+    )
+    assert args.currency == "EUR"
+    with pytest.raises(SystemExit):
+        cli._parser().parse_args(["mcp", "--currency", "XYZ"])
