@@ -652,14 +652,14 @@ class BuyerAgent(PartyAgent[BuyerVault]):
         return None
 
 
-class NoLimits:
+class EmptyVault:
     """The vault of a merchant agent that has not joined a session yet, or declined one: it
     commits to nothing (``{}``) and has no limits to negotiate on."""
 
     terms: Final = None
 
     def __repr__(self) -> str:
-        return "NoLimits()"
+        return "EmptyVault()"
 
     def constraints(self) -> JsonObject:
         return {}
@@ -668,7 +668,7 @@ class NoLimits:
         raise AgentStateError("this agent holds no limits for its session")
 
 
-class MerchantAgent(PartyAgent[MerchantVault | NoLimits]):
+class MerchantAgent(PartyAgent[MerchantVault | EmptyVault]):
     """Joins a session that names it, and answers every buyer propose in the same round.
 
     Its vault is one :class:`MerchantVault`, taken for any session, or a
@@ -681,7 +681,7 @@ class MerchantAgent(PartyAgent[MerchantVault | NoLimits]):
 
     def __init__(self, *, vault: MerchantVault | PriceList, **party: Any) -> None:
         self._prices = vault if isinstance(vault, PriceList) else None
-        super().__init__(vault=NoLimits() if isinstance(vault, PriceList) else vault, **party)
+        super().__init__(vault=EmptyVault() if isinstance(vault, PriceList) else vault, **party)
         #: Why it declined its session before acking, or ``None``.
         self.declined: str | None = None
 

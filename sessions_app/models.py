@@ -116,7 +116,7 @@ class AgentProfile(HostedTactics):
     #: the arbiter's record for good.
     reveal_after_end = models.BooleanField(default=False)
     #: The currency a vault sealed before limits had one was read in, once, by migration
-    #: 0004; the agent page says so until the owner saves the agent's form, which clears it.
+    #: 0006; the agent page says so until the owner saves the agent's form, which clears it.
     limits_read_as = models.CharField(max_length=3, blank=True)
     #: The currencies the owner chose to list; the directory shows those the agent holds
     #: limits in (:func:`sessions_app.services.published`).

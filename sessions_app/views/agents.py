@@ -15,10 +15,11 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
 from arbiter_app.services import HostNotFound
-from oanp.pricelist import PriceList
+from oanp.pricelist import MAX_PRICE_ROWS, PriceList
 from sessions_app import forms, selectors, services
 from sessions_app.models import AgentProfile, Merchant, Mode
 from sessions_app.preview import Preview, preview_form, preview_saved
@@ -217,12 +218,22 @@ def _save(
     return redirect("agent", agent_id=profile.agent_id)
 
 
+#: What an error report (a 500's mail, Django's debug page) never shows of a posted agent form.
+LIMIT_FIELDS = (
+    "terms",
+    "price_weight",
+    *(f"limits-{n}-{kind}_price" for n in range(MAX_PRICE_ROWS) for kind in ("floor", "ideal")),
+)
+
+
 @login_required
+@sensitive_post_parameters(*LIMIT_FIELDS)
 def agent_new(request: HttpRequest) -> HttpResponse:
     return _edit(request, _manager(request), None)
 
 
 @login_required
+@sensitive_post_parameters(*LIMIT_FIELDS)
 def agent_edit(request: HttpRequest, agent_id: str) -> HttpResponse:
     return _edit(request, _manager(request), agent_id)
 
