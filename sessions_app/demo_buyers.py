@@ -117,7 +117,7 @@ class Cadence:
     mix is the same every time: one in ``renege`` breaks a rule, else one in ``time_out``
     falls silent, else one in ``settle`` settles by reveal, else one in ``terms`` (counted from
     the first) negotiates terms; all but one in ``conceal`` reveal after the end; one in
-    ``unoffered`` (counted from the third) asks in a currency no merchant offers."""
+    ``unoffered`` asks in a currency no merchant offers (and is refused at the open)."""
 
     renege: int = 15
     time_out: int = 6
@@ -138,7 +138,7 @@ class Cadence:
             # Settlement by reveal settles the price alone (docs/protocol.md §16), so a
             # settling buyer keeps to the price.
             terms=not (reneges or falls_silent or settles) and (number - 1) % self.terms == 0,
-            unoffered=(number - 3) % self.unoffered == 0,
+            unoffered=number % self.unoffered == 0,
         )
 
 

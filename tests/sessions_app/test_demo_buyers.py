@@ -15,6 +15,7 @@ from oanp.audit import verify_log
 from oanp.net.client import ArbiterClient
 from sessions_app.demo_buyers import (
     FLIGHT_ISSUES,
+    UNOFFERED_CURRENCY,
     BackgroundBuyers,
     Cadence,
     Plan,
@@ -39,6 +40,7 @@ def test_the_default_cadence_mixes_every_kind_of_session_the_same_way_each_run()
     assert [n for n, plan in enumerate(plans, 1) if plan.falls_silent] == [6, 12, 18, 24]
     assert [n for n, plan in enumerate(plans, 1) if plan.settles] == [3, 9, 21, 27]
     assert [n for n, plan in enumerate(plans, 1) if plan.terms] == [1, 5, 13, 17, 25, 29]
+    assert [n for n, plan in enumerate(plans, 1) if plan.unoffered] == [20]
     assert sum(plan.reveals for plan in plans) == 24  # 80 %
     assert Cadence().plan(2) == Plan(falls_silent=False, settles=False, reneges=False, reveals=True)
     assert Cadence().plan(1).terms
@@ -97,7 +99,7 @@ def test_a_handful_of_background_sessions_reveal_settle_negotiate_terms_and_get_
         every=(0.0, 0.1),
         # 1 negotiates terms and reveals, 2 settles and reveals, 3 reneges, 4 settles and
         # keeps quiet.
-        cadence=Cadence(renege=3, time_out=1000, settle=2, conceal=4, terms=5),
+        cadence=Cadence(renege=3, time_out=1000, settle=2, conceal=4, terms=5, unoffered=1000),
         sessions=4,
     )
     buyers.start()
@@ -155,3 +157,30 @@ def test_a_handful_of_background_sessions_reveal_settle_negotiate_terms_and_get_
     zone = revealed["buyer"]["true_ceiling"] >= revealed["merchant"]["floor_price"]
     assert ('id="frontier-chart"' in page) is zone
     assert ("No frontier" in page) is not zone
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_background_buyer_asking_in_a_currency_no_merchant_offers_is_refused(
+    live_arbiter: LiveServer,
+) -> None:
+    seed()
+    keys = issue_buyer_keys()
+    lines: list[str] = []
+    buyers = BackgroundBuyers(
+        live_arbiter.url,
+        keys,
+        {buyer.agent_id: buyer.strategy for buyer in DEMO_BUYERS},
+        lines.append,
+        every=(0.0, 0.1),
+        cadence=Cadence(unoffered=1),
+        sessions=2,
+    )
+    buyers.start()
+    buyers.join(60)
+    assert len(lines) == 2, lines
+    for line in lines:
+        assert f"in {UNOFFERED_CURRENCY}" in line, line
+        assert f"refused at the open: merchant agent 'merchant-" in line, line
+        assert line.endswith(f"; not {UNOFFERED_CURRENCY}"), line
+    # Refused before anything was logged: no session exists.
+    assert not arbiter.sessions_of(None).exists()

@@ -52,7 +52,9 @@ def test_a_merchant_lists_its_agent_from_the_agent_page(
         page.wait_for_url(f"{base}/agents/skyways-sfo/#listing-h")
         assert "the agent is listed in the arbiter's directory." in page.inner_text(".messages")
         assert "listed" in page.inner_text("#listing-state")
-        assert "USD, EUR" in page.inner_text("#listing-state")
+        # Of USD and EUR, the one its limits are in: a buyer's agent picks one it negotiates in.
+        assert "USD" in page.inner_text("#listing-state")
+        assert "EUR" not in page.inner_text("#listing-state")
         assert page.is_checked("#id_listed")
         assert json.loads(page.input_value("#id_catalog")) == CATALOG
         page.screenshot(path=str(tmp_path / "listing-saved.png"), full_page=True)
@@ -61,5 +63,5 @@ def test_a_merchant_lists_its_agent_from_the_agent_page(
         [entry] = http.get("/oanp/v0.1/merchants", params={"q": "nonstop"}).json()
     assert entry["agent_id"] == "skyways-sfo"
     assert entry["merchant"] == "Merchant skyways"
-    assert entry["currencies"] == ["USD", "EUR"]
+    assert entry["currencies"] == ["USD"]
     assert entry["catalog"] == CATALOG
