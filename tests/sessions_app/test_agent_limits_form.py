@@ -12,12 +12,11 @@ from django.test import Client
 
 from oanp.pricelist import PriceLimits, PriceList
 from oanp.tradeoffs import IssueLimits, TermsVault
-from sessions_app import services
 from sessions_app.models import AgentProfile, Merchant
 from sessions_app.vault import unseal
 from tests.sessions_app.pages import error_summary_in
 from tests.sessions_app.test_agents import agent_form
-from tests.support.factories.accounts import admin, hosted_agent
+from tests.support.factories.accounts import hosted_agent, price_limits
 
 pytestmark = pytest.mark.django_db
 
@@ -38,14 +37,7 @@ STORED_AMOUNTS = ("281.37", "402.19", "121.43", "191.57", "263.11", "377.29")
 @pytest.fixture
 def agent(shop_a: Merchant) -> AgentProfile:
     profile = hosted_agent(shop_a, "hosted-a")
-    services.update_agent(
-        actor=admin(),
-        profile=profile,
-        display_name="",
-        mode="hosted",
-        strategy="reference",
-        limits=STORED,
-    )
+    price_limits(profile, STORED)
     profile.refresh_from_db()
     return profile
 

@@ -180,7 +180,7 @@ def test_a_background_buyer_asking_in_a_currency_no_merchant_offers_is_refused(
     assert len(lines) == 2, lines
     for line in lines:
         assert f"in {UNOFFERED_CURRENCY}" in line, line
-        assert f"refused at the open: merchant agent 'merchant-" in line, line
+        assert "refused at the open: merchant agent 'merchant-" in line, line
         assert line.endswith(f"; not {UNOFFERED_CURRENCY}"), line
     # Refused before anything was logged: no session exists.
     assert not arbiter.sessions_of(None).exists()

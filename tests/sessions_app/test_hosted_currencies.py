@@ -10,11 +10,14 @@ import pytest
 from django.test import Client
 
 from oanp.pricelist import PriceLimits, PriceList
-from sessions_app import runner, services
+from sessions_app import runner
 from sessions_app.models import HostedSession, Merchant
-from tests.support.factories.accounts import HostedNegotiation, admin, hosted_agent
+from tests.support.factories.accounts import HostedNegotiation, hosted_agent, price_limits
 
 pytestmark = pytest.mark.django_db
+
+#: An agent that negotiates one route only, in dollars.
+LAX_ONLY = PriceList((PriceLimits("SFO-LAX", "USD", Decimal(120), Decimal(190)),), items_only=True)
 
 
 def test_the_same_limits_are_not_read_in_another_currency(client: Client, shop_a: Merchant) -> None:
@@ -45,16 +48,7 @@ def test_an_agent_of_listed_items_only_declines_the_others(
     client: Client, shop_a: Merchant
 ) -> None:
     profile = hosted_agent(shop_a, "hosted-sfo")
-    services.update_agent(
-        actor=admin(),
-        profile=profile,
-        display_name="",
-        mode="hosted",
-        strategy="reference",
-        limits=PriceList(
-            (PriceLimits("SFO-LAX", "USD", Decimal(120), Decimal(190)),), items_only=True
-        ),
-    )
+    price_limits(profile, LAX_ONLY)
     log = HostedNegotiation(client, "hosted-sfo").play(nudge=lambda: runner.answer("sess-hosted"))
     assert log[-1]["envelope"]["payload"]["reason"] == "withdrawn_by_merchant"
     assert HostedSession.objects.get().declined == (
@@ -84,16 +78,7 @@ def test_the_session_page_and_the_agent_page_say_why(
 
 def test_a_long_item_key_is_quoted_short_in_the_reason(client: Client, shop_a: Merchant) -> None:
     profile = hosted_agent(shop_a, "hosted-sfo")
-    services.update_agent(
-        actor=admin(),
-        profile=profile,
-        display_name="",
-        mode="hosted",
-        strategy="reference",
-        limits=PriceList(
-            (PriceLimits("SFO-LAX", "USD", Decimal(120), Decimal(190)),), items_only=True
-        ),
-    )
+    price_limits(profile, LAX_ONLY)
     asked = HostedNegotiation(client, "hosted-sfo", item={"sku": "X" * 3000})
     log = asked.play(nudge=lambda: runner.answer("sess-hosted"))
     assert log[-1]["envelope"]["payload"]["reason"] == "withdrawn_by_merchant"

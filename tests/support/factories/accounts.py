@@ -79,6 +79,18 @@ def hosted_agent(
     )
 
 
+def price_limits(profile: AgentProfile, prices: PriceList) -> AgentProfile:
+    """The hosted agent with ``prices`` as its limits, saved as its owner's form would."""
+    return services.update_agent(
+        actor=admin(),
+        profile=profile,
+        display_name=profile.display_name,
+        mode=profile.mode,
+        strategy=profile.strategy,
+        limits=prices,
+    )
+
+
 def now() -> datetime:
     return datetime.now(UTC)
 
