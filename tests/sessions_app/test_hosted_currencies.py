@@ -4,15 +4,24 @@ once, and its session page and agent page say why."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
 from django.test import Client
 
+from arbiter_app import selectors as arbiter
+from oanp import discovery
 from oanp.pricelist import PriceLimits, PriceList
-from sessions_app import runner
+from sessions_app import runner, services
 from sessions_app.models import HostedSession, Merchant
-from tests.support.factories.accounts import HostedNegotiation, hosted_agent, price_limits
+from tests.support.factories.accounts import (
+    HostedNegotiation,
+    admin,
+    hosted_agent,
+    now,
+    price_limits,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -85,3 +94,32 @@ def test_a_long_item_key_is_quoted_short_in_the_reason(client: Client, shop_a: M
     declined = HostedSession.objects.get().declined
     assert declined.startswith("it negotiates only the items it priced, not the item 'XXX")
     assert len(declined) < 120
+
+
+def test_a_listed_agent_asked_in_a_currency_it_does_not_list_is_refused_by_the_arbiter(
+    client: Client, shop_a: Merchant
+) -> None:
+    profile = hosted_agent(shop_a, "hosted-sfo")  # USD limits
+    listing = discovery.parse_listing(listed=True, description="", currencies=["USD"], catalog=[])
+    services.save_listing(actor=admin(), profile=profile, listing=listing)
+    asked = HostedNegotiation(client, "hosted-sfo", currency="JPY")
+    opening = asked.buyer.open(
+        session_id=asked.session_id,
+        merchant_agent_id="hosted-sfo",
+        item=asked.item,
+        currency="JPY",
+        max_rounds=5,
+        now=now(),
+    )
+    response = client.post(
+        "/oanp/v0.1/envelopes",
+        data=json.dumps(opening),
+        content_type="application/json",
+        headers=asked.buyer_key.headers,
+    )
+    assert response.status_code == 422
+    assert response.json()["code"] == "currency_not_offered"
+    # Nothing logged, nothing for the hosted agent to answer or decline.
+    assert arbiter.session_named(asked.session_id) is None
+    assert runner.answer(asked.session_id) == 0
+    assert not HostedSession.objects.exists()
