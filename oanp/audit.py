@@ -47,7 +47,7 @@ from oanp.canonical import (
     read_json,
 )
 from oanp.envelope import format_timestamp
-from oanp.errors import VerificationError
+from oanp.errors import ProtocolError, VerificationError
 from oanp.invariants import LogAudit, Status, audit_log
 from oanp.jsonstream import PullReader, StreamError
 from oanp.log import ChainWalk, walk_chain
@@ -787,16 +787,28 @@ def _feed_document(check: _BundleCheck, bundle: Mapping[str, Any]) -> None:
     check.finish()
 
 
+def unreadable_reason(exc: ProtocolError) -> str:
+    """One line on a value read whole that nothing may hash, and where it is, such as
+    ``number out of range at $.sessions[0].log[3].envelope.payload.price: beyond ±(2^53-1)``."""
+    if not exc.errors:
+        return exc.detail
+    return f"{exc.detail} at {exc.errors[0].field}: {exc.errors[0].message}"
+
+
 def _feed_stream(check: _BundleCheck, reader: PullReader) -> None:
     """Hand a bundle to the check member by member as ``reader`` reads it."""
 
-    def value() -> Any:
-        return json_value(reader.value(), max_depth=BUNDLE_DEPTH)
+    def value(path: str) -> Any:
+        found = reader.value()
+        try:
+            return json_value(found, path, max_depth=BUNDLE_DEPTH)
+        except ProtocolError as exc:  # 1e400 or a lone surrogate: as unreadable as bad JSON
+            raise StreamError(unreadable_reason(exc)) from None
 
     reader.begin("{")
     if reader.next_key() != "format":
         raise NotStreamable("it does not start with its format")
-    check.format(value())
+    check.format(value("$.format"))
     members = {"format"}
     checkpoint: Any = None  # checked at the end, when the keys are surely read
     while (key := reader.next_key()) is not None:
@@ -806,22 +818,24 @@ def _feed_stream(check: _BundleCheck, reader: PullReader) -> None:
         if key == "sessions":
             check.sessions_begin()
             _expect(reader, "[", "sessions")
+            index = 0
             while reader.next_item():
-                check.session(value())
+                check.session(value(f"$.sessions[{index}]"))
+                index += 1
         elif key == "manifest":
             if "sessions" not in members:
                 raise NotStreamable("its manifest comes before its logs")
             _feed_manifest(check, reader, value)
         elif key == "jwks":
-            check.jwks(value())
+            check.jwks(value("$.jwks"))
         elif key == "proofs":
-            check.set_proofs(value())
+            check.set_proofs(value("$.proofs"))
         elif key == "checkpoint":
-            checkpoint = value()
+            checkpoint = value("$.checkpoint")
         elif key == "consistency":
-            check.set_consistency(value())
+            check.set_consistency(value("$.consistency"))
         else:
-            value()  # a member this version does not know: read past it
+            value(f"$.{key}")  # a member this version does not know: read past it
     reader.finish()
     check.require()
     if checkpoint is not None:
@@ -838,17 +852,19 @@ def _expect(reader: PullReader, opening: str, name: str) -> None:
     reader.begin(opening)
 
 
-def _feed_manifest(check: _BundleCheck, reader: PullReader, value: Callable[[], Any]) -> None:
+def _feed_manifest(check: _BundleCheck, reader: PullReader, value: Callable[[str], Any]) -> None:
     _expect(reader, "{", "manifest")
     while (key := reader.next_key()) is not None:
         if key == "sessions":
             check.manifest_rows_begin()
             _expect(reader, "[", "manifest.sessions")
+            index = 0
             while reader.next_item():
-                check.manifest_row(value())
+                check.manifest_row(value(f"$.manifest.sessions[{index}]"))
+                index += 1
             check.manifest_rows_end()
         else:
-            check.manifest_member(key, value())
+            check.manifest_member(key, value(f"$.manifest.{key}"))
     check.manifest.end()
 
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import MAX_EMAX, MIN_ETINY, Decimal, InvalidOperation
 from typing import Any, TypeAlias
 
 import rfc8785
@@ -33,10 +33,38 @@ class ExponentDecimal(Decimal):
     __slots__ = ()
 
 
+#: What the reader returns for a nonzero number whose exponent ``Decimal`` cannot hold (beyond
+#: about ±10^18): the largest or the smallest magnitude it holds, of the same sign. Either lies
+#: far outside what a double holds, so :func:`json_value` refuses it, naming the field, as it
+#: refuses ``1e400`` and ``1e-400``.
+_HUGE = f"1E+{MAX_EMAX}"
+_TINY = f"1E{MIN_ETINY}"
+
+
 def _parse_float(literal: str) -> Decimal:
-    if "e" in literal or "E" in literal:
-        return ExponentDecimal(literal)
-    return Decimal(literal)
+    kind = ExponentDecimal if "e" in literal or "E" in literal else Decimal
+    try:
+        return kind(literal)
+    except InvalidOperation:  # the scanner matched a JSON number: only its exponent can fail
+        return kind(_beyond_decimal(literal))
+
+
+def _beyond_decimal(literal: str) -> str:
+    """A stand-in for a number too large or too small for ``Decimal``: zero when its digits
+    are all zeros (``0e999999999999999999999`` is 0), else ``_HUGE`` or ``_TINY`` by the sign
+    of its exponent. The digits before the exponent cannot tip it, being far fewer than 10^18."""
+    mantissa, _, exponent = literal.lower().partition("e")
+    sign = "-" if mantissa.startswith("-") else ""
+    if not mantissa.strip("-0."):
+        return sign + "0"
+    return sign + (_TINY if exponent.startswith("-") else _HUGE)
+
+
+def _parse_int(literal: str) -> int | Decimal:
+    try:
+        return int(literal)
+    except ValueError:  # more digits than int() converts: far beyond I-JSON, refused by value
+        return Decimal(literal)
 
 
 def _reject_constant(name: str) -> None:
@@ -55,7 +83,10 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 #: The strict reader's decoder; :mod:`oanp.jsonstream` reads large documents piece by piece
 #: with the same one, so a streamed file is held to the same rules as a loaded one.
 STRICT_DECODER = json.JSONDecoder(
-    parse_float=_parse_float, parse_constant=_reject_constant, object_pairs_hook=_unique_keys
+    parse_float=_parse_float,
+    parse_int=_parse_int,
+    parse_constant=_reject_constant,
+    object_pairs_hook=_unique_keys,
 )
 
 
@@ -183,11 +214,17 @@ def _number(value: Decimal | float, path: str) -> int | float:
     as_decimal = Decimal(value) if isinstance(value, float) else value
     if not as_decimal.is_finite():
         raise SchemaInvalid("not a finite number", errors=[FieldError(path, "not finite")])
-    if abs(as_decimal) > MAX_SAFE_INTEGER:
+    # copy_abs, not abs(): abs() rounds to the context, which overflows past 1e999999.
+    if as_decimal.copy_abs() > MAX_SAFE_INTEGER:
         raise _beyond_i_json(path)
     if as_decimal == as_decimal.to_integral_value():
         return int(as_decimal)
     as_float = float(as_decimal)
+    if not as_float:
+        raise SchemaInvalid(
+            "number too small",
+            errors=[FieldError(path, "is not 0, but a double rounds it to 0")],
+        )
     if not isinstance(value, float) and Decimal(repr(as_float)) != as_decimal:
         # Hashed as the double, the number would silently stand for another one.
         raise SchemaInvalid(

@@ -8,9 +8,10 @@ are closed (``item`` and ``constraints`` excepted) and every bad field is named 
 from __future__ import annotations
 
 import re
+from calendar import monthrange
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import MAXYEAR, UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, TypeAlias, TypeVar
@@ -35,6 +36,7 @@ RESPONSE_WINDOW_RANGE = (10, 3600)
 INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7")
 #: The arbiter numbers its own messages under this prefix, which parties may not use.
 ARBITER_ID_PREFIX = "arbiter:"
+_ONE_SECOND = timedelta(seconds=1)
 
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 _TIMESTAMP = re.compile(
@@ -218,7 +220,12 @@ def _party_message_id(value: object) -> str:
 
 
 def parse_timestamp(value: object) -> datetime:
-    """RFC 3339 in UTC (``Z`` or ``+00:00``); fractions beyond microseconds are truncated."""
+    """RFC 3339 in UTC (``Z`` or ``+00:00``); fractions beyond microseconds are truncated.
+
+    A leap second, ``23:59:60`` on a month's last day, reads as the next month's first instant
+    (plus its fraction), as POSIX time counts it; second 60 at any other time is refused.
+    Only the instant read moves: the envelope keeps the text, so every hash stays as sent.
+    """
     if not isinstance(value, str):
         raise _Bad("must be an RFC 3339 UTC timestamp string")
     match = _TIMESTAMP.fullmatch(value)
@@ -226,12 +233,27 @@ def parse_timestamp(value: object) -> datetime:
         raise _Bad("must be an RFC 3339 timestamp in UTC, like 2026-04-28T14:00:00Z")
     whole, fraction = match.groups()
     try:
-        moment = datetime.fromisoformat(whole.upper()).replace(tzinfo=UTC)
+        if whole.endswith("60"):
+            moment = _leap_second(whole)
+        else:
+            moment = datetime.fromisoformat(whole.upper()).replace(tzinfo=UTC)
     except ValueError as exc:
         raise _Bad("is not a real date and time") from exc
     if fraction:
         moment = moment.replace(microsecond=int(fraction[:6].ljust(6, "0")))
     return moment
+
+
+def _leap_second(whole: str) -> datetime:
+    """``YYYY-MM-DDTHH:MM:60`` as the instant after ``HH:MM:59``, refused unless a leap second
+    may fall there: RFC 3339 §5.7 puts them at 23:59:60 UTC at the end of a month. Which
+    months, only a table published months ahead says, and the protocol keeps none."""
+    last = datetime.fromisoformat(whole[:-2].upper() + "59").replace(tzinfo=UTC)
+    if (last.hour, last.minute) != (23, 59) or last.day != monthrange(last.year, last.month)[1]:
+        raise _Bad("has second 60, which only a leap second has: 23:59:60 on a month's last day")
+    if (last.year, last.month) == (MAXYEAR, 12):
+        raise _Bad("is past the last second a timestamp may name")
+    return last + _ONE_SECOND
 
 
 def format_timestamp(moment: datetime) -> str:

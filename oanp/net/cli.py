@@ -27,13 +27,14 @@ from oanp.audit import (
     Report,
     build_bundle,
     extract,
+    unreadable_reason,
     verify_bundle,
     verify_bundle_stream,
     verify_log,
 )
 from oanp.canonical import JsonValue, json_value, read_json
 from oanp.commitments import encode_salt
-from oanp.errors import ProtocolError
+from oanp.errors import MalformedEnvelope, ProtocolError
 from oanp.ids import new_ulid
 from oanp.jsonstream import PullReader, StreamError
 from oanp.log import Entry
@@ -140,23 +141,43 @@ class UnreadableInput(Exception):
 
 
 def load_document(path: Path) -> JsonValue:
-    """Read JSON (or JSON lines) strictly; numbers come back as the floats a log hashes."""
+    """Read JSON (or JSON lines) strictly; numbers come back as the floats a log hashes.
+
+    JSON holding a value nothing may hash (``1e400``, ``1e-400``, a lone surrogate) cannot be
+    read either: the message says which value, and where.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UnreadableInput(f"{path}: {exc}") from exc
     try:
-        return json_value(read_json(text), max_depth=BUNDLE_DEPTH)
-    except ProtocolError as whole_failed:
-        # JSON lines end at "\n" only: str.splitlines() would also split inside strings at
-        # U+2028, \x0b, \x1c..., which JSON allows unescaped.
-        lines = [line for line in text.split("\n") if line.strip()]
-        if len(lines) < 2:
-            raise UnreadableInput(f"{path}: {whole_failed.detail}") from whole_failed
+        document = read_json(text)
+    except MalformedEnvelope as whole_failed:
+        return _json_lines(path, text, whole_failed)
+    return _hashable(path, document, "$")
+
+
+def _json_lines(path: Path, text: str, whole_failed: MalformedEnvelope) -> list[JsonValue]:
+    # JSON lines end at "\n" only: str.splitlines() would also split inside strings at
+    # U+2028, \x0b, \x1c..., which JSON allows unescaped.
+    lines = [line for line in text.split("\n") if line.strip()]
+    if len(lines) < 2:
+        raise UnreadableInput(f"{path}: {whole_failed.detail}") from whole_failed
+    documents = []
+    for n, line in enumerate(lines):
         try:
-            return [json_value(read_json(line), max_depth=BUNDLE_DEPTH) for line in lines]
+            document = read_json(line)
         except ProtocolError as exc:
             raise UnreadableInput(f"{path}: not JSON nor JSON lines: {exc.detail}") from exc
+        documents.append(_hashable(path, document, f"$[{n}]"))
+    return documents
+
+
+def _hashable(path: Path, document: object, where: str) -> JsonValue:
+    try:
+        return json_value(document, where, max_depth=BUNDLE_DEPTH)
+    except ProtocolError as exc:
+        raise UnreadableInput(f"{path}: {unreadable_reason(exc)}") from exc
 
 
 def _log_entries(document: JsonValue) -> Sequence[Mapping[str, JsonValue]]:

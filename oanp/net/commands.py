@@ -92,6 +92,8 @@ def _limits_file(path: Path | None) -> dict[str, Any]:
         limits = json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)
     except (OSError, ValueError) as exc:
         raise UsageError(f"--limits {path}: {exc}") from exc
+    except InvalidOperation:  # 1e1000000000000000000: an exponent no Decimal holds
+        raise UsageError(f"--limits {path}: a number's exponent is out of range") from None
     if not isinstance(limits, dict):
         raise UsageError(f"--limits {path}: expected a JSON object")
     return limits

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import json
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from oanp.canonical import canonical_bytes, hash_canonical, json_value, read_json
 from oanp.envelope import (
     MAX_ENVELOPE_BYTES,
     MessageType,
     Offer,
     Open,
     parse_envelope,
+    parse_timestamp,
 )
 from oanp.errors import ProtocolError
+from oanp.log import entry_hash_of
+from oanp.machine import Negotiation
+from tests.support.factories.sessions import ARBITER, opening
 
 COMMIT = "sha256:" + "a" * 64
 
@@ -86,7 +92,7 @@ def test_open_defaults_are_applied_but_the_logged_body_is_what_was_sent():
         (b"[1,2]", "schema_invalid", 400),
         (b'{"a":1,"a":2}', "malformed_json", 400),
         (b'{"x": NaN}', "malformed_json", 400),
-        (b"1" * 5000, "malformed_json", 400),  # beyond Python's int digit limit
+        (b"1" * 5000, "schema_invalid", 400),  # JSON past int()'s digit limit: not an object
         (b"[" * 100_000, "envelope_too_large", 413),
         (b"[" * 60_000, "malformed_json", 400),  # too deep to even read
         (b" " * (MAX_ENVELOPE_BYTES + 1), "envelope_too_large", 413),
@@ -305,3 +311,60 @@ def test_a_valid_envelope_with_one_field_replaced_never_crashes(path, value, kin
     except ProtocolError:
         return
     assert parsed.body == json.loads(json.dumps(parsed.body))
+
+
+# Leap seconds (RFC 3339 §5.6-5.7) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("2026-12-31T23:59:60Z", datetime(2027, 1, 1, tzinfo=UTC)),
+        ("2016-12-31t23:59:60.25z", datetime(2017, 1, 1, 0, 0, 0, 250000, tzinfo=UTC)),
+        ("2026-06-30T23:59:60+00:00", datetime(2026, 7, 1, tzinfo=UTC)),
+        ("2028-02-29T23:59:60Z", datetime(2028, 3, 1, tzinfo=UTC)),
+    ],
+)
+def test_a_leap_second_reads_as_the_first_instant_of_the_next_month(text, read):
+    assert parse_timestamp(text) == read
+    assert parse_timestamp(text) > parse_timestamp(text[:17] + "59.999999Z")
+
+
+def test_a_leap_second_is_kept_as_sent_in_the_body_its_hash_covers():
+    sent = body(timestamp="2026-12-31T23:59:60Z")
+    env = parse_envelope(wire(sent))
+    assert env.timestamp == datetime(2027, 1, 1, tzinfo=UTC)
+    assert env.body == sent
+    assert b'"timestamp":"2026-12-31T23:59:60Z"' in canonical_bytes(env.body)
+    assert hash_canonical(env.body) == hash_canonical(json_value(read_json(wire(sent))))
+
+
+def test_a_deadline_on_a_leap_second_is_a_deadline_at_the_next_month():
+    received = datetime(2026, 4, 30, 12, 0, tzinfo=UTC)
+    negotiation, entries = Negotiation.open(
+        opening(deadline="2026-04-30T23:59:60Z"), received_at=received, arbiter=ARBITER
+    )
+    assert negotiation.state.deadline == datetime(2026, 5, 1, tzinfo=UTC)
+    (entry,) = [e for e in entries if e.type == "session.open"]
+    assert entry.envelope["payload"]["deadline"] == "2026-04-30T23:59:60Z"  # type: ignore[index]
+    assert entry_hash_of(entry.as_json()) == entry.entry_hash
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("2026-12-31T12:59:60Z", "which only a leap second has"),
+        ("2026-12-31T23:58:60Z", "which only a leap second has"),
+        ("2026-12-30T23:59:60Z", "which only a leap second has"),
+        ("2027-02-28T23:59:59Z", None),
+        ("2026-12-31T23:59:61Z", "is not a real date and time"),
+        ("2027-02-29T23:59:60Z", "is not a real date and time"),
+        ("9999-12-31T23:59:60Z", "is past the last second a timestamp may name"),
+    ],
+)
+def test_second_60_is_refused_where_no_leap_second_falls(text, message):
+    if message is None:
+        parse_envelope(wire(body(timestamp=text)))  # the day before a leap second may fall
+        return
+    err = refusal(wire(body(timestamp=text)))
+    assert [(e.field, message in e.message) for e in err.errors] == [("$.timestamp", True)]

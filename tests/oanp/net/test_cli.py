@@ -11,12 +11,14 @@ import json
 import re
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import HealthCheck, example, given, settings
 
 from oanp.net import cli
 from oanp.net.commands import parse_issue
@@ -31,6 +33,7 @@ from tests.support.factories.logs import (
     self_dealing_log,
     session_log,
 )
+from tests.support.numbers import LANDMARKS, NOT_NUMBERS, is_json_number, number_spellings, reading
 
 PRIVATE_LIMITS = ("420", "280")  # the buyer's true_ceiling and the merchant's floor_price
 
@@ -355,6 +358,24 @@ def _since_on_a_log(d: Path) -> list[str]:
     return ["verify", str(log), "--since", str(write_json(d / "b.json", bundle_of([SFO_JFK])))]
 
 
+def _with_price(text: str, literal: str) -> str:
+    """``text`` with the merchant's first counter, 370, spelled ``literal``."""
+    assert text.count('"price": 370,') == 1
+    return text.replace('"price": 370,', f'"price": {literal},')
+
+
+def _huge_exponent(d: Path) -> list[str]:
+    log = d / "log.json"
+    log.write_text(_with_price(json.dumps(session_log(), indent=1), "1e1000000000000000000"))
+    return ["verify", str(log)]
+
+
+def _tiny_number_in_keys(d: Path) -> list[str]:
+    bundle = write_json(d / "bundle.json", bundle_of([SFO_JFK]))
+    (d / "j.json").write_text('{"keys": [], "n": -1e-400}')
+    return ["verify", str(bundle), "--jwks", str(d / "j.json")]
+
+
 def _extract_a_log(d: Path) -> list[str]:
     log = write_json(d / "log.json", session_log())
     return ["extract", str(log), "--session", SFO_JFK.session_id, "-o", str(d / "out.json")]
@@ -378,6 +399,16 @@ def _extract_a_log(d: Path) -> list[str]:
         pytest.param(_since_a_log, "log.json: not an audit bundle", id="since-a-log"),
         pytest.param(_since_on_a_log, "--since compares two audit bundles", id="since-on-a-log"),
         pytest.param(_extract_a_log, "log.json: not an audit bundle", id="extract-a-log"),
+        pytest.param(
+            _huge_exponent,
+            "log.json: number out of range at $[3].envelope.payload.price: beyond ±(2^53-1)",
+            id="huge-exponent",
+        ),
+        pytest.param(
+            _tiny_number_in_keys,
+            "j.json: number too small at $.n: is not 0, but a double rounds it to 0",
+            id="tiny-number",
+        ),
     ],
 )
 def test_unreadable_input_exits_2_with_a_message(capsys, tmp_path, make, message):
@@ -415,6 +446,72 @@ def test_the_console_script_exits_2_without_a_traceback(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("oanp: ")
     assert "Traceback" not in done.stderr
+
+
+def test_the_console_script_exits_2_for_a_number_nothing_hashes(tmp_path):
+    """The issue's number, in a bundle read as it streams: one line on stderr, no traceback."""
+    bundle = tmp_path / "bundle.json"
+    text = json.dumps(bundle_of([SFO_JFK]), indent=1)
+    bundle.write_text(_with_price(text, "1e1000000000000000000"), encoding="utf-8")
+    done = subprocess.run(
+        [_console_script(), "verify", str(bundle)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"oanp: {bundle}: number out of range at "
+        "$.sessions[0].log[3].envelope.payload.price: beyond ±(2^53-1)\n"
+    )
+
+
+# Numbers however spelled: 0, 1 or 2 as the README says -------------------------------------
+
+
+@cache
+def _published_files() -> tuple[str, str, str]:
+    """A session log, its keys, and a bundle of it, as JSON text."""
+    return (
+        json.dumps(session_log(), indent=1),
+        json.dumps(jwks()),
+        json.dumps(bundle_of([SFO_JFK]), indent=1),
+    )
+
+
+def _landmarks(test: Any) -> Any:
+    for literal in (*LANDMARKS, *NOT_NUMBERS, "370.000", "3.7e2", "-0"):
+        test = example(literal=literal)(test)
+    return test
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@_landmarks
+@given(literal=number_spellings())
+def test_verify_reads_a_price_however_spelled_or_exits_2_naming_it(capsys, tmp_path, literal):
+    """370 however spelled verifies (a log hashes numbers by value), another number fails
+    (1), and what is not a number or is one nothing hashes makes the file unreadable (2),
+    whether it is read whole (a log) or as it streams (a bundle)."""
+    log, keys, bundle = _published_files()
+    (tmp_path / "jwks.json").write_text(keys, encoding="utf-8")
+    expected = reading(literal) if is_json_number(literal) else None
+    for name, text, options in (
+        ("log.json", log, ["--jwks", str(tmp_path / "jwks.json")]),
+        ("bundle.json", bundle, []),
+    ):
+        path = tmp_path / name
+        path.write_text(_with_price(text, literal), encoding="utf-8")
+        code, out, err = run(capsys, "verify", str(path), *options)
+        if expected is None or isinstance(expected, str):
+            assert code == 2, out
+            assert err.startswith(f"oanp: {path}: ")
+            assert err.count("\n") == 1
+            if expected is not None:
+                assert f"{expected} at " in err
+                assert ".envelope.payload.price: " in err
+        else:
+            assert err == ""
+            assert code == (0 if expected == 370 else 1), out
+            assert out.splitlines()[-1].startswith("VERIFIED" if code == 0 else "FAILED")
 
 
 def test_an_issue_option_holding_a_comma_is_written_as_a_json_string() -> None:
