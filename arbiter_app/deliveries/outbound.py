@@ -1,6 +1,7 @@
 """Requests the arbiter makes to others: ACP handoffs to merchants, entry callbacks to agents.
 
-Both go the same way: to an address checked against SSRF, signed the Standard Webhooks way,
+Both go the same way: to an address checked against SSRF (the host resolved once, and the
+connection made to the very address checked), signed the Standard Webhooks way,
 one POST per attempt with every attempt recorded, retried with exponential backoff for about
 a day, and classified by what the receiver answered.
 """
@@ -72,13 +73,39 @@ def _forbidden(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     )
 
 
-def check_target(url: str) -> None:
-    """Refuse, with :class:`TargetNotAllowed`, a URL the arbiter must not POST to.
+def resolve(host: str, port: int) -> list[str]:
+    """Every address of ``host``, as the system's resolver answers: the one lookup a request
+    makes (tests replace it). :func:`pin` checks these very addresses and the request connects
+    to one of them, so a name that answers differently the second time (DNS rebinding) is
+    never asked a second time."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
 
-    Only http(s), and a host whose every address is public, so that an agent or a merchant
-    cannot point the arbiter at its own network. Called when a target is configured and
-    again before each delivery, since DNS may change in between.
-    """
+
+@dataclass(frozen=True, slots=True)
+class Pinned:
+    """A URL and the checked addresses of its host: where a request to it connects."""
+
+    url: httpx.URL
+    addresses: tuple[str, ...]
+
+    def at(self, address: str) -> httpx.URL:
+        """The URL with the address in place of the name: the connection goes there only."""
+        return self.url.copy_with(host=address)
+
+    @property
+    def host_header(self) -> str:
+        return self.url.netloc.decode("ascii")
+
+    @property
+    def extensions(self) -> dict[str, str]:
+        # TLS names, and verifies the certificate against, the host the URL names.
+        if self.url.scheme != "https":
+            return {}
+        return {"sni_hostname": self.url.raw_host.decode("ascii")}
+
+
+def _parse(url: str) -> httpx.URL:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise TargetNotAllowed(f"{url!r} is not an http or https URL")
@@ -86,21 +113,55 @@ def check_target(url: str) -> None:
         raise TargetNotAllowed(f"{url!r} names no host")
     if parts.username or parts.password:
         raise TargetNotAllowed("the URL may not carry credentials")
-    if settings.OANP_ALLOW_PRIVATE_TARGETS:
-        return
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+        # The host resolved and checked is httpx's reading of the URL, the one it would send to.
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise TargetNotAllowed(f"{url!r} is not a valid URL: {exc}") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.raw_host or parsed.userinfo:
+        raise TargetNotAllowed(f"{url!r} is not a URL the arbiter sends to")
+    return parsed
+
+
+def _addresses(url: httpx.URL, *, check: bool) -> tuple[str, ...]:
+    name = url.host
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+        found = resolve(url.raw_host.decode("ascii"), port)
     except socket.gaierror as exc:
-        raise HostNotFound(f"The host {parts.hostname} could not be found.") from exc
+        raise HostNotFound(f"The host {name} could not be found.") from exc
     except (OSError, ValueError) as exc:
-        raise TargetNotAllowed(f"cannot resolve {parts.hostname!r}: {exc}") from exc
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        if _forbidden(address):
-            raise TargetNotAllowed(
-                f"{parts.hostname!r} resolves to {address}, which is not a public address"
-            )
+        raise TargetNotAllowed(f"cannot resolve {name!r}: {exc}") from exc
+    if not found:
+        raise HostNotFound(f"The host {name} could not be found.")
+    addresses: list[str] = []
+    for text in found:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+        if check and _forbidden(address):
+            raise TargetNotAllowed(f"{name!r} resolves to {address}, which is not a public address")
+        if str(address) not in addresses:
+            addresses.append(str(address))
+    return tuple(addresses)
+
+
+def check_target(url: str) -> None:
+    """Refuse, with :class:`TargetNotAllowed`, a URL the arbiter must not POST to.
+
+    Only http(s), and a host whose every address is public, so that an agent or a merchant
+    cannot point the arbiter at its own network. Called when a target is configured; each
+    request checks again, with :func:`pin`, the addresses it connects to.
+    """
+    parsed = _parse(url)
+    if not settings.OANP_ALLOW_PRIVATE_TARGETS:
+        _addresses(parsed, check=True)
+
+
+def pin(url: str) -> Pinned:
+    """Resolve the URL's host once and check every address as :func:`check_target` does (all
+    of them pass when private targets are allowed): the addresses a request may connect to.
+    """
+    parsed = _parse(url)
+    return Pinned(parsed, _addresses(parsed, check=not settings.OANP_ALLOW_PRIVATE_TARGETS))
 
 
 # Secrets -------------------------------------------------------------------------------------
@@ -219,13 +280,56 @@ def failure(exc: httpx.HTTPError, *, host: str, timeout: float) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _send(
+    target: Pinned, *, body: bytes, headers: dict[str, str], timeout: float, started: float
+) -> tuple[httpx.Response, bytes]:
+    """POST to the first of the target's checked addresses that takes the connection: to that
+    address, never to the name, with the name in ``Host`` and in TLS."""
+    # An explicit transport: no proxy from the environment, which would resolve the name again.
+    with httpx.Client(transport=httpx.HTTPTransport(), follow_redirects=False) as client:
+        for n, address in enumerate(target.addresses, start=1):
+            request = client.build_request(
+                METHOD,
+                target.at(address),
+                content=body,
+                headers={**headers, "Host": target.host_header},
+                extensions=target.extensions,
+                timeout=max(timeout - (time.monotonic() - started), 0.001),
+            )
+            try:
+                response = client.send(request, stream=True)
+            except httpx.ConnectError:
+                # Nothing was sent: the name's next address may take it (an IPv6 address
+                # seen from a network without IPv6, say), as a resolving client would try.
+                if n == len(target.addresses) or time.monotonic() - started >= timeout:
+                    raise
+                continue
+            try:
+                received = bytearray()
+                for chunk in response.iter_bytes():
+                    received += chunk
+                    # A receiver that answers without end is cut off, not waited for.
+                    if len(received) >= MAX_RESPONSE_BYTES or time.monotonic() - started > timeout:
+                        break
+                return response, bytes(received)
+            finally:
+                response.close()
+    raise AssertionError("a pinned target has at least one address")
+
+
 def deliver(
     *, url: str, body: bytes, secret: str, message_id: str, headers: dict[str, str]
 ) -> Answer:
     """POST ``body`` once, signed under ``secret``, and say how it went. Never raises for
-    anything the receiver or the network does."""
+    anything the receiver or the network does.
+
+    The host is resolved once and the request goes to the addresses checked (:func:`pin`).
+    """
     try:
-        check_target(url)
+        target = pin(url)
+    except HostNotFound as missing:
+        # No answer rather than a refusal: the name may be published yet; retried as one.
+        return Answer(Outcome.RETRY, error=missing.detail)
     except TargetNotAllowed as refused:
         return Answer(Outcome.GONE, error=f"target not allowed: {refused.detail}")
     signed = signature_headers(
@@ -235,22 +339,15 @@ def deliver(
     timeout = settings.OANP_DELIVERY_TIMEOUT_SECONDS
     started = time.monotonic()
     try:
-        with (
-            httpx.Client(timeout=timeout, follow_redirects=False) as client,
-            client.stream(METHOD, url, content=body, headers=request_headers) as response,
-        ):
-            received = bytearray()
-            for chunk in response.iter_bytes():
-                received += chunk
-                # A receiver that answers without end is cut off, not waited for.
-                if len(received) >= MAX_RESPONSE_BYTES or time.monotonic() - started > timeout:
-                    break
+        response, received = _send(
+            target, body=body, headers=request_headers, timeout=timeout, started=started
+        )
     except httpx.HTTPError as exc:
         latency = round((time.monotonic() - started) * 1000)
         return Answer(
             Outcome.RETRY,
             latency_ms=latency,
-            error=failure(exc, host=urlsplit(url).hostname or url, timeout=timeout),
+            error=failure(exc, host=target.url.host, timeout=timeout),
             request_headers=redacted(request_headers),
         )
     latency = round((time.monotonic() - started) * 1000)
@@ -262,7 +359,7 @@ def deliver(
         classify(status),
         status_code=status,
         latency_ms=latency,
-        body=bytes(received[:MAX_RESPONSE_BYTES]),
+        body=received[:MAX_RESPONSE_BYTES],
         error=error,
         retry_after=_retry_after(response.headers.get("retry-after")),
         request_headers=redacted(request_headers),

@@ -5,20 +5,42 @@ from __future__ import annotations
 
 import base64
 import io
+import ipaddress
 import json
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import transaction
 from django.urls import reverse
 
 from arbiter_app import services
-from arbiter_app.deliveries import outbound
+from arbiter_app.deliveries import callbacks, outbound
+from arbiter_app.deliveries import handoff as handoffs
 from arbiter_app.deliveries.handoff import read_checkout
 from arbiter_app.deliveries.outbound import Outcome, TargetNotAllowed, check_target, classify
-from arbiter_app.models import AgentCallback, AgentCredential, Handoff, HandoffTarget, Session
+from arbiter_app.models import (
+    AgentCallback,
+    AgentCredential,
+    CallbackCursor,
+    Handoff,
+    HandoffTarget,
+    Session,
+)
 from oanp.envelope import parse_envelope
 from tests.support.factories.agents import Agent, ClientNegotiation
 
@@ -398,3 +420,369 @@ def test_a_bad_callback_body_is_refused(client: Any, buyer: Agent, body: bytes, 
 
 def test_the_callback_needs_a_key(client: Any) -> None:
     assert client.get(CALLBACK).status_code == 401
+
+
+# DNS rebinding: the connection goes to the address checked --------------------------------------
+
+#: A name whose DNS the test plays, and a public address it may answer (never connected to).
+NAME = "shop.rebind.test"
+PUBLIC = "93.184.216.34"
+SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()
+
+
+@dataclass
+class Dns:
+    """The DNS of :data:`NAME` as this process sees it: each lookup gets the next answer (the
+    last one repeats; an empty one is "no such name"); every other name is the system's.
+    Every connection is recorded, and one to an address off this machine is refused on the
+    spot: nothing leaves 127.0.0.0/8."""
+
+    answers: list[tuple[str, ...]] = field(default_factory=list)
+    lookups: int = 0
+    connections: list[tuple[str, int]] = field(default_factory=list)
+
+
+@pytest.fixture
+def dns(monkeypatch: pytest.MonkeyPatch) -> Dns:
+    played = Dns()
+    system_lookup, system_connect = socket.getaddrinfo, socket.create_connection
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        if host != NAME:
+            return system_lookup(host, port, *args, **kwargs)
+        answer = played.answers[min(played.lookups, len(played.answers) - 1)]
+        played.lookups += 1
+        if not answer:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [
+            (socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (a, port, 0, 0))
+            if ":" in a
+            else (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (a, port))
+            for a in answer
+        ]
+
+    def create_connection(address: tuple[Any, ...], *args: Any, **kwargs: Any) -> socket.socket:
+        host, port = str(address[0]), int(address[1])
+        played.connections.append((host, port))
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:  # a name, looked up as socket.create_connection would
+            ip = ipaddress.ip_address(socket.getaddrinfo(host, port)[0][4][0])
+        if not ip.is_loopback:
+            raise ConnectionRefusedError(f"the tests send nothing to {ip}")
+        return system_connect((str(ip), port), *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    return played
+
+
+@dataclass
+class Local:
+    """A service on 127.0.0.1, over TLS when given a context: it records every request (and
+    the name TLS asked for) and answers with what a merchant must never read from it."""
+
+    tls: ssl.SSLContext | None = None
+    requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    server_names: list[str | None] = field(default_factory=list)
+    server: ThreadingHTTPServer | None = None
+
+    ANSWER = b'{"id": "cs_internal", "secret": "loopback-only"}'
+
+    def start(self) -> Local:
+        local = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                local.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+                self.send_response(201)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(Local.ANSWER)))
+                self.end_headers()
+                self.wfile.write(Local.ANSWER)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if self.tls is not None:
+            self.tls.sni_callback = lambda _sock, name, _ctx: local.server_names.append(name)
+            self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
+        threading.Thread(
+            target=partial(self.server.serve_forever, poll_interval=0.02), daemon=True
+        ).start()
+        return self
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return int(self.server.server_address[1])
+
+    def stop(self) -> None:
+        assert self.server is not None
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def local() -> Iterator[Local]:
+    service = Local().start()
+    yield service
+    service.stop()
+
+
+def _certificate(directory: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server context whose certificate names :data:`NAME` and no address, and the file of
+    the authority that signed it, for the arbiter to trust."""
+    now = datetime.now(UTC)
+
+    def issue(
+        subject: str,
+        key: ec.EllipticCurvePrivateKey,
+        signer: ec.EllipticCurvePrivateKey,
+        *,
+        issuer: str,
+        ca: bool,
+    ) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(minutes=5))
+            .not_valid_after(now + timedelta(hours=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), False
+            )
+        )
+        if ca:
+            usage = dict.fromkeys(
+                (
+                    "content_commitment",
+                    "key_encipherment",
+                    "data_encipherment",
+                    "key_agreement",
+                    "encipher_only",
+                    "decipher_only",
+                    "digital_signature",
+                ),
+                False,
+            )
+            builder = builder.add_extension(
+                x509.KeyUsage(key_cert_sign=True, crl_sign=True, **usage), critical=True
+            )
+        else:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(NAME)]), critical=False
+            )
+        return builder.sign(signer, hashes.SHA256())
+
+    authority_key, key = (
+        ec.generate_private_key(ec.SECP256R1()),
+        ec.generate_private_key(ec.SECP256R1()),
+    )
+    authority = issue(
+        "test authority", authority_key, authority_key, issuer="test authority", ca=True
+    )
+    leaf = issue(NAME, key, authority_key, issuer="test authority", ca=False)
+    pem = serialization.Encoding.PEM
+    (directory / "ca.pem").write_bytes(authority.public_bytes(pem))
+    (directory / "leaf.pem").write_bytes(leaf.public_bytes(pem))
+    (directory / "leaf.key").write_bytes(
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / "leaf.pem", directory / "leaf.key")
+    return context, directory / "ca.pem"
+
+
+Seen = tuple[str, int | None, str, str]  # outcome, status, what was kept of the answer, error
+
+
+def _waiting(kind: str, client: Any, buyer: Agent, merchant: Agent, url: str) -> Callable[[], Seen]:
+    """A delivery of ``kind`` to ``url`` made ready (private targets allowed, so nothing is
+    looked up yet), and the function that makes its first attempt here, in this process,
+    and says what the merchant or the agent reads of it."""
+    if kind == "callback":
+        put = client.put(
+            CALLBACK,
+            data=json.dumps({"url": url}),
+            content_type="application/json",
+            **_auth(buyer),
+        )
+        assert put.status_code == 200, put.content
+    else:
+        services.configure_handoff(
+            merchant_agent_id=merchant.agent_id, endpoint=url, api_key="acp_live_123"
+        )
+    if kind == "test request":
+
+        def send_test() -> Seen:
+            answer = services.send_test_handoff(merchant_agent_id=merchant.agent_id)
+            body = answer.body.decode()
+            return answer.outcome.value, answer.status_code, body, answer.error
+
+        return send_test
+    run = ClientNegotiation(client, buyer, merchant, session_id=f"sess-{kind}-rebind")
+    run.open()
+    run.finish()
+    if kind == "handoff":
+        handoff = Handoff.objects.get()
+
+        def handoff_attempt() -> Seen:
+            assert handoffs.deliver(handoff.pk)
+            a = handoff.attempt_log.get()
+            return a.outcome, a.status_code, a.response_excerpt, a.error
+
+        return handoff_attempt
+    session = Session.objects.get(session_id=f"sess-{kind}-rebind")
+    cursor = CallbackCursor.objects.create(callback=AgentCallback.objects.get(), session=session)
+
+    def callback_attempt() -> Seen:
+        assert callbacks.deliver(cursor.pk) >= 1
+        a = cursor.attempt_log.order_by("seq", "number").first()
+        assert a is not None
+        return a.outcome, a.status_code, a.response_excerpt, a.error
+
+    return callback_attempt
+
+
+KINDS = ["handoff", "callback", "test request"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_name_that_turns_to_loopback_after_the_check_is_never_connected_to(
+    settings: Any, client: Any, buyer: Agent, merchant: Agent, dns: Dns, local: Local, kind: str
+) -> None:
+    settings.OANP_ALLOW_PRIVATE_TARGETS = True
+    attempt = _waiting(kind, client, buyer, merchant, f"http://{NAME}:{local.port}/acp")
+    settings.OANP_ALLOW_PRIVATE_TARGETS = False
+    # Public when the arbiter checks, this machine when a second lookup would connect.
+    dns.answers = [(PUBLIC,), ("127.0.0.1",)]
+    outcome, status, kept, error = attempt()
+    assert local.requests == []
+    assert dns.lookups == 1
+    assert dns.connections == [(PUBLIC, local.port)]  # the address checked, and only it
+    assert (outcome, status, kept) == ("retry", None, "")
+    assert error == f"The host {NAME} could not be reached: nothing accepted the connection."
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_name_that_answers_loopback_at_the_check_is_refused_there(
+    settings: Any, client: Any, buyer: Agent, merchant: Agent, dns: Dns, local: Local, kind: str
+) -> None:
+    settings.OANP_ALLOW_PRIVATE_TARGETS = True
+    attempt = _waiting(kind, client, buyer, merchant, f"http://{NAME}:{local.port}/acp")
+    settings.OANP_ALLOW_PRIVATE_TARGETS = False
+    dns.answers = [("127.0.0.1",), (PUBLIC,)]
+    outcome, status, kept, error = attempt()
+    assert local.requests == []
+    assert (dns.lookups, dns.connections) == (1, [])
+    assert (outcome, status, kept) == ("gone", None, "")
+    assert error == (
+        f"target not allowed: '{NAME}' resolves to 127.0.0.1, which is not a public address"
+    )
+    # The delivery stops there; a merchant's test request disables nothing.
+    if kind == "callback":
+        assert AgentCallback.objects.get().disabled_at is not None
+    elif kind == "handoff":
+        assert HandoffTarget.objects.get().disabled_at is not None
+
+
+@pytest.mark.usefixtures("private_refused")
+def test_every_address_of_the_one_lookup_is_checked(dns: Dns, local: Local) -> None:
+    dns.answers = [(PUBLIC, "127.0.0.1")]
+    answer = outbound.deliver(
+        url=f"http://{NAME}:{local.port}/hook",
+        body=b"{}",
+        secret=SECRET,
+        message_id="m",
+        headers={},
+    )
+    assert (answer.outcome, dns.lookups, dns.connections) == (Outcome.GONE, 1, [])
+    assert "resolves to 127.0.0.1" in answer.error
+    assert local.requests == []
+
+
+@pytest.mark.usefixtures("private_allowed")
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_the_pinned_connection_names_the_host_in_http_and_tls(
+    dns: Dns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    tls = None
+    if scheme == "https":
+        # The certificate names the host and no address: it verifies only against the name.
+        tls, authority = _certificate(tmp_path)
+        monkeypatch.setenv("SSL_CERT_FILE", str(authority))
+    service = Local(tls=tls).start()
+    try:
+        dns.answers = [("127.0.0.1",)]
+        answer = outbound.deliver(
+            url=f"{scheme}://{NAME}:{service.port}/hook?x=1",
+            body=b"{}",
+            secret=SECRET,
+            message_id="m",
+            headers={},
+        )
+    finally:
+        service.stop()
+    assert (answer.outcome, answer.status_code, answer.error) == (Outcome.DELIVERED, 201, "")
+    assert answer.body == Local.ANSWER
+    assert (dns.lookups, dns.connections) == (1, [("127.0.0.1", service.port)])
+    [(path, headers)] = service.requests
+    assert path == "/hook?x=1"
+    assert headers["host"] == f"{NAME}:{service.port}"
+    assert service.server_names == ([NAME] if scheme == "https" else [])
+
+
+@pytest.mark.usefixtures("private_allowed")
+def test_a_certificate_for_another_name_is_refused(
+    dns: Dns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tls, authority = _certificate(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(authority))
+    service = Local(tls=tls).start()
+    try:
+        # The same address under the address itself: the certificate does not name it.
+        answer = outbound.deliver(
+            url=f"https://127.0.0.1:{service.port}/hook",
+            body=b"{}",
+            secret=SECRET,
+            message_id="m",
+            headers={},
+        )
+    finally:
+        service.stop()
+    assert (answer.outcome, answer.status_code) == (Outcome.RETRY, None)
+    assert service.requests == []
+
+
+@pytest.mark.usefixtures("private_allowed")
+def test_the_next_checked_address_is_tried_when_one_refuses(dns: Dns, local: Local) -> None:
+    # Nothing listens on 127.0.0.2 at that port: the second address of the same lookup takes it.
+    dns.answers = [("127.0.0.2", "127.0.0.1")]
+    answer = outbound.deliver(
+        url=f"http://{NAME}:{local.port}/hook",
+        body=b"{}",
+        secret=SECRET,
+        message_id="m",
+        headers={},
+    )
+    assert (answer.outcome, answer.status_code) == (Outcome.DELIVERED, 201)
+    assert dns.lookups == 1
+    assert dns.connections == [("127.0.0.2", local.port), ("127.0.0.1", local.port)]
+    assert [h["host"] for _, h in local.requests] == [f"{NAME}:{local.port}"]
+
+
+@pytest.mark.usefixtures("private_refused")
+def test_a_name_not_found_at_delivery_is_retried_not_refused(dns: Dns) -> None:
+    dns.answers = [()]
+    answer = outbound.deliver(
+        url=f"https://{NAME}/hook", body=b"{}", secret=SECRET, message_id="m", headers={}
+    )
+    assert (answer.outcome, answer.error) == (Outcome.RETRY, f"The host {NAME} could not be found.")
+    assert (dns.lookups, dns.connections) == (1, [])
