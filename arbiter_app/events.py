@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import InMemoryChannelLayer, channel_layers, get_channel_layer
 from django.dispatch import Signal
 
 from arbiter_app.breaker import Breaker
@@ -222,17 +223,36 @@ async def _echo(layer: Any) -> None:
     await layer.receive(channel)
 
 
+#: The echo's own layer, built from the same settings as the process's shared one, and that
+#: shared layer it mirrors. The echo runs on the wake-up loop while streams wait in receive()
+#: on the shared layer from the server's loop, and channels_redis refuses receive() on one
+#: layer from two loops at once: on the shared layer the check failed (and could fail a
+#: stream's own wait) exactly while streams were open.
+_echo_layers: tuple[Any, Any] | None = None
+_echo_lock = threading.Lock()
+
+
+def _echo_layer(shared: Any) -> Any:
+    global _echo_layers  # one per process, used only on the wake-up loop
+    with _echo_lock:
+        if _echo_layers is None or _echo_layers[0] is not shared:
+            _echo_layers = (shared, channel_layers.make_backend(DEFAULT_CHANNEL_LAYER))
+        return _echo_layers[1]
+
+
 def echo(timeout: float) -> str:
     """Send one message through the channel layer and read it back, as a wake-up would travel;
     the layer's class name. Raises when the layer fails or takes longer than ``timeout``.
 
-    The in-memory layer lives inside this process and cannot be away: it is only named.
+    The message travels through a layer of the check's own, made from the same settings (the
+    same Redis), so that the check never receives alongside a stream on the shared layer. The
+    in-memory layer lives inside this process and cannot be away: it is only named.
     """
     layer = get_channel_layer()
     if layer is None:
         raise RuntimeError("no channel layer is configured")
     if not isinstance(layer, InMemoryChannelLayer):
-        future = asyncio.run_coroutine_threadsafe(_echo(layer), _wake_loop())
+        future = asyncio.run_coroutine_threadsafe(_echo(_echo_layer(layer)), _wake_loop())
         try:
             future.result(timeout)
         except BaseException:

@@ -8,6 +8,7 @@ from asgiref.sync import sync_to_async
 from channels.auth import AuthMiddlewareStack
 from channels.routing import ProtocolTypeRouter, URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
+from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
@@ -38,6 +39,7 @@ django_application = SyncMiddlewareHandler()
 
 from oanp_site import transport  # noqa: E402
 from oanp_site.checks import refuse_to_start  # noqa: E402
+from oanp_site.forwarded import ForwardedFor  # noqa: E402
 from oanp_site.guards import WebsocketGuard  # noqa: E402
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
 
@@ -46,13 +48,18 @@ refuse_to_start()
 # Under Daphne: oversize bodies refused while they are read, bodies left to the application.
 transport.install()
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_application,
-        # The guard first: no consumer, nor the session lookup of the auth stack, sees a
-        # path, query or cookie holding what the database cannot take.
-        "websocket": WebsocketGuard(
-            AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
-        ),
-    }
+# The client's address from the proxies' X-Forwarded-For, before anything reads it: the
+# per-address limits, the metrics allow-list and the request log (oanp_site.forwarded).
+application = ForwardedFor(
+    ProtocolTypeRouter(
+        {
+            "http": django_application,
+            # The guard first: no consumer, nor the session lookup of the auth stack, sees a
+            # path, query or cookie holding what the database cannot take.
+            "websocket": WebsocketGuard(
+                AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+            ),
+        }
+    ),
+    hops=settings.OANP_PROXY_HEADERS,
 )

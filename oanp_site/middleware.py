@@ -63,6 +63,8 @@ class RequestLogMiddleware:
             "path": path,
             "status": response.status_code,
             "duration_ms": round(seconds * 1000, 1),
+            # As the proxies in front said (oanp_site.forwarded), as the limits counted it.
+            "client": request.META.get("REMOTE_ADDR", ""),
             "code": code,
             "agent_id": getattr(getattr(request, "auth", None), "agent_id", ""),
             "session_id": (match.kwargs.get("session_id", "") if match is not None else "")

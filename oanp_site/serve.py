@@ -2,10 +2,12 @@
 ``$WEB_CONCURRENCY`` processes (default: two per core) that share one listening socket on
 ``$HOST:$PORT`` (default ``0.0.0.0:8000``), the kernel handing each connection to one of them.
 
-Behind a load balancer or proxy that sets ``X-Forwarded-For`` (replacing a client's own),
-``OANP_PROXY_HEADERS=1`` makes Daphne take the client's address from it, so per-address limits
-and the metrics allow-list see clients, not the proxy. Off by default: without such a proxy
-the header is the client's to forge.
+Behind ``N`` proxies that each append to ``X-Forwarded-For``, ``OANP_PROXY_HEADERS=N`` makes the
+application take the client's address from the ``N``-th entry from the right
+(:mod:`oanp_site.forwarded`), so per-address limits and the metrics allow-list see clients, not
+the proxy. Daphne's own ``--proxy-headers`` is never passed: it believes the left-most entry,
+which is the client's to forge. A value that is not a number of proxies stops the start here,
+rather than every process as it starts.
 
 A process that dies is started again, after a pause that doubles while they keep dying, so
 one bad request or a lost database does not take the whole port down. SIGTERM or SIGINT
@@ -23,6 +25,8 @@ import subprocess
 import sys
 import time
 from types import FrameType
+
+from oanp_site.forwarded import proxy_hops
 
 #: How long stopping processes have to finish their requests before they are killed.
 GRACE_SECONDS = 20.0
@@ -51,11 +55,6 @@ def concurrency() -> int:
     return PROCESSES_PER_CORE * len(os.sched_getaffinity(0))
 
 
-def proxy_headers() -> bool:
-    """Whether ``$OANP_PROXY_HEADERS`` asks to believe ``X-Forwarded-For``."""
-    return os.environ.get("OANP_PROXY_HEADERS", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def listen(host: str, port: int) -> socket.socket:
     """The one socket every web process accepts on; inherited by each as a file descriptor."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -67,24 +66,15 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def daphne_argv(fd: int, *, proxy_headers: bool = False) -> list[str]:
-    proxied = ["--proxy-headers"] if proxy_headers else []
-    return [
-        sys.executable,
-        "-m",
-        "daphne",
-        "--fd",
-        str(fd),
-        *proxied,
-        "oanp_site.asgi:application",
-    ]
+def daphne_argv(fd: int) -> list[str]:
+    return [sys.executable, "-m", "daphne", "--fd", str(fd), "oanp_site.asgi:application"]
 
 
 class Web:
     """``count`` Daphne processes on one socket, kept running until :meth:`stop`."""
 
-    def __init__(self, sock: socket.socket, count: int, *, proxy_headers: bool = False) -> None:
-        self.sock, self.count, self.proxy_headers = sock, count, proxy_headers
+    def __init__(self, sock: socket.socket, count: int) -> None:
+        self.sock, self.count = sock, count
         self.children: dict[int, subprocess.Popen[bytes]] = {}
         self.started: dict[int, float] = {}
         self.failures: dict[int, int] = {}
@@ -92,7 +82,7 @@ class Web:
 
     def start(self, slot: int) -> None:
         self.children[slot] = subprocess.Popen(  # noqa: S603 - the project's own server
-            daphne_argv(self.sock.fileno(), proxy_headers=self.proxy_headers),
+            daphne_argv(self.sock.fileno()),
             pass_fds=(self.sock.fileno(),),
         )
         self.started[slot] = time.monotonic()
@@ -144,7 +134,8 @@ class Web:
 def main() -> int:
     host = os.environ.get("HOST", "0.0.0.0")  # noqa: S104 - a server behind its proxy
     port = int(os.environ.get("PORT", "8000"))
-    web = Web(listen(host, port), concurrency(), proxy_headers=proxy_headers())
+    proxy_hops(os.environ.get("OANP_PROXY_HEADERS"))  # each process reads it in its settings
+    web = Web(listen(host, port), concurrency())
     signal.signal(signal.SIGTERM, web.stop)
     signal.signal(signal.SIGINT, web.stop)
     return web.run()

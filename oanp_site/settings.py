@@ -9,6 +9,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from oanp_site.forwarded import proxy_hops
 from oanp_site.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -140,7 +141,10 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # A receive blocks in BZPOPMIN for channels_redis's 5 s; redis-py's own default
+            # socket timeout is also 5 s, so a receive could time out at its own end and kill
+            # the consumer waiting on it. The socket waits longer than the block.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
         }
     }
 else:
@@ -249,6 +253,11 @@ if OANP_BEHIND_TLS:
     CSRF_COOKIE_SECURE = True
     # Forms posted from the public address pass CSRF's origin check behind the proxy.
     CSRF_TRUSTED_ORIGINS = [OANP_PUBLIC_URL] if OANP_PUBLIC_URL.startswith("https://") else []
+
+# How many proxies in front of the server append to X-Forwarded-For: the client is the address
+# this many entries from its right (oanp_site.forwarded); 0 ignores the header. The older
+# spellings true/yes/on mean 1; anything else stops the start.
+OANP_PROXY_HEADERS = proxy_hops(os.environ.get("OANP_PROXY_HEADERS"))
 
 # Envelopes per API key and minute: generous for a busy agent, stops a runaway loop.
 OANP_RATE_LIMIT_PER_MINUTE = int(os.environ.get("OANP_RATE_LIMIT_PER_MINUTE", "600"))

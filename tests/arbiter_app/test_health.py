@@ -4,6 +4,7 @@ under a running server, and two servers whose counters one scrape adds up."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -169,6 +170,28 @@ def test_readyz_turns_503_when_the_worker_dies_and_200_when_it_is_back(
     _, body = wait_for(lambda: (r := readyz(live_arbiter))[0] == 200 and r, 20, interval=0.2)
     assert body["checks"]["worker"]["ok"]
     assert body["checks"]["beat"]["ok"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readyz_stays_200_while_event_streams_wait_on_the_channel_layer(
+    live_arbiter: LiveServer, celery_worker_process: Worker
+) -> None:
+    """A stream waits in the channel layer's receive(); the readiness check of the layer must
+    not receive on that same layer from another event loop, which channels_redis refuses."""
+    wait_for(lambda: readyz(live_arbiter)[0] == 200, 20, interval=0.2)
+    agents = [make_agent(f"ready-buyer-{n}", "buyer") for n in range(3)]
+    with contextlib.ExitStack() as streams, live_arbiter.client() as client:
+        for agent in agents:
+            stream = streams.enter_context(
+                client.stream("GET", "/oanp/v0.1/inbox", headers=agent.headers)
+            )
+            assert stream.status_code == 200
+        time.sleep(0.5)  # every stream has joined its groups and waits in receive()
+        for _ in range(3):
+            time.sleep(health.REUSE_SECONDS + 0.2)  # a fresh reading, not the last one reused
+            status, body = readyz(live_arbiter)
+            assert status == 200, body["checks"]
+            assert body["checks"]["channel_layer"]["ok"], body["checks"]["channel_layer"]
 
 
 # Dependencies of the test's own -----------------------------------------------------------------
