@@ -219,7 +219,13 @@ class PriceRowForm(forms.Form):
     item = forms.CharField(
         label="Item sku, id or route", max_length=MAX_ITEM_KEY_CHARS, required=False, strip=True
     )
-    currency = forms.CharField(label="Currency", max_length=8, required=False, strip=True)
+    currency = forms.CharField(
+        label="Currency",
+        max_length=8,
+        required=False,
+        strip=True,
+        widget=forms.TextInput(attrs={"size": 4, "autocapitalize": "characters"}),
+    )
     floor_price = _amount("Floor")
     ideal_price = _amount("Ideal")
     remove = forms.BooleanField(label="Remove", required=False)
