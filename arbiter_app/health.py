@@ -230,42 +230,68 @@ def readyz(request: HttpRequest) -> HttpResponse:
     return response
 
 
+#: How long a scrape waits for the live figures: a scraper's own timeout is often a few
+#: seconds, and a database that is away must not cost it that (its pool waits 3 s).
+LIVE_SECONDS = 0.8
+
+
+def _phases() -> Metric:
+    phases = GaugeMetricFamily("oanp_sessions", "Sessions, by phase.", labels=["phase"])
+    for phase, count in sorted(selectors.sessions_by_phase().items()):
+        phases.add_metric([phase], count)
+    return phases
+
+
+def _workers() -> Metric:
+    return GaugeMetricFamily(
+        "oanp_workers_alive",
+        "Workers seen within OANP_WORKER_LOST_SECONDS.",
+        value=sum(w.alive for w in selectors.workers()),
+    )
+
+
+def _queue() -> Metric:
+    depth = queue_depth()
+    if depth is None:
+        raise RuntimeError("the broker did not answer")
+    return GaugeMetricFamily(
+        "oanp_queue_depth", "Tasks waiting in the broker's default queue.", value=depth
+    )
+
+
+#: Each live figure read by a probe of its own (:mod:`arbiter_app.probes`): a source that
+#: hangs holds one thread, however often it is scraped.
+FIGURES: dict[str, Probe[Metric]] = {
+    "sessions": Probe(_phases),
+    "workers": Probe(_workers),
+    "queue_depth": Probe(_queue),
+}
+
+
 class _LiveFigures:
-    """Gauges read at scrape time from the database and the broker. A figure whose source is
-    away is left out, not zeroed: /readyz says which source, and a gap reads as "unknown"."""
+    """Gauges read at scrape time from the database and the broker, all at once and for at
+    most LIVE_SECONDS. A figure whose source is away or late is left out, not zeroed, and
+    ``oanp_live_figure_up`` says which: 0 for the database's while it is down."""
 
     def collect(self) -> Iterator[Metric]:
-        for read in (self._phases, self._workers, self._queue):
-            try:
-                figure = read()
-            except Exception:
-                log.warning("a live figure of /metrics could not be read", exc_info=True)
-                continue
-            yield figure
-
-    @staticmethod
-    def _phases() -> Metric:
-        phases = GaugeMetricFamily("oanp_sessions", "Sessions, by phase.", labels=["phase"])
-        for phase, count in sorted(selectors.sessions_by_phase().items()):
-            phases.add_metric([phase], count)
-        return phases
-
-    @staticmethod
-    def _workers() -> Metric:
-        return GaugeMetricFamily(
-            "oanp_workers_alive",
-            "Workers seen within OANP_WORKER_LOST_SECONDS.",
-            value=sum(w.alive for w in selectors.workers()),
+        futures = {name: probe.start() for name, probe in FIGURES.items()}
+        wait(futures.values(), timeout=LIVE_SECONDS)
+        up = GaugeMetricFamily(
+            "oanp_live_figure_up",
+            "Whether each live figure was read this scrape (0: its source is away or late).",
+            labels=["figure"],
         )
-
-    @staticmethod
-    def _queue() -> Metric:
-        depth = queue_depth()
-        if depth is None:
-            raise RuntimeError("the broker did not answer")
-        return GaugeMetricFamily(
-            "oanp_queue_depth", "Tasks waiting in the broker's default queue.", value=depth
-        )
+        for name, future in futures.items():
+            figure = None
+            if future.done():
+                try:
+                    figure = future.result()
+                except Exception:
+                    log.warning("the live figure %s could not be read", name, exc_info=True)
+            up.add_metric([name], 0 if figure is None else 1)
+            if figure is not None:
+                yield figure
+        yield up
 
 
 def _allowed(request: HttpRequest) -> bool:

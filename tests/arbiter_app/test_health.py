@@ -281,12 +281,31 @@ def test_readyz_reports_a_stopped_database_and_its_return(cluster: PrivateCluste
         assert body["checks"]["database"]["error"]
         # The liveness probe does not depend on the database: the process still answers.
         assert httpx.get(f"{server.url}/healthz").status_code == 200
+        # A scrape says the database's figures are missing instead of waiting for its pool
+        # (3 s a figure before): the bound is loose, the point is not to wait on each.
+        started = time.monotonic()
+        scraped = httpx.get(f"{server.url}/metrics", timeout=10)
+        assert time.monotonic() - started < 3
+        assert scraped.status_code == 200
+        assert 'oanp_live_figure_up{figure="sessions"} 0.0' in scraped.text
+        assert 'oanp_live_figure_up{figure="workers"} 0.0' in scraped.text
+        assert "oanp_sessions{" not in scraped.text
 
         cluster.start()
         status, body = wait_for(
             lambda: (r := readyz(server))[1]["checks"]["database"]["ok"] and r, 20, interval=0.2
         )
         assert body["status"] == "degraded"  # back, with no restart of the server
+        scraped = wait_for(
+            lambda: (
+                'oanp_live_figure_up{figure="sessions"} 1.0'
+                in (text := httpx.get(f"{server.url}/metrics").text)
+                and text
+            ),
+            20,
+            interval=0.2,
+        )
+        assert "oanp_workers_alive" in scraped
 
 
 @pytest.fixture
