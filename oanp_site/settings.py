@@ -44,6 +44,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First, so it times and logs every answer, refusals of the guard included.
     "oanp_site.middleware.RequestLogMiddleware",
+    # Next, so that every answer carries its Content-Security-Policy, the guard's refusals too.
+    "oanp_site.middleware.ContentSecurityPolicyMiddleware",
     # Before anything reads the request: no NUL or lone surrogate reaches the database.
     "oanp_site.guards.InvalidCharactersMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -234,6 +236,26 @@ SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
+# The Content-Security-Policy of every page (oanp_site.middleware): scripts, styles, images,
+# fonts and connections from this origin only ('self' covers WebSockets to the same host and
+# port, CSP Level 3), and nothing inline: no <script> or <style> element with code in it, no
+# style="…", no onclick="…". A data: image is the favicon. No plugin, no <base>, forms post
+# here only, no page frames one of ours. Directives as Django 6.0's SECURE_CSP writes them.
+OANP_CSP_PAGES = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "font-src": ["'self'"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}
+# Every other answer (JSON, problem+json, event streams, downloads) loads nothing and is shown
+# in no frame, whatever a browser makes of it.
+OANP_CSP_OTHER = {"default-src": ["'none'"], "frame-ancestors": ["'none'"]}
 # Behind a TLS-terminating proxy (production): plain HTTP is redirected to HTTPS, browsers are
 # told to use HTTPS only (HSTS, subdomains included), cookies travel over HTTPS only. The proxy
 # must set X-Forwarded-Proto (and drop a client's own): it is how a request says it came over
@@ -267,6 +289,8 @@ OANP_AUTH_FAILURES_PER_MINUTE = int(os.environ.get("OANP_AUTH_FAILURES_PER_MINUT
 # Event streams re-check their key this often (and at once on a revocation), so a revoked key
 # stops reading within seconds even if the revocation's wake-up is lost.
 OANP_STREAM_RECHECK_SECONDS = float(os.environ.get("OANP_STREAM_RECHECK_SECONDS", "5"))
+#: How long a request's headers may take to arrive, from their first line (oanp_site.transport).
+OANP_HEADER_TIMEOUT_SECONDS = float(os.environ.get("OANP_HEADER_TIMEOUT_SECONDS", "20"))
 #: How long a process trusts an API key it found live (arbiter_app.credential_cache); a
 #: revocation elsewhere is honoured within it. 0 looks every key up on every request.
 OANP_CREDENTIAL_CACHE_SECONDS = float(os.environ.get("OANP_CREDENTIAL_CACHE_SECONDS", "1"))

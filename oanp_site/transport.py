@@ -1,5 +1,11 @@
 """How Daphne reads a request before the application sees it.
 
+Its headers: :class:`ArbiterChannel` answers headers over Twisted's limits (16 KiB in all, or a
+line longer than that) with 431 instead of a bare 400 or no answer at all, and cuts a
+connection whose request headers are not all in within ``OANP_HEADER_TIMEOUT_SECONDS`` of
+their first line, however slowly they trickle in (Twisted's own timeout restarts with every
+byte, so a client sending one a second was held forever).
+
 Twisted, under Daphne, reads a whole request body before it hands the request on: a 400 MB
 body was read (17 s, +200 MB of memory) only to be answered 401. It also parses
 ``multipart/form-data`` bodies itself and answers what it cannot parse with a bare 400 that
@@ -19,6 +25,8 @@ from typing import Any
 
 import daphne.http_protocol
 from django.conf import settings
+from twisted.internet.interfaces import IDelayedCall
+from twisted.web import http
 
 from arbiter_app.problems import PROBLEM_TYPE, problem_body
 from oanp.envelope import MAX_ENVELOPE_BYTES
@@ -113,7 +121,63 @@ class ArbiterRequest(daphne.http_protocol.WebRequest):  # type: ignore[misc]
         self.channel.transport.loseConnection()
 
 
+_TOO_LARGE = b"the request's headers are over 16 KiB\n"
+HEADERS_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_TOO_LARGE), _TOO_LARGE)
+)
+
+
+class ArbiterChannel(http.HTTPChannel):  # type: ignore[misc]
+    """Twisted's HTTP channel with a 431 for oversized headers and a deadline for them."""
+
+    _header_deadline: IDelayedCall | None = None
+
+    def lineReceived(self, line: bytes) -> None:  # noqa: N802 (Twisted's names)
+        if self._receivedHeaderSize + len(line) > self.totalHeadersSize:
+            self._refuse_headers()
+            return
+        if self._header_deadline is None and line:
+            # The first line of a request: its headers have this long to arrive, in all.
+            self._header_deadline = self.callLater(
+                settings.OANP_HEADER_TIMEOUT_SECONDS, self._headers_too_slow
+            )
+        super().lineReceived(line)
+
+    def lineLengthExceeded(self, line: bytes) -> None:  # noqa: N802
+        self._refuse_headers()
+
+    def allHeadersReceived(self) -> None:  # noqa: N802
+        self._cancel_deadline()
+        super().allHeadersReceived()
+
+    def connectionLost(self, reason: Any) -> None:  # noqa: N802
+        self._cancel_deadline()
+        super().connectionLost(reason)
+
+    def _cancel_deadline(self) -> None:
+        deadline, self._header_deadline = self._header_deadline, None
+        if deadline is not None and deadline.active():
+            deadline.cancel()
+
+    def _refuse_headers(self) -> None:
+        self._cancel_deadline()
+        self.transport.write(HEADERS_TOO_LARGE)
+        self.loseConnection()
+
+    def _headers_too_slow(self) -> None:
+        self._header_deadline = None
+        self.transport.abortConnection()
+
+
+def _channel(factory: http.HTTPFactory) -> Any:
+    # Twisted's own factory function, with this channel in place of its HTTPChannel.
+    return http._GenericHTTPChannelProtocol(ArbiterChannel())
+
+
 def install() -> None:
-    """Make Daphne build :class:`ArbiterRequest` for every connection it accepts from now on
-    (its factory reads the module's ``WebRequest`` when it builds each connection's protocol)."""
+    """Make Daphne build :class:`ArbiterRequest` for every request, on an
+    :class:`ArbiterChannel`, for every connection it accepts from now on (its factory reads
+    the module's ``WebRequest`` when it builds each connection's protocol)."""
     daphne.http_protocol.WebRequest = ArbiterRequest
+    daphne.http_protocol.HTTPFactory.protocol = _channel

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, _database_url, serve
 from tests.support.factories.agents import make_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -105,3 +105,45 @@ def test_multipart_bodies_reach_the_application(
     assert response.json()["code"] == code
     form = httpx.post(live_arbiter.url + ENVELOPES, files={"f": b"x"}, headers=headers)
     assert form.status_code == status
+
+
+def test_headers_over_the_limit_get_a_431(live_arbiter: LiveServer) -> None:
+    for head in (
+        # One header of 100 KB: a line longer than any the server reads.
+        f"GET /healthz HTTP/1.1\nHost: localhost\nX-Big: {'a' * 100_000}\n",
+        # Many headers, each short, 20 KB together.
+        "GET /healthz HTTP/1.1\nHost: localhost\n"
+        + "".join(f"X-Many-{n}: {'b' * 90}\n" for n in range(200)),
+    ):
+        status, headers, content = exchange(live_arbiter, head)
+        assert status == 431
+        assert headers["connection"] == "close"
+        assert content == b"the request's headers are over 16 KiB\n"
+
+
+def test_headers_that_trickle_in_are_cut_at_their_deadline(django_db_setup: None) -> None:
+    with serve({"DATABASE_URL": _database_url(), "OANP_HEADER_TIMEOUT_SECONDS": "2"}) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as connection:
+
+            def cut() -> bool:
+                try:
+                    return connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+                except BlockingIOError:
+                    return False  # open, with nothing to read
+                except OSError:
+                    return True  # reset
+
+            connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+            started = time.monotonic()
+            # A byte every 0.2 s: each restarts Twisted's own idle timeout, not this deadline.
+            while time.monotonic() - started < 25 and not cut():
+                try:
+                    connection.sendall(b"X")
+                except OSError:
+                    break
+                time.sleep(0.2)
+            held = time.monotonic() - started
+        assert 1.5 < held < 25
+        # A request that sends its headers at once is untouched.
+        assert httpx.get(f"{server.url}/healthz").status_code == 200
