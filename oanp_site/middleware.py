@@ -1,4 +1,5 @@
-"""The request log: one line and one latency observation per request.
+"""The request log: one line and one latency observation per request; the
+Content-Security-Policy of every answer.
 
 Django's own middleware is listed under its own dotted paths (so ``check --deploy`` sees it)
 and runs synchronously, in the thread that serves the view: see :mod:`oanp_site.asgi`.
@@ -9,8 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
+from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
@@ -104,3 +106,36 @@ def _problem_code(response: HttpResponseBase) -> str:
         return ""
     code = body.get("code") if isinstance(body, dict) else None
     return code if isinstance(code, str) else ""
+
+
+CSP_HEADER = "Content-Security-Policy"
+
+
+class ContentSecurityPolicyMiddleware:
+    """What a browser may load with an answer: a page, ``OANP_CSP_PAGES`` (from this origin
+    only, nothing inline); anything else, ``OANP_CSP_OTHER`` (nothing). An answer that brings
+    a policy of its own keeps it. (Django 6.0 has this middleware; 5.2 does not.)"""
+
+    async_capable = False
+    sync_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+        self.pages = csp_header(settings.OANP_CSP_PAGES)
+        self.other = csp_header(settings.OANP_CSP_OTHER)
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        if CSP_HEADER in response:
+            return response
+        page = response.get("Content-Type", "").startswith("text/html")
+        # With DEBUG on, a 404 or a 500 is Django's technical page, styled and scripted inline.
+        if page and settings.DEBUG and (response.status_code == 404 or response.status_code >= 500):
+            return response
+        response[CSP_HEADER] = self.pages if page else self.other
+        return response
+
+
+def csp_header(directives: Mapping[str, Sequence[str]]) -> str:
+    """``{"script-src": ["'self'"], …}`` as the header writes it: ``script-src 'self'; …``."""
+    return "; ".join(" ".join([name, *sources]) for name, sources in directives.items())

@@ -14,7 +14,8 @@
       say("Selected: press Ctrl+C (⌘C) to copy.");
     }
     button.hidden = false;
-    field.addEventListener("focus", () => field.select());
+    // On a click too: the mouse's button, let go, may undo a selection made on focus.
+    ["focus", "click"].forEach((kind) => field.addEventListener(kind, () => field.select()));
     button.addEventListener("click", () => {
       if (!navigator.clipboard) { byHand(); return; }
       navigator.clipboard.writeText(field.value).then(() => say("Copied."), byHand);

@@ -65,10 +65,12 @@ def test_both_reveals_give_the_zone_the_nash_point_and_the_split(
     assert cell(html, "nash").startswith("350 <small>(the zone's midpoint: with linear")
     assert cell(html, "buyer-surplus") == "80 (57.1 %)"
     assert cell(html, "merchant-surplus") == "60 (42.9 %)"
-    # The bar: the merchant's share from the floor, the buyer's to the ceiling, Nash mid-way.
-    assert 'class="zone-merchant" style="width: 42.9%">merchant 60<' in html
-    assert 'class="zone-buyer" style="width: 57.1%">buyer 80<' in html
-    assert 'class="zone-mark nash" style="left: 50.0%"' in html
+    # The bar: the merchant's share from the floor, the buyer's to the ceiling, Nash mid-way,
+    # to the whole percent (the stylesheet's classes: the pages allow no style attribute).
+    assert 'class="zone-merchant pct-43">merchant 60<' in html
+    assert 'class="zone-buyer pct-57">buyer 80<' in html
+    assert 'class="zone-mark nash pct-50"' in html
+    assert "style=" not in html
 
 
 def test_one_reveal_shows_what_is_known(client: Client, agreed: ClientNegotiation) -> None:

@@ -157,7 +157,9 @@ def test_operators_see_the_machinery_and_sessions_say_when_they_are_live(
             page.goto(f"{base}/sessions/sess-ended/")
             # Connected, the page catches up once (its body replaced): "ended", never "live".
             page.evaluate("document.getElementById('session-state').dataset.before = 'connect'")
-            page.wait_for_function("!document.getElementById('session-state').dataset.before")
+            # A function, not an expression: Playwright evaluates an expression again on each
+            # poll, which the page's Content-Security-Policy refuses (no 'unsafe-eval').
+            page.wait_for_function("() => !document.getElementById('session-state').dataset.before")
             connection = page.locator("#connection")
             expect(connection).to_have_attribute("data-state", "closed")
             expect(connection).to_have_text("ended")

@@ -95,7 +95,7 @@ def test_an_operator_watches_each_round_arrive(
             pass
         page.wait_for_selector("#round-1 .verdict.fair")
         page.wait_for_function(
-            "document.getElementById('announcer').textContent.includes('Round 1: fair')"
+            "() => document.getElementById('announcer').textContent.includes('Round 1: fair')"
         )
         screenshot(page, "session-round-1")
 

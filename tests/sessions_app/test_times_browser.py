@@ -66,7 +66,7 @@ def test_times_read_relative_with_the_exact_utc_time_on_hover(
         assert first.get_attribute("title") == exact(opened)
         page.clock.fast_forward("03:00")
         page.wait_for_function(
-            "document.querySelector('#session-rows time:last-of-type')"
+            "() => document.querySelector('#session-rows time:last-of-type')"
             ".textContent === '3 minutes ago'"
         )
         # Rows added after the page loaded (as the list's paging and live updates add them)
@@ -74,7 +74,7 @@ def test_times_read_relative_with_the_exact_utc_time_on_hover(
         page.evaluate(
             "htmx.ajax('GET', '/sessions/', {target: '#session-rows', swap: 'beforeend'})"
         )
-        page.wait_for_function("document.querySelectorAll('#session-rows tr').length === 2")
+        page.wait_for_function("() => document.querySelectorAll('#session-rows tr').length === 2")
         added = page.locator("#session-rows tr").last.locator("time[data-relative]")
         assert added.count() == 2
         for time in added.all():
