@@ -41,7 +41,7 @@ from bench.report import (
     rate,
     times,
 )
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
 from oanp.commitments import encode_salt
 from oanp.envelope import parse_envelope
@@ -59,6 +59,7 @@ from oanp.strategies import (
     TitForTat,
 )
 from oanp.tradeoffs import IssueLimits, TermsVault
+from oanp.vaults import BuyerVault, MerchantVault
 from tests.support.factories.terms import ISSUES
 
 #: From the issue: envelopes per second on one core, and the machine's cost over bare hashing.

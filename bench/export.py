@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import Options, Row, Section, SectionResult, rate, times
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.audit import BundleWriter
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.commitments import encode_salt
@@ -42,6 +42,7 @@ from oanp.machine import Arbiter
 from oanp.rehearsal import rehearse
 from oanp.signing import ArbiterKey, jwks_document
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant
+from oanp.vaults import BuyerVault, MerchantVault
 
 TITLE = "export and verify an audit bundle, against JCS + SHA-256 of the same entries"
 ARBITER_ID = "arbiter.bench"

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, ClassVar, Final, Generic, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from oanp.canonical import JsonObject, json_value
 from oanp.commitments import Role, commit
@@ -35,13 +35,11 @@ from oanp.envelope import (
 from oanp.money import MINOR_UNITS, PRICE_CEILING, fits_currency, price_to_json
 from oanp.pricelist import PriceList, Unpriced
 from oanp.profiles import TERMS
+from oanp.settlement import NEVER_SETTLE, SettlePolicy
 from oanp.strategies import Accept, Decision, Limits, Situation, Strategy, at_least_as_good
 from oanp.terms import Issue, Values, is_pure_retraction, issues_json, read_issues, terms_json
-from oanp.tradeoffs import TermsPlan, TermsVault, terms_of
-
-#: A buyer's vault holds no opening price; every buyer tactic opens at this share of its
-#: budget_cap, which is where the published reference buyer opens.
-BUYER_OPENING_SHARE = Decimal("0.8")
+from oanp.tradeoffs import TermsPlan, terms_of
+from oanp.vaults import BuyerVault, MerchantVault, Vault
 
 
 class LimitGuard(Exception):
@@ -74,96 +72,6 @@ class AgentStateError(Exception):
     """The agent's session state does not allow the call (open twice, withdraw when done)."""
 
 
-def _check_amounts(**amounts: Decimal) -> None:
-    for name, value in amounts.items():
-        if not isinstance(value, Decimal) or not value.is_finite() or value <= 0:
-            # Never echo the value: tracebacks end up in logs, which are not sealed.
-            raise ValueError(f"{name} must be a positive, finite Decimal")
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class BuyerVault:
-    """A buyer's private limits: ``true_ceiling`` is hard, ``budget_cap`` the soft target."""
-
-    true_ceiling: Decimal
-    budget_cap: Decimal
-    urgency: str = "medium"
-    #: Weights and per-issue limits, for sessions that negotiate terms besides the price.
-    terms: TermsVault | None = None
-
-    def __post_init__(self) -> None:
-        _check_amounts(true_ceiling=self.true_ceiling, budget_cap=self.budget_cap)
-        if self.budget_cap > self.true_ceiling:
-            raise ValueError("budget_cap must not exceed true_ceiling")
-        if not isinstance(self.urgency, str):
-            raise TypeError("urgency must be a string")
-
-    def __repr__(self) -> str:
-        return "BuyerVault(<sealed>)"
-
-    def constraints(self) -> JsonObject:
-        """The JSON object the buyer's commitment is made over (and a reveal discloses)."""
-        constraints: JsonObject = {
-            "budget_cap": price_to_json(self.budget_cap),
-            "true_ceiling": price_to_json(self.true_ceiling),
-            "urgency": self.urgency,
-        }
-        if self.terms is not None:
-            constraints["terms"] = self.terms.constraints()
-        return constraints
-
-    def limits(self) -> Limits:
-        """The price points a strategy works with: open low, give up nothing past the ceiling."""
-        return Limits(
-            ideal=self.budget_cap * BUYER_OPENING_SHARE,
-            reservation=self.true_ceiling,
-            target=self.budget_cap,
-        )
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class MerchantVault:
-    """A merchant's private limits: ``floor_price`` is hard, ``ideal_price`` its list price."""
-
-    floor_price: Decimal
-    ideal_price: Decimal
-    #: Weights and per-issue limits, for sessions that negotiate terms besides the price.
-    terms: TermsVault | None = None
-
-    def __post_init__(self) -> None:
-        _check_amounts(floor_price=self.floor_price, ideal_price=self.ideal_price)
-        if self.floor_price > self.ideal_price:
-            raise ValueError("floor_price must not exceed ideal_price")
-
-    def __repr__(self) -> str:
-        return "MerchantVault(<sealed>)"
-
-    def constraints(self) -> JsonObject:
-        """The JSON object the merchant's commitment is made over (and a reveal discloses)."""
-        constraints: JsonObject = {
-            "floor_price": price_to_json(self.floor_price),
-            "ideal_price": price_to_json(self.ideal_price),
-        }
-        if self.terms is not None:
-            constraints["terms"] = self.terms.constraints()
-        return constraints
-
-    def limits(self) -> Limits:
-        """The price points a strategy works with: open at list price, stop at the floor."""
-        return Limits(ideal=self.ideal_price, reservation=self.floor_price, target=self.ideal_price)
-
-
-class Vault(Protocol):
-    """What an agent needs of a vault: the committed constraints and the strategy's limits."""
-
-    def constraints(self) -> JsonObject: ...
-
-    def limits(self) -> Limits: ...
-
-    @property
-    def terms(self) -> TermsVault | None: ...
-
-
 V = TypeVar("V", bound=Vault)
 
 
@@ -182,41 +90,6 @@ class Closed:
 
 
 Outcome = Agreed | Closed
-
-
-@dataclass(frozen=True, slots=True)
-class SettlePolicy:
-    """When an agent reveals its limit to settle at once (docs/protocol.md §5, settlement).
-
-    ``when`` is ``"never"``; ``"stuck"``, once a round's verdict finds the spread did not
-    narrow; or ``"round"``, in its turn from round ``from_round`` on. Whatever ``when`` says,
-    an agent in a session opened for settlement answers the other side's reveal with its own
-    (the buyer asked for settlement by opening so, the merchant agreed to it by acking): the
-    deal is then decided by both limits, and the midpoint never takes back a concession.
-    A buyer opens a session for settlement only when its policy is not ``"never"``.
-    """
-
-    when: Literal["never", "stuck", "round"] = "never"
-    from_round: int = 1
-
-    def __post_init__(self) -> None:
-        if self.when not in ("never", "stuck", "round"):
-            raise ValueError(f"settle when {self.when!r}: never, stuck or round")
-        if self.from_round < 1:
-            raise ValueError("settling from a round before round 1")
-
-    @property
-    def allows(self) -> bool:
-        return self.when != "never"
-
-    def reveals_now(self, round_: int, stuck: bool) -> bool:
-        """Whether to reveal first in this turn of round ``round_``."""
-        if self.when == "stuck":
-            return stuck
-        return self.when == "round" and round_ >= self.from_round
-
-
-NEVER_SETTLE: Final = SettlePolicy()
 
 
 @dataclass(frozen=True, slots=True)

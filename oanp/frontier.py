@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import TypeVar
 
-from oanp.agents import BuyerVault, MerchantVault
 from oanp.commitments import Role
 from oanp.money import decimals_of
 from oanp.terms import ChoiceIssue, Issue, Values
 from oanp.tradeoffs import TermsPlan, read_terms_vault
+from oanp.vaults import BuyerVault, MerchantVault
 
 #: How many equal steps the price takes across the zone of agreement.
 PRICE_STEPS = 40

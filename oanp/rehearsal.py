@@ -13,20 +13,15 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from oanp.agents import (
-    NEVER_SETTLE,
-    BuyerAgent,
-    BuyerVault,
-    MerchantAgent,
-    MerchantVault,
-    SettlePolicy,
-)
+from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.canonical import JsonObject
 from oanp.commitments import encode_salt
 from oanp.envelope import envelope_from_json
 from oanp.log import Entry
 from oanp.machine import Arbiter, Negotiation
+from oanp.settlement import NEVER_SETTLE, SettlePolicy
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant
+from oanp.vaults import BuyerVault, MerchantVault
 
 #: Enough for 20 rounds of moves and verdicts; a loop past it means two agents talk past
 #: each other, which should fail loudly rather than spin.

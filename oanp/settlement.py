@@ -3,7 +3,9 @@ re-derives (docs/protocol.md §5, settlement)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Final, Literal
 
 from oanp.money import minor_units
 
@@ -29,3 +31,41 @@ def settlement_price(
     if merchant_standing is not None:
         price = min(price, merchant_standing)
     return price
+
+
+# When an agent reveals first ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SettlePolicy:
+    """When an agent reveals its limit to settle at once (docs/protocol.md §5, settlement).
+
+    ``when`` is ``"never"``; ``"stuck"``, once a round's verdict finds the spread did not
+    narrow; or ``"round"``, in its turn from round ``from_round`` on. Whatever ``when`` says,
+    an agent in a session opened for settlement answers the other side's reveal with its own
+    (the buyer asked for settlement by opening so, the merchant agreed to it by acking): the
+    deal is then decided by both limits, and the midpoint never takes back a concession.
+    A buyer opens a session for settlement only when its policy is not ``"never"``.
+    """
+
+    when: Literal["never", "stuck", "round"] = "never"
+    from_round: int = 1
+
+    def __post_init__(self) -> None:
+        if self.when not in ("never", "stuck", "round"):
+            raise ValueError(f"settle when {self.when!r}: never, stuck or round")
+        if self.from_round < 1:
+            raise ValueError("settling from a round before round 1")
+
+    @property
+    def allows(self) -> bool:
+        return self.when != "never"
+
+    def reveals_now(self, round_: int, stuck: bool) -> bool:
+        """Whether to reveal first in this turn of round ``round_``."""
+        if self.when == "stuck":
+            return stuck
+        return self.when == "round" and round_ >= self.from_round
+
+
+NEVER_SETTLE: Final = SettlePolicy()

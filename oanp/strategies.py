@@ -247,7 +247,7 @@ class ConcessionStrategy(ABC):
 @dataclass(frozen=True)
 class ReferenceBuyer(ConcessionStrategy):
     """The published reference buyer: opens at its ideal (80% of budget_cap, see
-    :meth:`oanp.agents.BuyerVault.limits`) and concedes ``step_share`` of its soft target
+    :meth:`oanp.vaults.BuyerVault.limits`) and concedes ``step_share`` of its soft target
     (5% of budget_cap) per round, never past its ceiling.
 
     It is not time-dependent, so it may end a session below its ceiling.

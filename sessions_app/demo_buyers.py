@@ -25,16 +25,18 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from oanp.agents import NEVER_SETTLE, Agreed, BuyerAgent, BuyerVault, SettlePolicy
+from oanp.agents import Agreed, BuyerAgent
 from oanp.canonical import JsonObject
 from oanp.commitments import encode_salt
 from oanp.envelope import MessageType
 from oanp.ids import new_ulid
 from oanp.money import price_to_json
 from oanp.net.client import ArbiterClient, ProblemError
+from oanp.settlement import NEVER_SETTLE, SettlePolicy
 from oanp.strategies import strategy_named
 from oanp.tradeoffs import IssueLimits, TermsVault
 from oanp.transcript import terms_text
+from oanp.vaults import BuyerVault
 
 #: Seconds between two reads of a log while waiting for the other side.
 POLL_SECONDS = 0.3

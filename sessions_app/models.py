@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from oanp.agents import SettlePolicy
+from oanp.settlement import SettlePolicy
 from oanp.strategies import STRATEGIES, Strategy
 
 
@@ -65,7 +65,8 @@ class Mode(models.TextChoices):
 
 
 class SettleWhen(models.TextChoices):
-    """When a hosted agent reveals its floor first to settle (:class:`oanp.agents.SettlePolicy`)."""
+    """When a hosted agent reveals its floor first to settle
+    (:class:`oanp.settlement.SettlePolicy`)."""
 
     NEVER = "never", "Never first (a buyer's reveal is still answered)"
     STUCK = "stuck", "Once the spread stops narrowing"

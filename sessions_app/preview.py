@@ -32,18 +32,20 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault, SettlePolicy
+from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.commitments import encode_salt
 from oanp.envelope import DEFAULT_MAX_ROUNDS
 from oanp.machine import Arbiter
 from oanp.money import minor_units
 from oanp.pricelist import PriceLimits, PriceList
 from oanp.rehearsal import rehearse
+from oanp.settlement import SettlePolicy
 from oanp.signing import ArbiterKey
 from oanp.strategies import STRATEGIES
 from oanp.terms import ChoiceIssue, Issue
 from oanp.tradeoffs import MAX_WEIGHT, IssueLimits, TermsVault, issues_for
 from oanp.transcript import terms_text
+from oanp.vaults import BuyerVault, MerchantVault
 from sessions_app.analytics import plain
 from sessions_app.models import AgentProfile, Mode
 from sessions_app.services import NoLimits

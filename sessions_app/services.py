@@ -25,10 +25,11 @@ from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import AgentCredential, Listing
 from oanp import discovery
-from oanp.agents import NEVER_SETTLE, MerchantVault, SettlePolicy
 from oanp.commitments import SALT_BYTES, encode_salt
 from oanp.envelope import IDENTIFIER_RULE, is_identifier
 from oanp.pricelist import PriceList, Unpriced
+from oanp.settlement import NEVER_SETTLE, SettlePolicy
+from oanp.vaults import MerchantVault
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Mode
 from sessions_app.tactics import changed_tactics, settle_text, tactics_fields
 from sessions_app.vault import seal, seal_session_vault, seal_text, unseal

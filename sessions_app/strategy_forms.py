@@ -15,7 +15,7 @@ from typing import Any
 
 from django import forms
 
-from oanp.agents import SettlePolicy
+from oanp.settlement import SettlePolicy
 from oanp.strategies import STRATEGIES, NamedStrategy, Parameter, ParameterError
 from sessions_app.models import HostedTactics, SettleWhen
 from sessions_app.tactics import LAST_SETTLE_ROUND

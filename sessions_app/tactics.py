@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oanp.agents import SettlePolicy
 from oanp.envelope import MAX_ROUNDS_LIMIT
+from oanp.settlement import SettlePolicy
 from oanp.strategies import STRATEGIES, UnknownStrategy
 
 #: The latest round a settle policy may name: a session has at most this many.

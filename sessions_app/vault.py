@@ -4,7 +4,7 @@ This key is not the arbiter's: the arbiter signs with its own keys and never imp
 module, so it cannot open a vault even by mistake.
 
 An agent's vault seals its :class:`~oanp.pricelist.PriceList` (limits per currency and item,
-its terms); each hosted session seals the one :class:`~oanp.agents.MerchantVault` it was
+its terms); each hosted session seals the one :class:`~oanp.vaults.MerchantVault` it was
 opened on, so that editing the agent never changes a running session.
 """
 
@@ -16,9 +16,9 @@ from decimal import Decimal
 from cryptography.fernet import Fernet
 from django.conf import settings
 
-from oanp.agents import MerchantVault
 from oanp.pricelist import PriceList, read_price_list
 from oanp.tradeoffs import read_terms_vault
+from oanp.vaults import MerchantVault
 
 
 def _fernet() -> Fernet:

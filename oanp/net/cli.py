@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.audit import (
     BUNDLE_DEPTH,
     BUNDLE_FORMAT,
@@ -44,6 +44,7 @@ from oanp.rehearsal import rehearse
 from oanp.signing import ArbiterKey, jwks_document
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant
 from oanp.transcript import describe_entry
+from oanp.vaults import BuyerVault, MerchantVault
 
 DEMO_ARBITER_ID = "arbiter.demo"
 DEMO_JWKS_URI = "http://127.0.0.1:8000/.well-known/jwks.json"

@@ -23,19 +23,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from oanp.agents import (
-    NEVER_SETTLE,
-    BuyerAgent,
-    MerchantAgent,
-    MerchantVault,
-    Outcome,
-    SettlePolicy,
-)
+from oanp.agents import BuyerAgent, MerchantAgent, Outcome
 from oanp.audit import Report, verify_log
 from oanp.canonical import JsonObject
 from oanp.errors import ProtocolError
 from oanp.pricelist import PriceList
+from oanp.settlement import NEVER_SETTLE, SettlePolicy
 from oanp.strategies import Strategy
+from oanp.vaults import MerchantVault
 
 STATE_VERSION = 1
 

@@ -19,7 +19,8 @@ from mcp import Client, types
 
 from oanp.audit import verify_log
 from oanp.net.client import ArbiterClient
-from oanp.net.mcp import Desk, build_server
+from oanp.net.desk import Desk
+from oanp.net.mcp import build_server
 from tests.conftest import LiveServer
 from tests.support.factories.agents import SFO_JFK_ITEM, Agent, make_agent
 

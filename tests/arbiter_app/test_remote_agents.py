@@ -445,10 +445,10 @@ def test_a_merchant_stopped_between_sending_and_noting_it_resends_the_same_bytes
     from datetime import UTC, datetime
     from decimal import Decimal
 
-    from oanp.agents import MerchantVault
     from oanp.commitments import encode_salt
     from oanp.net.negotiators import Merchant, MerchantState
     from oanp.strategies import ReferenceMerchant
+    from oanp.vaults import MerchantVault
 
     seller = make_agent("merchant-window", "merchant")
     buyer = make_agent("buyer-window", "buyer")

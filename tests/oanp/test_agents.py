@@ -18,11 +18,9 @@ from oanp.agents import (
     Agreed,
     BeyondLimit,
     BuyerAgent,
-    BuyerVault,
     Closed,
     InvalidMove,
     MerchantAgent,
-    MerchantVault,
     Renege,
 )
 from oanp.canonical import read_json
@@ -44,6 +42,7 @@ from oanp.strategies import (
     TitForTat,
     in_own_favour,
 )
+from oanp.vaults import BuyerVault, MerchantVault
 
 D = Decimal
 NOW = datetime(2026, 4, 28, 14, 0, tzinfo=UTC)

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oanp.agents import BuyerVault, MerchantVault
 from oanp.frontier import Frontier, Outcome, frontier, revealed_plan, trade_offs
 from oanp.tradeoffs import IssueLimits, TermsPlan, TermsVault
+from oanp.vaults import BuyerVault, MerchantVault
 from tests.support.factories.terms import BUYER_TERMS, DECLARED, MERCHANT_TERMS
 
 BUYER = BuyerVault(Decimal(420), Decimal(400), terms=BUYER_TERMS).constraints()

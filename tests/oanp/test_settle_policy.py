@@ -7,19 +7,14 @@ from decimal import Decimal
 
 import pytest
 
-from oanp.agents import (
-    NEVER_SETTLE,
-    BuyerAgent,
-    BuyerVault,
-    MerchantAgent,
-    MerchantVault,
-    SettlePolicy,
-)
+from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.commitments import encode_salt
 from oanp.invariants import audit_log
 from oanp.machine import Arbiter
 from oanp.rehearsal import Rehearsal, rehearse
+from oanp.settlement import NEVER_SETTLE, SettlePolicy
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant
+from oanp.vaults import BuyerVault, MerchantVault
 from tests.support.factories.logs import SteppingClock
 from tests.support.factories.sessions import JWKS, KEY
 from tests.support.factories.terms import BUYER_TERMS, ISSUES, MERCHANT_TERMS

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.commitments import Role, encode_salt
 from oanp.rehearsal import rehearse
 from oanp.strategies import (
@@ -29,6 +29,7 @@ from oanp.strategies import (
     at_least_as_good,
     strategy_named,
 )
+from oanp.vaults import BuyerVault, MerchantVault
 from tests.oanp.test_strategies import (
     DEMO_BUYER,
     DEMO_MERCHANT,

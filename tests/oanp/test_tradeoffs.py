@@ -15,19 +15,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oanp.agents import (
-    BuyerAgent,
-    LimitGuard,
-    MerchantAgent,
-    MerchantVault,
-    TermsUnfit,
-)
+from oanp.agents import BuyerAgent, LimitGuard, MerchantAgent, TermsUnfit
 from oanp.audit import verify_log
 from oanp.commitments import encode_salt
 from oanp.rehearsal import rehearse
 from oanp.strategies import Boulware, Limits
 from oanp.terms import is_pure_retraction, issues_json, read_terms
 from oanp.tradeoffs import IssueLimits, TermsPlan, TermsVault, issues_for, read_want
+from oanp.vaults import MerchantVault
 from tests.support.factories.sessions import ARBITER, ITEM, JWKS, T0
 from tests.support.factories.terms import (
     BUYER_TERMS,

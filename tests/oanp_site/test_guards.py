@@ -28,8 +28,8 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from arbiter_app.models import Session
-from oanp.agents import BuyerVault
 from oanp.commitments import encode_salt
+from oanp.vaults import BuyerVault
 from oanp_site.asgi import SyncMiddlewareHandler
 from sessions_app.models import Membership, Role
 from tests.conftest import LiveServer

@@ -12,8 +12,8 @@ from django.test import Client
 from django.utils.html import escape
 
 from arbiter_app.models import Entry, Session
-from oanp.agents import SettlePolicy
 from oanp.rehearsal import Rehearsal, rehearse
+from oanp.settlement import SettlePolicy
 from oanp.strategies import STRATEGIES
 from oanp.tradeoffs import IssueLimits, TermsVault
 from sessions_app import preview

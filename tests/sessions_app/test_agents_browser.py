@@ -9,9 +9,10 @@ from itertools import count
 
 import pytest
 
-from oanp.agents import Agreed, BuyerAgent, BuyerVault
+from oanp.agents import Agreed, BuyerAgent
 from oanp.commitments import encode_salt
 from oanp.strategies import ReferenceBuyer
+from oanp.vaults import BuyerVault
 from sessions_app.models import Role
 from tests.conftest import LiveServer, Worker
 from tests.sessions_app.browser import chromium, screenshot, sign_in

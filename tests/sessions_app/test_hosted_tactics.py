@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from oanp.agents import SettlePolicy
 from oanp.audit import verify_log
 from oanp.net import commands
 from oanp.net.client import ArbiterClient
+from oanp.settlement import SettlePolicy
 from oanp.strategies import ParameterError, UnknownStrategy
 from sessions_app import runner, services
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession

@@ -17,9 +17,9 @@ import pytest
 from django.template.loader import render_to_string
 from django.test import Client
 
-from oanp.agents import BuyerVault, MerchantVault
 from oanp.frontier import trade_offs
 from oanp.terms import read_terms
+from oanp.vaults import BuyerVault, MerchantVault
 from sessions_app import analytics
 from sessions_app.analytics import analyse_terms
 from sessions_app.models import Role

@@ -21,13 +21,14 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from oanp.agents import BuyerAgent, BuyerVault
+from oanp.agents import BuyerAgent
 from oanp.audit import verify_log
 from oanp.envelope import format_timestamp
 from oanp.ids import new_ulid
 from oanp.log import Entry
 from oanp.net.client import ArbiterClient
 from oanp.transcript import describe_entry
+from oanp.vaults import BuyerVault
 from oanp_site import processes
 from sessions_app.demo_buyers import BackgroundBuyers, Stalled, buyer_agent, negotiate
 from sessions_app.management.commands.seed_demo import (

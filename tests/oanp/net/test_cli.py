@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, example, given, settings
 
 from oanp.net import cli
-from oanp.net.commands import parse_issue
+from oanp.net.arguments import parse_issue
 from tests.support.factories.logs import (
     NO_DEAL,
     SEED,

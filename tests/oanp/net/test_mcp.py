@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
-from oanp.net.mcp import Desk
+from oanp.net.desk import Desk
 from tests.support.factories.sessions import (
     BUYER_COMMIT,
     MERCHANT_COMMIT,

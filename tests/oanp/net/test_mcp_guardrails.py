@@ -19,7 +19,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from oanp.envelope import parse_envelope
 from oanp.net import cli, commands
-from oanp.net.mcp import Desk, build_server
+from oanp.net.desk import Desk
+from oanp.net.mcp import build_server
 from tests.support.factories.sessions import (
     BUYER,
     BUYER_COMMIT,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oanp.agents import BuyerAgent, BuyerVault, Closed, MerchantAgent, MerchantVault
+from oanp.agents import BuyerAgent, Closed, MerchantAgent
 from oanp.commitments import encode_salt, limit_breaches
 from oanp.invariants import audit_log
 from oanp.machine import Phase
@@ -23,6 +23,7 @@ from oanp.strategies import (
     ReferenceMerchant,
     TitForTat,
 )
+from oanp.vaults import BuyerVault, MerchantVault
 from tests.support.factories.sessions import ARBITER, JWKS
 
 TIME_DEPENDENT = {"boulware": Boulware, "linear": Linear, "conceder": Conceder}

@@ -14,11 +14,13 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.test import Client
 
-from oanp.agents import NEVER_SETTLE, BuyerAgent, BuyerVault, SettlePolicy
+from oanp.agents import BuyerAgent
 from oanp.commitments import encode_salt
 from oanp.pricelist import PriceLimits, PriceList
+from oanp.settlement import NEVER_SETTLE, SettlePolicy
 from oanp.strategies import ReferenceBuyer
 from oanp.tradeoffs import TermsVault
+from oanp.vaults import BuyerVault
 from sessions_app import services
 from sessions_app.models import AgentProfile, Membership, Merchant, Mode, Role
 from tests.support.factories.agents import Agent, make_agent

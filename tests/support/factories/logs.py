@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.audit import build_bundle
 from oanp.canonical import ZERO_HASH, JsonObject, canonical_bytes
 from oanp.commitments import encode_salt
@@ -35,6 +35,7 @@ from oanp.strategies import (
     ReferenceMerchant,
     Strategy,
 )
+from oanp.vaults import BuyerVault, MerchantVault
 
 ARBITER_ID = "arbiter.test"
 JWKS_URI = "https://arbiter.test/.well-known/jwks.json"

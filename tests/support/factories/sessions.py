@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from oanp import rehearsal
-from oanp.agents import NEVER_SETTLE, BuyerAgent, MerchantAgent, SettlePolicy
+from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.envelope import Envelope, envelope_from_json
 from oanp.log import Entry
 from oanp.machine import Arbiter, Negotiation
+from oanp.settlement import NEVER_SETTLE, SettlePolicy
 from oanp.signing import ArbiterKey, jwks_document
 
 T0 = datetime(2026, 4, 28, 14, 0, tzinfo=UTC)

@@ -7,11 +7,12 @@ import itertools
 from decimal import Decimal
 from typing import Any
 
-from oanp.agents import BuyerAgent, BuyerVault, MerchantAgent, MerchantVault
+from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.commitments import encode_salt
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant
 from oanp.terms import read_issues
 from oanp.tradeoffs import IssueLimits, TermsVault
+from oanp.vaults import BuyerVault, MerchantVault
 
 ISSUES: list[dict[str, Any]] = [
     {
