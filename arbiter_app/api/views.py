@@ -22,7 +22,8 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from arbiter_app import limits, selectors, services
-from arbiter_app.api.openapi import ENVELOPE_SCHEMA_PATH, json_schema
+from arbiter_app.api.openapi import json_schema
+from arbiter_app.api.payloads import ENVELOPE_SCHEMA_PATH
 from arbiter_app.api.streams import BadCursor
 from arbiter_app.models import AgentCredential, Listing
 from arbiter_app.selectors import key_history, published_jwks

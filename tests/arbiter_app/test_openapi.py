@@ -11,7 +11,7 @@ import pytest
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
-from arbiter_app.api.openapi import ENVELOPE_SCHEMA_PATH
+from arbiter_app.api.payloads import ENVELOPE_SCHEMA_PATH
 from oanp.envelope import SENDERS, MessageType, Role, check_sender, parse_envelope
 from oanp.errors import ProtocolError, SchemaInvalid, Unprocessable
 from oanp.settlement import SETTLEMENT_RULE
