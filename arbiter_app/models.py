@@ -8,8 +8,8 @@ import json
 from django.db import models
 from django.utils import timezone
 
-from oanp.machine import Phase
 from oanp.profiles import VerdictStatus
+from oanp.state import Phase
 
 
 class Role(models.TextChoices):

@@ -8,8 +8,8 @@ from datetime import datetime
 from oanp.canonical import JsonObject, JsonValue
 from oanp.commitments import is_weak
 from oanp.envelope import format_timestamp
-from oanp.machine import SessionState
 from oanp.money import price_to_json
+from oanp.state import SessionState
 from oanp.terms import Values, issues_json, issues_open, terms_json
 
 

@@ -46,9 +46,10 @@ from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
 from oanp.commitments import encode_salt
 from oanp.envelope import parse_envelope
 from oanp.log import Entry
-from oanp.machine import Arbiter, Negotiation, Phase
+from oanp.machine import Negotiation
 from oanp.rehearsal import rehearse
 from oanp.signing import AGREEMENT_TYP, ArbiterKey
+from oanp.state import Arbiter, Phase
 from oanp.strategies import (
     Boulware,
     Conceder,

@@ -38,9 +38,9 @@ from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.audit import BundleWriter
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.commitments import encode_salt
-from oanp.machine import Arbiter
 from oanp.rehearsal import rehearse
 from oanp.signing import ArbiterKey, jwks_document
+from oanp.state import Arbiter
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant
 from oanp.vaults import BuyerVault, MerchantVault
 

@@ -33,9 +33,10 @@ from oanp.envelope import (
 )
 from oanp.errors import FieldError, ProtocolError, VerificationError
 from oanp.log import Entry, Head, chain_breaks, make_entry
-from oanp.machine import Arbiter, Negotiation, Phase, SessionState
+from oanp.machine import Negotiation
 from oanp.money import fits_currency, minor_units, price_to_json
 from oanp.signing import ArbiterKey, jwks_document, verify_detached
+from oanp.state import Arbiter, Phase, SessionState
 
 __all__ = [
     "OANP_VERSION",

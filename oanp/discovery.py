@@ -23,8 +23,8 @@ from oanp.envelope import (
     RESPONSE_WINDOW_RANGE,
 )
 from oanp.errors import FieldError, SchemaInvalid
-from oanp.machine import MAX_DEADLINE_AHEAD
 from oanp.money import MINOR_UNITS
+from oanp.state import MAX_DEADLINE_AHEAD
 from oanp.terms import MAX_ISSUES
 
 #: A catalog's items are what a buyer would send as ``item`` (4 KiB each); the whole catalog

@@ -36,11 +36,11 @@ from oanp.envelope import (
 )
 from oanp.errors import BadTerms, ProtocolError, VerificationError
 from oanp.log import ChainBreak, chain_breaks
-from oanp.machine import TIMER_REASONS
 from oanp.money import price_to_json
 from oanp.profiles import PROFILES, Judgement, Profile, Reason, VerdictStatus, breach_invariant
 from oanp.settlement import SETTLEMENT_RULE, settlement_price
 from oanp.signing import AGREEMENT_TYP, verify_detached
+from oanp.state import TIMER_REASONS
 from oanp.terms import Values, is_pure_retraction, issues_open, read_terms, terms_json
 
 T = MessageType

@@ -18,8 +18,9 @@ from oanp.canonical import JsonObject
 from oanp.commitments import encode_salt
 from oanp.envelope import envelope_from_json
 from oanp.log import Entry
-from oanp.machine import Arbiter, Negotiation
+from oanp.machine import Negotiation
 from oanp.settlement import NEVER_SETTLE, SettlePolicy
+from oanp.state import Arbiter
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant
 from oanp.vaults import BuyerVault, MerchantVault
 

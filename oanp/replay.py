@@ -33,9 +33,9 @@ from oanp.envelope import (
 )
 from oanp.errors import BadTerms
 from oanp.invariants import AuditWalk, LogAudit
-from oanp.machine import Phase
 from oanp.money import price_to_json
 from oanp.profiles import PROFILES, Profile
+from oanp.state import Phase
 from oanp.terms import Issue, issues_open, read_terms
 
 

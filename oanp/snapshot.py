@@ -15,8 +15,8 @@ from typing import Any
 from oanp.canonical import JsonObject, JsonValue
 from oanp.envelope import Role, format_timestamp, parse_timestamp
 from oanp.log import Head
-from oanp.machine import Phase, SessionState
 from oanp.profiles import Reason
+from oanp.state import Phase, SessionState
 from oanp.terms import ChoiceIssue, NumberIssue, Values, read_issues
 
 SNAPSHOT_VERSION = 1

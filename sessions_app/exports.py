@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from arbiter_app import selectors as arbiter
 from arbiter_app.queue import enqueue
-from oanp.machine import Phase
+from oanp.state import Phase
 from sessions_app import selectors
 from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant
 from sessions_app.selectors import Scope

@@ -20,8 +20,8 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from arbiter_app.models import VERDICT_COUNTS, Session
-from oanp.machine import Phase
 from oanp.profiles import PROFILES, VerdictStatus
+from oanp.state import Phase
 from sessions_app.models import AgentProfile
 
 if TYPE_CHECKING:

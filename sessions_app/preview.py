@@ -35,12 +35,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.commitments import encode_salt
 from oanp.envelope import DEFAULT_MAX_ROUNDS
-from oanp.machine import Arbiter
 from oanp.money import minor_units
 from oanp.pricelist import PriceLimits, PriceList
 from oanp.rehearsal import rehearse
 from oanp.settlement import SettlePolicy
 from oanp.signing import ArbiterKey
+from oanp.state import Arbiter
 from oanp.strategies import STRATEGIES
 from oanp.terms import ChoiceIssue, Issue
 from oanp.tradeoffs import MAX_WEIGHT, IssueLimits, TermsVault, issues_for

@@ -32,8 +32,8 @@ from oanp.agents import AgentStateError, LimitGuard, MerchantAgent
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.envelope import parse_envelope, parse_timestamp
 from oanp.errors import AlreadyRevealed, OutOfTurn, ProtocolError, SessionTerminal, TimerExpired
-from oanp.machine import Phase
 from oanp.pricelist import PriceList
+from oanp.state import Phase
 from sessions_app import services
 from sessions_app.models import AgentProfile, HostedSession, Mode
 from sessions_app.vault import unseal_session_vault, unseal_text

@@ -41,11 +41,11 @@ from arbiter_app.models import (
     Listing,
     Session,
 )
-from oanp.machine import Phase, SessionState
 from oanp.pricelist import PriceList
 from oanp.replay import Frame
 from oanp.replay import replay as replay_log
 from oanp.snapshot import load_state
+from oanp.state import Phase, SessionState
 from oanp.terms import issues_open, terms_json
 from oanp.transcript import terms_text
 from sessions_app.filters import SORTS, STATES, VIOLATED, SessionFilter, encode_cursor

@@ -29,8 +29,8 @@ from oanp.envelope import (
     MessageType,
     Role,
 )
-from oanp.machine import Phase
 from oanp.profiles import PROFILES, TERMS
+from oanp.state import Phase
 from oanp.terms import (
     MAX_ISSUES,
 )

@@ -36,7 +36,7 @@ from arbiter_app.auth import authenticate, client_address
 from arbiter_app.models import AgentCredential, Session
 from arbiter_app.problems import problem_body, problem_response, protocol_problem
 from oanp.errors import ProtocolError
-from oanp.machine import Phase
+from oanp.state import Phase
 
 log = logging.getLogger(__name__)
 

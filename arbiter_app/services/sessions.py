@@ -38,8 +38,9 @@ from oanp.errors import (
     UnknownSession,
 )
 from oanp.log import Entry as LogEntry
-from oanp.machine import Arbiter, Negotiation
+from oanp.machine import Negotiation
 from oanp.snapshot import dump_state, load_state
+from oanp.state import Arbiter
 
 
 class SenderMismatch(ProtocolError):

@@ -38,10 +38,10 @@ from oanp.errors import MalformedEnvelope, ProtocolError
 from oanp.ids import new_ulid
 from oanp.jsonstream import PullReader, StreamError
 from oanp.log import Entry
-from oanp.machine import Arbiter
 from oanp.net.commands import add_commands, run_command
 from oanp.rehearsal import rehearse
 from oanp.signing import ArbiterKey, jwks_document
+from oanp.state import Arbiter
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant
 from oanp.transcript import describe_entry
 from oanp.vaults import BuyerVault, MerchantVault

@@ -10,7 +10,7 @@ import pytest
 from oanp import discovery
 from oanp.envelope import MAX_ENVELOPE_BYTES, MAX_ROUNDS_LIMIT, RESPONSE_WINDOW_RANGE
 from oanp.errors import SchemaInvalid
-from oanp.machine import MAX_DEADLINE_AHEAD
+from oanp.state import MAX_DEADLINE_AHEAD
 from oanp.terms import MAX_ISSUES
 
 

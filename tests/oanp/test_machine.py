@@ -12,9 +12,10 @@ from oanp.canonical import canonical_bytes
 from oanp.envelope import Role, format_timestamp
 from oanp.errors import MessageIdSeen, ProtocolError
 from oanp.invariants import audit_log
-from oanp.machine import Negotiation, Phase
+from oanp.machine import Negotiation
 from oanp.profiles import Reason
 from oanp.signing import AGREEMENT_TYP, verify_detached
+from oanp.state import Phase
 from tests.support.factories.sessions import (
     ARBITER,
     BUYER,

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from oanp.errors import ProtocolError
 from oanp.invariants import audit_log
 from oanp.log import chain_breaks
-from oanp.machine import MOVE_EXITS, TRANSITIONS, Phase
 from oanp.snapshot import dump_state, load_state
+from oanp.state import MOVE_EXITS, TRANSITIONS, Phase
 from tests.support.factories.sessions import BUYER_COMMIT, JWKS, MERCHANT_COMMIT, Session, envelope
 
 PARTY_TYPES = [

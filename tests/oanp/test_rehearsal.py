@@ -17,8 +17,8 @@ from oanp.commitments import commit, encode_salt
 from oanp.errors import ProtocolError
 from oanp.invariants import audit_log
 from oanp.log import Entry
-from oanp.machine import Arbiter, Phase
 from oanp.rehearsal import Rehearsal, rehearse, sfo_jfk_agents
+from oanp.state import Arbiter, Phase
 from tests.support.factories.logs import (
     ARBITER_ID,
     JWKS_URI,

@@ -10,9 +10,9 @@ import pytest
 from oanp.agents import BuyerAgent, MerchantAgent
 from oanp.commitments import encode_salt
 from oanp.invariants import audit_log
-from oanp.machine import Arbiter
 from oanp.rehearsal import Rehearsal, rehearse
 from oanp.settlement import NEVER_SETTLE, SettlePolicy
+from oanp.state import Arbiter
 from oanp.strategies import ReferenceBuyer, ReferenceMerchant
 from oanp.vaults import BuyerVault, MerchantVault
 from tests.support.factories.logs import SteppingClock

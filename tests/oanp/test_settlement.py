@@ -18,8 +18,9 @@ from oanp.commitments import commit, encode_salt, reference_commit
 from oanp.envelope import Envelope
 from oanp.errors import ProtocolError
 from oanp.invariants import audit_log
-from oanp.machine import Negotiation, Phase
+from oanp.machine import Negotiation
 from oanp.settlement import settlement_price
+from oanp.state import Phase
 from tests.support.factories.logs import forge
 from tests.support.factories.sessions import (
     ITEM,

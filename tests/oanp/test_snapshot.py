@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from oanp.envelope import Role
 from oanp.errors import ProtocolError
 from oanp.log import Head
-from oanp.machine import Negotiation, Phase, SessionState
+from oanp.machine import Negotiation
 from oanp.profiles import Reason
 from oanp.snapshot import SNAPSHOT_VERSION, dump_state, load_state
+from oanp.state import Phase, SessionState
 from tests.support.factories.sessions import (
     ARBITER,
     T0,

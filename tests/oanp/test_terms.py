@@ -16,9 +16,9 @@ from oanp.canonical import canonical_bytes
 from oanp.commitments import commit, encode_salt
 from oanp.errors import BadTerms, NotSettleable, SchemaInvalid, TermsNotStanding
 from oanp.invariants import audit_log
-from oanp.machine import Phase
 from oanp.signing import AGREEMENT_TYP
 from oanp.snapshot import dump_state, load_state
+from oanp.state import Phase
 from oanp.terms import (
     ChoiceIssue,
     IssuesInvalid,

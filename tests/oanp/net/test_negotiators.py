@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from oanp.agents import BuyerAgent, Closed, MerchantAgent
 from oanp.commitments import encode_salt, limit_breaches
 from oanp.invariants import audit_log
-from oanp.machine import Phase
 from oanp.rehearsal import rehearse
+from oanp.state import Phase
 from oanp.strategies import (
     Boulware,
     Conceder,

@@ -24,9 +24,10 @@ from oanp.canonical import ZERO_HASH, JsonObject, canonical_bytes
 from oanp.commitments import encode_salt
 from oanp.envelope import envelope_from_json
 from oanp.log import entry_hash_of
-from oanp.machine import Arbiter, Negotiation
+from oanp.machine import Negotiation
 from oanp.rehearsal import rehearse
 from oanp.signing import AGREEMENT_TYP, ArbiterKey, jwks_document
+from oanp.state import Arbiter
 from oanp.strategies import (
     Boulware,
     Conceder,
