@@ -32,11 +32,12 @@ from oanp.envelope import (
     Withdraw,
 )
 from oanp.errors import BadTerms
-from oanp.invariants import AuditWalk, LogAudit
+from oanp.invariants import AuditWalk
 from oanp.money import price_to_json
 from oanp.profiles import PROFILES, Profile
 from oanp.state import Phase
 from oanp.terms import Issue, issues_open, read_terms
+from oanp.walk import LogAudit
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,11 +26,12 @@ from oanp.canonical import (
     json_value,
 )
 from oanp.errors import ProtocolError, VerificationError
-from oanp.invariants import LogAudit, Status, audit_log
+from oanp.invariants import audit_log
 from oanp.jsonstream import PullReader, StreamError
 from oanp.log import ChainWalk, walk_chain
 from oanp.profiles import PROFILES, Profile
 from oanp.signing import CHECKPOINT_TYP, verify_detached
+from oanp.walk import LogAudit, Status
 
 # Verification --------------------------------------------------------------------------------
 

@@ -12,9 +12,10 @@ import pytest
 
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.envelope import INVARIANTS
-from oanp.invariants import InvariantResult, LogAudit, Status, audit_log
+from oanp.invariants import audit_log
 from oanp.profiles import Profile, registry
 from oanp.signing import AGREEMENT_TYP
+from oanp.walk import InvariantResult, LogAudit, Status
 from tests.oanp.test_audit import edited
 from tests.support.factories.logs import (
     LINEAR_DEAL,

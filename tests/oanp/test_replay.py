@@ -19,8 +19,9 @@ from oanp.audit import verify_log
 from oanp.canonical import JsonObject
 from oanp.envelope import Envelope
 from oanp.errors import ProtocolError
-from oanp.invariants import LogAudit, audit_log
+from oanp.invariants import audit_log
 from oanp.replay import Frame, replay
+from oanp.walk import LogAudit
 from tests.oanp.test_settlement import Settling
 from tests.oanp.test_tradeoffs import play
 from tests.support.factories.logs import (

@@ -32,10 +32,11 @@ from oanp.canonical import canonical_bytes, json_value, read_json
 from oanp.commitments import commit, opens, reference_commit
 from oanp.envelope import check_sender, parse_envelope
 from oanp.errors import ProtocolError, SchemaInvalid, VerificationError
-from oanp.invariants import Status, audit_log
+from oanp.invariants import audit_log
 from oanp.log import entry_hash_of
 from oanp.machine import Negotiation
 from oanp.signing import AGREEMENT_TYP, CHECKPOINT_TYP, ArbiterKey, verify_detached
+from oanp.walk import Status
 from tests.support.factories.sessions import ARBITER, T0
 from tests.support.vectors import FILES, VECTORS_DIR, agreements_json
 

@@ -26,9 +26,10 @@ from oanp.canonical import JsonObject, canonical_bytes, json_value, read_json, t
 from oanp.commitments import commit, encode_salt, reference_commit
 from oanp.envelope import check_sender, parse_envelope
 from oanp.errors import ProtocolError, SchemaInvalid, VerificationError
-from oanp.invariants import Status, audit_log
+from oanp.invariants import audit_log
 from oanp.machine import Negotiation
 from oanp.signing import AGREEMENT_TYP, CHECKPOINT_TYP, ArbiterKey, verify_detached
+from oanp.walk import Status
 from tests.support.factories.logs import (
     BUNDLED_AT,
     NO_DEAL,
