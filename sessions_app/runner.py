@@ -11,6 +11,10 @@ Running :func:`answer` twice is harmless: an answer's ``message_id`` is derived 
 answers and its ``timestamp`` is that entry's ``received_at``, so a second run submits the very
 same envelope and the arbiter replays its first answer (200) instead of taking a second move.
 
+No answer is lost to the broker: while it is away the answer is made in the process that
+committed the buyer's move, and :func:`sweep_answers` makes every answer whose task was lost
+otherwise (a crash between a commit and its queueing, a broker that forgot its queue).
+
 When the merchant chose to (``reveal_after_end``, on at the session's open and still on), the
 end of a session queues :func:`reveal_after_end`, which reveals the limits the agent committed
 to through :func:`arbiter_app.services.reveal_constraints`, the service behind an external
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -34,7 +39,7 @@ from oanp.envelope import parse_envelope, parse_timestamp
 from oanp.errors import AlreadyRevealed, OutOfTurn, ProtocolError, SessionTerminal, TimerExpired
 from oanp.pricelist import PriceList
 from oanp.state import Phase
-from sessions_app import services
+from sessions_app import selectors, services
 from sessions_app.models import AgentProfile, HostedSession, Mode
 from sessions_app.vault import unseal_session_vault, unseal_text
 
@@ -68,19 +73,21 @@ def on_entries_committed(
             return
         from sessions_app import tasks
 
-        if asked:
-            enqueue(
-                tasks.answer_session,
-                args=[session_id],
-                about=f"the hosted answer in session {session_id}; its timer will close it",
-            )
+        if asked and not enqueue(
+            tasks.answer_session,
+            args=[session_id],
+            about=f"the hosted answer in session {session_id}; it is made here instead",
+        ):
+            # The buyer's window is running and no worker will hear of this move until the
+            # broker is back: a few milliseconds here keep the session from timing out.
+            answer(session_id)
         if ended and profile.reveal_after_end:
             enqueue(
                 tasks.reveal_after_end,
                 args=[session_id],
                 about=f"the hosted reveal in session {session_id}; the reveal sweep will send it",
             )
-    except Exception:  # the timer closes an unanswered session; the sweep sends a lost reveal
+    except Exception:  # the sweeps make a lost answer and send a lost reveal
         log.exception("could not queue the hosted work in session %s", session_id)
 
 
@@ -133,8 +140,11 @@ def pending_answers(hosted: HostedSession, entries: Sequence[JsonObject]) -> lis
     return [answer for answer in answers if answer["message_id"] not in logged]
 
 
-def answer(session_id: str) -> int:
-    """Submit the hosted merchant agent's pending answers; returns how many were new moves."""
+def answer(session_id: str, now: datetime | None = None) -> int:
+    """Submit the hosted merchant agent's pending answers; returns how many were new moves.
+
+    ``now`` is the arbiter's clock by default, read by the service once it holds the
+    session's row."""
     session = arbiter.session_named(session_id)
     if session is None:
         return 0
@@ -164,7 +174,7 @@ def answer(session_id: str) -> int:
     for envelope in pending:
         try:
             outcome = arbiter_services.receive_envelope(
-                agent=credential, envelope=parse_envelope(canonical_bytes(envelope))
+                agent=credential, envelope=parse_envelope(canonical_bytes(envelope)), now=now
             )
         except _BENIGN as late:
             log.info("hosted answer in %s no longer needed: %s", session_id, late.code)
@@ -225,6 +235,22 @@ def reveal_after_end(session_id: str) -> bool:
     if revealed:
         log.info("hosted agent %s revealed its limits in %s", hosted.agent.agent_id, session_id)
     return revealed
+
+
+#: The most answers one sweep makes; the next sweep takes the rest.
+ANSWER_SWEEP_BATCH = 100
+#: How long a turn is left to its own task before the sweep makes its answer: that task
+#: answers within a fraction of a second, so past this it was lost (and if it only lags, the
+#: second submission is a replay). With the sweep every OANP_HOSTED_SWEEP_SECONDS (5), a lost
+#: answer is made within about 7 s, inside the shortest window the protocol allows (10 s).
+ANSWER_GRACE = timedelta(seconds=2)
+
+
+def sweep_answers(now: datetime | None = None) -> int:
+    """Make the hosted answers whose task was lost; how many were new moves."""
+    asked_before = (now or timezone.now()) - ANSWER_GRACE
+    waiting = selectors.hosted_turns_waiting(asked_before=asked_before, limit=ANSWER_SWEEP_BATCH)
+    return sum(answer(session_id, now) for session_id in waiting)
 
 
 #: The most reveals one sweep sends; the next sweep takes the rest.

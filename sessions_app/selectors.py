@@ -41,6 +41,7 @@ from arbiter_app.models import (
     Listing,
     Session,
 )
+from arbiter_app.models import Role as PartyRole
 from oanp.pricelist import PriceList
 from oanp.replay import Frame
 from oanp.replay import replay as replay_log
@@ -134,19 +135,38 @@ class SessionPage:
     newest: int
 
 
+def _head(column: str) -> Subquery:
+    """A column of the session's head entry, its latest."""
+    head = Entry.objects.filter(session_id=OuterRef("pk"), seq=OuterRef("head_seq"))
+    return Subquery(head.values(column)[:1])
+
+
+def _head_time() -> Cast:
+    return Cast(_head("received_at"), DateTimeField())
+
+
 def _last_activity() -> Coalesce:
     # The head entry's time; every session has its opening entry, so this is a fallback.
-    return Coalesce(
-        Cast(
-            Subquery(
-                Entry.objects.filter(session_id=OuterRef("pk"), seq=OuterRef("head_seq")).values(
-                    "received_at"
-                )[:1]
-            ),
-            DateTimeField(),
-        ),
-        F("opened_at"),
+    return Coalesce(_head_time(), F("opened_at"))
+
+
+def hosted_turns_waiting(*, asked_before: datetime, limit: int) -> list[str]:
+    """Live sessions in which a hosted agent is to move since ``asked_before`` or earlier,
+    soonest due first: for the host's sweep, not for a page, so no tenant's scope.
+
+    Only a buyer's move hands the merchant the turn, and every merchant move or arbiter
+    entry after it hands it back or ends the session, so the merchant is to move exactly
+    while the head entry is the buyer's. One query."""
+    hosted = AgentProfile.objects.filter(mode=Mode.HOSTED).values("agent_id")
+    waiting = (
+        Session.objects.filter(merchant_agent_id__in=hosted)
+        .exclude(phase__in=[phase.value for phase in Phase if phase.is_terminal])
+        .annotate(asked_by=_head("sender_role"), asked_at=_head_time())
+        .filter(asked_by=PartyRole.BUYER, asked_at__lte=asked_before)
+        .order_by("next_deadline")
+        .values_list("session_id", flat=True)
     )
+    return list(waiting[:limit])
 
 
 def session_page(found: SessionFilter, size: int) -> SessionPage:

@@ -13,6 +13,11 @@ def answer_session(session_id: str) -> int:
 
 
 @shared_task
+def sweep_answers() -> int:
+    return runner.sweep_answers()
+
+
+@shared_task
 def reveal_after_end(session_id: str) -> bool:
     return runner.reveal_after_end(session_id)
 

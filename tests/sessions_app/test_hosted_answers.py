@@ -1,0 +1,104 @@
+"""No hosted answer is lost to the broker: made at once while it is away, and by the sweep
+when its task was lost."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from oanp.envelope import parse_timestamp
+from sessions_app import runner, selectors, services, tasks
+from sessions_app.models import AgentProfile
+from tests.support.factories.accounts import HostedNegotiation, hosted_agent, merchant
+from tests.support.factories.agents import SFO_JFK_TRACE
+
+pytestmark = pytest.mark.django_db
+
+SESSION = "sess-hosted"
+
+
+@pytest.fixture
+def negotiation(client: Client) -> HostedNegotiation:
+    hosted_agent(merchant("sfo"))
+    return HostedNegotiation(client, "hosted-sfo")
+
+
+def sent_and_lost(task: Any, *, args: list[Any], about: str) -> bool:
+    """A broker that took the task and forgot it (a Redis restarted without persistence)."""
+    return True
+
+
+def broker_away(task: Any, *, args: list[Any], about: str) -> bool:
+    return False
+
+
+def types(log: list[dict[str, Any]]) -> list[str]:
+    return [entry["envelope"]["type"] for entry in log]
+
+
+def asked_at(negotiation: HostedNegotiation) -> datetime:
+    """When the buyer's latest move, the head of the log, was received."""
+    return parse_timestamp(negotiation.log()[-1]["received_at"])
+
+
+def test_the_sweep_makes_every_answer_whose_task_was_lost(
+    negotiation: HostedNegotiation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing runs the hooks after a commit here (the test's transaction never commits), so
+    # no answer task is ever sent: the sweep is all the hosted agent has. No grace: the
+    # buyer moves as soon as it sees an answer, so the sweep meets fresh turns.
+    monkeypatch.setattr(runner, "ANSWER_GRACE", timedelta(0))
+    log = negotiation.play(nudge=lambda: tasks.sweep_answers.apply().get(), timeout=5)
+    assert types(log) == SFO_JFK_TRACE
+    assert log[-1]["envelope"]["payload"]["final_price"] == 340
+
+
+def test_the_sweep_leaves_a_fresh_turn_to_its_task_and_answers_a_turn_once(
+    negotiation: HostedNegotiation, django_assert_num_queries: Any
+) -> None:
+    negotiation.open()
+    asked = asked_at(negotiation)
+    with django_assert_num_queries(1):
+        assert selectors.hosted_turns_waiting(asked_before=asked, limit=10) == [SESSION]
+    # Within the grace the turn is its own task's.
+    assert runner.sweep_answers(asked + timedelta(seconds=1)) == 0
+    assert types(negotiation.log()) == ["session.open"]
+    later = asked + runner.ANSWER_GRACE
+    assert runner.sweep_answers(later) == 1
+    # Answered: neither the sweep nor the task that was only late takes a second move.
+    assert runner.sweep_answers(later) == 0
+    assert runner.answer(SESSION) == 0
+    assert types(negotiation.log()) == ["session.open", "session.ack"]
+    # Now it is the buyer's turn: nothing for the host to do.
+    assert selectors.hosted_turns_waiting(asked_before=later, limit=10) == []
+
+
+def test_only_hosted_agents_turns_are_swept(client: Client, negotiation: HostedNegotiation) -> None:
+    AgentProfile.objects.create(merchant=merchant("ext"), agent_id="external-sfo", mode="external")
+    services.hosted_credential("external-sfo")
+    HostedNegotiation(client, "external-sfo", session_id="sess-external").open()
+    negotiation.open()
+    later = timezone.now() + timedelta(minutes=1)
+    assert selectors.hosted_turns_waiting(asked_before=later, limit=10) == [SESSION]
+
+
+def test_while_the_broker_is_away_the_answer_is_made_at_once(
+    negotiation: HostedNegotiation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    negotiation.open()
+    log = negotiation.log()
+    # The hook as the arbiter calls it after the buyer's commit.
+    monkeypatch.setattr(runner, "enqueue", sent_and_lost)
+    runner.on_entries_committed(
+        None, session_id=SESSION, merchant_agent_id="hosted-sfo", entries=log
+    )
+    assert types(negotiation.log()) == ["session.open"]
+    monkeypatch.setattr(runner, "enqueue", broker_away)
+    runner.on_entries_committed(
+        None, session_id=SESSION, merchant_agent_id="hosted-sfo", entries=log
+    )
+    assert types(negotiation.log()) == ["session.open", "session.ack"]
