@@ -23,7 +23,7 @@ class ArbiterAppConfig(AppConfig):
     verbose_name = "Arbiter"
 
     def ready(self) -> None:
-        from arbiter_app import heartbeats
+        from arbiter_app import heartbeats, pools
         from arbiter_app.deliveries.callbacks import on_batch_committed
         from arbiter_app.events import batch_committed, entries_committed
         from arbiter_app.metrics import count_verdicts
@@ -37,3 +37,4 @@ class ArbiterAppConfig(AppConfig):
         batch_committed.connect(on_batch_committed, dispatch_uid="oanp-callbacks")
         entries_committed.connect(count_verdicts, dispatch_uid="oanp-verdict-metrics")
         heartbeats.connect()
+        pools.connect()

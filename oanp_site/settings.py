@@ -9,6 +9,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from oanp_site import connections, serve
 from oanp_site.forwarded import proxy_hops
 from oanp_site.logs import logging_config
 
@@ -91,15 +92,36 @@ DATABASE_URL = os.environ.get("DATABASE_URL", "")
 # owner` runs as it and then grants DATABASE_URL's role only what the code needs
 # (arbiter_app.grants). Without it the application owns its tables and can undo the log's guards.
 DATABASE_OWNER_URL = os.environ.get("DATABASE_OWNER_URL", "")
+# DATABASE_URL names PgBouncer in transaction mode, which bounds the server's connections
+# itself (docs/scaling.md, Connections).
+OANP_DB_TRANSACTION_POOLER = os.environ.get("OANP_DB_TRANSACTION_POOLER", "").lower() in {
+    "1",
+    "true",
+    "yes",
+    "on",
+}
+# What the deployment's processes may hold on PostgreSQL; none on SQLite, which has no pool.
+OANP_DB_BUDGET: connections.Budget | None = None
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # Every process of the deployment pools its own connections out of one share of the
+        # server's max_connections (oanp_site.connections); /readyz compares the sum with it.
+        _PROCFILE = BASE_DIR / "Procfile"
+        OANP_DB_BUDGET = connections.from_environment(
+            os.environ,
+            serve.concurrency(),
+            _PROCFILE.read_text() if _PROCFILE.exists() else "",
+        )
         # Under ASGI every request runs in its own thread; a pool shares connections between
         # them instead of opening one per request.
         DATABASES["default"]["OPTIONS"] = {
             "pool": {
-                "min_size": 2,
-                "max_size": int(os.environ.get("OANP_DB_POOL_SIZE", "20")),
+                # One opened up front: beat, and each process of a prefork worker (whose pool
+                # Celery closes after every task), never use more.
+                "min_size": 1,
+                # A web process's; a worker sizes its own to its task slots (arbiter_app.pools).
+                "max_size": OANP_DB_BUDGET.web_pool,
                 # A request waits this long for a connection, then gets 503 and Retry-After:
                 # with the database away, requests fail fast instead of piling up.
                 "timeout": float(os.environ.get("OANP_DB_POOL_TIMEOUT", "3")),
@@ -110,6 +132,9 @@ if DATABASE_URL:
         # A connection broken while the database was away is found when taken from the pool
         # and replaced, so the first requests after a restart succeed.
         DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+        # Behind PgBouncer in transaction mode a cursor cannot outlive its transaction.
+        # Prepared statements need nothing here: Django turns psycopg's off unless told to.
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = OANP_DB_TRANSACTION_POOLER
     if DATABASE_OWNER_URL:
         # Same database, another login; under tests, the same test database.
         DATABASES["owner"] = {
