@@ -13,7 +13,11 @@ same envelope and the arbiter replays its first answer (200) instead of taking a
 
 No answer is lost to the broker: while it is away the answer is made in the process that
 committed the buyer's move, and :func:`sweep_answers` makes every answer whose task was lost
-otherwise (a crash between a commit and its queueing, a broker that forgot its queue).
+otherwise (a crash between a commit and its queueing, a broker that forgot its queue). The
+arbiter runs hosted agents, so a hosted agent's window running out is the arbiter's failure,
+never the merchant's: an answer that comes too late ends the session ``operator_terminated``
+instead of letting its timer close it ``response_timeout`` (docs/agents.md, Hosted agents
+and the arbiter's outages).
 
 When the merchant chose to (``reveal_after_end``, on at the session's open and still on), the
 end of a session queues :func:`reveal_after_end`, which reveals the limits the agent committed
@@ -140,11 +144,30 @@ def pending_answers(hosted: HostedSession, entries: Sequence[JsonObject]) -> lis
     return [answer for answer in answers if answer["message_id"] not in logged]
 
 
+#: The least time left in a hosted agent's window for its answer to be sent: an answer the
+#: arbiter takes at or after the due moment is refused, and the refusal closes the session
+#: ``response_timeout``. The answer is in within milliseconds; the margin covers a wait for
+#: the session's row.
+ANSWER_MARGIN = timedelta(seconds=1)
+
+
+def _window_ran_out(timers: JsonObject, now: datetime) -> bool:
+    """Whether the hosted agent's window (``timers`` of the session's summary) ends before an
+    answer sent at ``now`` could be taken, while the session's own deadline (the buyer's
+    choice, and nobody's fault) does not."""
+    cutoff = now + ANSWER_MARGIN
+    deadline, turn_deadline = timers["deadline"], timers["turn_deadline"]
+    if isinstance(deadline, str) and parse_timestamp(deadline) <= cutoff:
+        return False
+    return isinstance(turn_deadline, str) and parse_timestamp(turn_deadline) <= cutoff
+
+
 def answer(session_id: str, now: datetime | None = None) -> int:
     """Submit the hosted merchant agent's pending answers; returns how many were new moves.
 
-    ``now`` is the arbiter's clock by default, read by the service once it holds the
-    session's row."""
+    When the agent's window ran out before the answer could be sent (the arbiter's workers
+    were away), the session is ended ``operator_terminated`` instead. ``now`` is the
+    arbiter's clock by default, read by each service once it holds the session's row."""
     session = arbiter.session_named(session_id)
     if session is None:
         return 0
@@ -166,6 +189,17 @@ def answer(session_id: str, now: datetime | None = None) -> int:
     except (services.NoLimits, LimitGuard) as refusal:
         # Never the limits themselves in a log line: the messages do not carry them.
         log.error("hosted agent %s cannot answer in %s: %s", profile.agent_id, session_id, refusal)
+        return 0
+    timers = arbiter.summary_of(session)["timers"]
+    assert isinstance(timers, dict)
+    if pending and _window_ran_out(timers, now or timezone.now()):
+        detail = (
+            f"the arbiter did not run hosted agent {profile.agent_id}'s answer within its "
+            f"{timers['response_window_s']} s window; the fault is the arbiter's, not the "
+            "merchant's"
+        )
+        if arbiter_services.terminate_session(session_id=session_id, detail=detail, now=now):
+            log.warning("hosted agent %s too late in %s: ended", profile.agent_id, session_id)
         return 0
     credential = services.hosted_credential(profile.agent_id)
     if hosted.declined:

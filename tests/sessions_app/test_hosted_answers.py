@@ -1,5 +1,6 @@
-"""No hosted answer is lost to the broker: made at once while it is away, and by the sweep
-when its task was lost."""
+"""No hosted answer is lost to the broker, and a hosted agent's window running out is the
+arbiter's failure, never its merchant's: the session ends ``operator_terminated``, not
+``response_timeout``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from arbiter_app import services as arbiter_services
+from arbiter_app.models import Session
 from oanp.envelope import parse_timestamp
 from sessions_app import runner, selectors, services, tasks
 from sessions_app.models import AgentProfile
@@ -43,6 +46,11 @@ def types(log: list[dict[str, Any]]) -> list[str]:
 def asked_at(negotiation: HostedNegotiation) -> datetime:
     """When the buyer's latest move, the head of the log, was received."""
     return parse_timestamp(negotiation.log()[-1]["received_at"])
+
+
+def closed(session_id: str = SESSION) -> tuple[str, str]:
+    session = Session.objects.get(session_id=session_id)
+    return session.phase, session.close_reason
 
 
 def test_the_sweep_makes_every_answer_whose_task_was_lost(
@@ -102,3 +110,47 @@ def test_while_the_broker_is_away_the_answer_is_made_at_once(
         None, session_id=SESSION, merchant_agent_id="hosted-sfo", entries=log
     )
     assert types(negotiation.log()) == ["session.open", "session.ack"]
+
+
+def test_a_window_the_arbiter_let_run_out_ends_the_session_as_its_own_fault(
+    negotiation: HostedNegotiation,
+) -> None:
+    negotiation.open()
+    # The workers were away past the merchant's 300 s: the sweep is the first to run again.
+    late = asked_at(negotiation) + timedelta(seconds=300)
+    assert runner.sweep_answers(late) == 0
+    assert closed() == ("CLOSED", "operator_terminated")
+    close = negotiation.log()[-1]["envelope"]
+    assert types(negotiation.log()) == ["session.open", "session.close"]
+    assert "not the merchant's" in close["payload"]["detail"]
+    assert "300 s window" in close["payload"]["detail"]
+    # The arbiter's own timer finds nothing left to close.
+    assert arbiter_services.expire_due_sessions(now=late) == 0
+
+
+def test_an_answer_task_run_too_late_ends_the_session_as_the_arbiters_fault(
+    negotiation: HostedNegotiation,
+) -> None:
+    negotiation.open()
+    # Less than the margin left: an answer might reach the arbiter after the due moment.
+    late = asked_at(negotiation) + timedelta(seconds=300) - runner.ANSWER_MARGIN / 2
+    assert runner.answer(SESSION, now=late) == 0
+    assert closed() == ("CLOSED", "operator_terminated")
+
+
+def test_a_passed_deadline_is_nobodys_fault_and_the_timer_closes_it(client: Client) -> None:
+    hosted_agent(merchant("sfo"))
+    negotiation = HostedNegotiation(client, "hosted-sfo")
+    opened = timezone.now()
+    negotiation.post(
+        negotiation.buyer.open(
+            session_id=SESSION,
+            merchant_agent_id="hosted-sfo",
+            item=negotiation.item,
+            currency="USD",
+            now=opened,
+            deadline=opened + timedelta(seconds=60),
+        )
+    )
+    assert runner.answer(SESSION, now=opened + timedelta(seconds=61)) == 0
+    assert closed() == ("CLOSED", "deadline_expired")
