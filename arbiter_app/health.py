@@ -153,6 +153,49 @@ def _beat() -> Detail:
     return _seen(selectors.beats(now), "beat", now)
 
 
+#: PostgreSQL's limits on connections change only when it restarts: read them this seldom.
+LIMITS_SECONDS = 300.0
+_limits: tuple[float, int, int] | None = None
+
+
+def server_limits() -> tuple[int, int]:
+    """The server's ``max_connections``, and how many of them are reserved for other roles
+    (superusers; from PostgreSQL 16, also ``pg_use_reserved_connections``)."""
+    global _limits  # one reading shared by this process's probes, which run one at a time
+    limits = _limits
+    if limits is None or time.monotonic() - limits[0] >= LIMITS_SECONDS:
+        with connection.cursor() as cursor:
+            # missing_ok: reserved_connections is not a setting before PostgreSQL 16.
+            cursor.execute(
+                "SELECT current_setting('max_connections')::int,"
+                " current_setting('superuser_reserved_connections')::int"
+                " + coalesce(current_setting('reserved_connections', true)::int, 0)"
+            )
+            ((most, reserved),) = cursor.fetchall()
+        limits = _limits = (time.monotonic(), int(most), int(reserved))
+    return limits[1], limits[2]
+
+
+def _connections() -> Detail:
+    budget = settings.OANP_DB_BUDGET
+    if budget is None:
+        return {"skipped": "no pool: SQLite opens a connection per thread"}
+    detail: Detail = budget.as_json()
+    if settings.OANP_DB_TRANSACTION_POOLER:
+        detail["skipped"] = "behind a transaction pooler, which bounds the server's connections"
+        return detail
+    most, reserved = server_limits()
+    available = most - reserved
+    detail.update(server_max_connections=most, server_reserved=reserved)
+    if budget.most > available:
+        detail["warning"] = (
+            f"the deployment's processes may hold {budget.most} connections, more than the "
+            f"{available} the server allows (max_connections {most} less {reserved} reserved): "
+            "lower OANP_DB_CONNECTIONS or OANP_DB_POOL_SIZE, or put PgBouncer in front"
+        )
+    return detail
+
+
 def _checked(check: Callable[[], Detail]) -> Callable[[], Detail]:
     def run() -> Detail:
         try:
@@ -171,8 +214,12 @@ PROBES: dict[str, Probe[Detail]] = {
         ("channel_layer", _channel_layer),
         ("worker", _worker),
         ("beat", _beat),
+        ("connections", _connections),
     )
 }
+#: Checks that only inform: a process is no less ready for what they find, and every process
+#: finds the same, so a 503 on it would take all of them out of rotation at once.
+ADVISORY = frozenset({"connections"})
 #: A flood of probes costs the dependencies one round of checks per this many seconds.
 REUSE_SECONDS = 1.0
 _last: tuple[float, str, dict[str, Detail]] | None = None
@@ -180,8 +227,8 @@ _last: tuple[float, str, dict[str, Detail]] | None = None
 
 def readiness() -> tuple[str, dict[str, Detail]]:
     """``("ok" | "degraded" | "down", checks)``: down when the database is, since then nothing
-    can be recorded; degraded when anything else fails. All checks run at once and the answer
-    comes within CHECK_SECONDS, whatever hangs."""
+    can be recorded; degraded when anything else but an :data:`ADVISORY` check fails. All
+    checks run at once and the answer comes within CHECK_SECONDS, whatever hangs."""
     global _last  # one reading shared by the requests of this process
     last = _last
     if last is not None and time.monotonic() - last[0] < REUSE_SECONDS:
@@ -197,7 +244,8 @@ def readiness() -> tuple[str, dict[str, Detail]]:
     if not results["database"]["ok"]:
         status = "down"
     else:
-        status = "ok" if all(r["ok"] for r in results.values()) else "degraded"
+        needed = (r["ok"] for name, r in results.items() if name not in ADVISORY)
+        status = "ok" if all(needed) else "degraded"
     _last = (time.monotonic(), status, results)
     return status, results
 
@@ -223,7 +271,11 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @require_safe
 def readyz(request: HttpRequest) -> HttpResponse:
     status, checks = readiness()
-    response = _json({"status": status, "checks": checks}, 200 if status == "ok" else 503)
+    warnings = [f"{name}: {c['warning']}" for name, c in checks.items() if "warning" in c]
+    response = _json(
+        {"status": status, "checks": checks, "warnings": warnings},
+        200 if status == "ok" else 503,
+    )
     # A 503 here is an answer, not a failure of the server: keep it out of Django's error log
     # (the body says what is wrong, and the request line is logged anyway).
     response._has_been_logged = True  # type: ignore[attr-defined]

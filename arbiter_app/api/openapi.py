@@ -363,9 +363,9 @@ PATHS: dict[str, Schema] = {
             **_operation(
                 "getReadiness",
                 "Readiness: database, broker, channel layer, worker and beat, each checked "
-                "under a 2 s deadline",
+                "under a 2 s deadline, and the database connections' budget",
                 {
-                    "200": _json("Readiness", "Every check passed."),
+                    "200": _json("Readiness", "Every check passed (warnings aside)."),
                     "503": _json("Readiness", "At least one check failed; see checks."),
                     **GUARDED,
                 },

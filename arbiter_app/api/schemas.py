@@ -243,9 +243,22 @@ SCHEMAS: dict[str, Schema] = {
             "checks": object_schema(
                 {
                     name: {"$ref": "#/components/schemas/Check"}
-                    for name in ("database", "broker", "channel_layer", "worker", "beat")
+                    for name in (
+                        "database",
+                        "broker",
+                        "channel_layer",
+                        "worker",
+                        "beat",
+                        "connections",
+                    )
                 }
             ),
+            "warnings": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "What the checks found that needs an operator but leaves the "
+                "status as it is, each prefixed by its check's name.",
+            },
         }
     ),
     "Check": {
@@ -258,7 +271,10 @@ SCHEMAS: dict[str, Schema] = {
         "additionalProperties": True,
         "description": "One dependency. database: vendor; broker: transport, queue_depth; "
         "channel_layer: backend; worker and beat: alive, last_seen, seconds_ago and processes "
-        "(name, alive, last_seen, seconds_ago, last_answer, queue_wait_ms, stopped).",
+        "(name, alive, last_seen, seconds_ago, last_answer, queue_wait_ms, stopped); "
+        "connections, which never fails the status: the deployment's budget (connections, "
+        "web_processes, web_pool, task_connections, most), the server's max_connections and "
+        "reserved slots, a warning when most exceeds what the server allows, or skipped.",
     },
     "Liveness": object_schema({"status": {"type": "string", "enum": ["ok"]}}),
     "KeyHistory": object_schema(

@@ -42,7 +42,14 @@ def readyz(server: LiveServer) -> tuple[int, Readiness]:
     # Every check has a deadline of its own: a probe is answered, whatever hangs.
     assert time.monotonic() - started < 5
     body: Readiness = response.json()
-    assert set(body["checks"]) == {"database", "broker", "channel_layer", "worker", "beat"}
+    assert set(body["checks"]) == {
+        "database",
+        "broker",
+        "channel_layer",
+        "worker",
+        "beat",
+        "connections",
+    }
     assert (response.status_code == 200) == (body["status"] == "ok")
     return response.status_code, body
 
