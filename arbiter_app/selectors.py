@@ -100,47 +100,79 @@ def log_text(session: Session) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class InboxPage:
-    entries: list[tuple[int, str, Entry]]
-    """(cursor, session_id, entry) for the caller's entries, in commit-safe order."""
+class EntryScan:
     scanned_to: int
-    """Every entry id up to here has been looked at; resume after it."""
+    """Every entry id up to here is committed, or a hole the caller chose to pass."""
     gap_at: int | None
-    """The first id after ``scanned_to`` that is missing: an insert not yet committed, or
-    one rolled back. The caller waits a moment for it before skipping it."""
+    """The first missing id after ``scanned_to``: an insert not yet committed, or one rolled
+    back. The caller waits a moment for it before passing it."""
+    top: int
+    """The highest id the scan read: every hole below it was already taken when it ran."""
+    more: bool
+    """The scan stopped at its limit, not at the last entry or a hole."""
 
 
-def inbox_start() -> int:
-    """The cursor before the oldest entry."""
-    first = Entry.objects.order_by("id").values_list("id", flat=True).first()
-    return 0 if first is None else first - 1
+def entry_scan_start(window: int = 500) -> int:
+    """Where a watch of new entries begins: before the oldest of the latest ``window`` ids, so
+    that a hole among them (an insert still being committed) is waited for, not jumped."""
+    latest = list(Entry.objects.order_by("-id").values_list("id", flat=True)[:window])
+    return latest[-1] - 1 if latest else 0
 
 
-def inbox_page(
-    *, agent: AgentCredential, after: int, skip_gap: bool = False, limit: int = 500
-) -> InboxPage:
-    """The caller's entries after cursor ``after``, stopping at the first hole in entry ids.
+def scan_entries(after: int, *, pass_holes_to: int = 0, limit: int = 500) -> EntryScan:
+    """How far after ``after`` entry ids run without a hole, holes at or below
+    ``pass_holes_to`` passed.
 
     Entry ids are handed out at insert but become visible at commit, so a reader that jumped
     over a hole could later miss the entry that fills it. Reading only up to the first hole,
-    and passing it once it has stayed open long enough (``skip_gap``), keeps every entry.
+    and passing it once it has stayed open long enough, keeps every entry.
     """
     ids = list(
         Entry.objects.filter(id__gt=after).order_by("id").values_list("id", flat=True)[:limit]
     )
     scanned_to, gap_at = after, None
     for i in ids:
-        if i != scanned_to + 1 and not (skip_gap and scanned_to == after):
-            gap_at = scanned_to + 1
-            break
+        if i > scanned_to + 1:
+            scanned_to = max(scanned_to, min(i - 1, pass_holes_to))
+            if i > scanned_to + 1:
+                gap_at = scanned_to + 1
+                break
         scanned_to = i
-    mine = (
-        Entry.objects.filter(_party_filter(agent, "session__"), id__gt=after, id__lte=scanned_to)
-        .order_by("id")
-        .select_related("session")
-        .only(*_ENTRY_FIELDS, "session__session_id")
+    return EntryScan(
+        scanned_to, gap_at, ids[-1] if ids else after, len(ids) == limit and gap_at is None
     )
-    return InboxPage([(e.id, e.session.session_id, e) for e in mine], scanned_to, gap_at)
+
+
+def entry_ids_after(after: int, limit: int = 500) -> frozenset[int]:
+    """The ids of committed entries after ``after``, at most ``limit`` of them."""
+    rows = Entry.objects.filter(id__gt=after).order_by("id").values_list("id", flat=True)
+    return frozenset(rows[:limit])
+
+
+@dataclass(frozen=True, slots=True)
+class InboxPage:
+    entries: list[tuple[int, Entry]]
+    """(cursor, entry) for the caller's entries, in id order."""
+    scanned_to: int
+    """Every entry id up to here has been looked at; resume after it."""
+
+
+def inbox_page(
+    *, agent: AgentCredential, after: int, upto: int, limit: int = 200, span: int = 5000
+) -> InboxPage:
+    """The caller's entries with ids after ``after`` and at most ``upto`` (a bound below which
+    every entry is committed), read from at most ``span`` ids, so that each page of a long
+    history is one bounded query however few of its entries are the caller's."""
+    bound = min(upto, after + span)
+    if bound <= after:
+        return InboxPage([], after)
+    mine = list(
+        Entry.objects.filter(_party_filter(agent, "session__"), id__gt=after, id__lte=bound)
+        .order_by("id")
+        .only(*_ENTRY_FIELDS)[:limit]
+    )
+    scanned_to = mine[-1].id if len(mine) == limit else bound
+    return InboxPage([(e.id, e) for e in mine], scanned_to)
 
 
 def next_deadline_of(session_id: str) -> datetime | None:
@@ -219,6 +251,13 @@ def credential_is_live(credential_id: int) -> bool:
         .exclude(expires_at__lte=timezone.now())
         .exists()
     )
+
+def live_credentials(credential_ids: set[int]) -> set[int]:
+    """Which of these credentials are live: not revoked (nor deleted) nor expired. One query
+    for every stream a process holds open."""
+    rows = AgentCredential.objects.filter(pk__in=credential_ids, revoked_at__isnull=True)
+    return set(rows.exclude(expires_at__lte=timezone.now()).values_list("pk", flat=True))
+
 
 
 def agent_id_in_use(agent_id: str) -> bool:

@@ -322,6 +322,10 @@ OANP_CREDENTIAL_CACHE_SECONDS = float(os.environ.get("OANP_CREDENTIAL_CACHE_SECO
 # Streams one key may hold open at once in each server process (429 beyond): an agent needs its
 # inbox and a few sessions; hundreds from one key only slow everyone else's.
 OANP_STREAMS_PER_KEY = int(os.environ.get("OANP_STREAMS_PER_KEY", "20"))
+# Streams one server process holds open at once, all keys together (503 beyond, so a client
+# retries, perhaps on another process): an idle stream reads nothing, but each holds a socket,
+# two channel-layer groups and some memory.
+OANP_STREAMS_PER_PROCESS = int(os.environ.get("OANP_STREAMS_PER_PROCESS", "1000"))
 
 # Background work: Celery with Redis as the broker. Without REDIS_URL, a broker that keeps its
 # queue in files under var/, so the embedded default needs no server and timers still fire.

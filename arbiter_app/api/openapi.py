@@ -112,14 +112,29 @@ MERCHANT_SEARCH = [
 ]
 
 
-def _last_event_id(pattern: str) -> Schema:
+def _last_event_id(pattern: str, description: str) -> Schema:
     return {
         "name": "Last-Event-ID",
         "in": "header",
         "required": False,
         "schema": {"type": "string", "pattern": pattern},
-        "description": "Resume after this event id (also accepted as ?last_event_id=).",
+        "description": description,
     }
+
+
+SESSION_RESUME = (
+    "Resume after this event id (also accepted as ?last_event_id=); without it the stream "
+    "starts at entry 1."
+)
+INBOX_RESUME = (
+    "Resume after this event id (also accepted as ?last_event_id=). Without it the inbox "
+    "starts at the live head; `c0` reads the agent's whole history first, in bounded pages."
+)
+#: The event streams' 503s: the database, or the server process's cap on open streams.
+STREAMS_503 = (
+    "The arbiter's database is unavailable (`unavailable`), or this server process holds "
+    "as many event streams as it may (`streams_full`); retry after `Retry-After` seconds."
+)
 
 
 def _event_stream(event_id: str) -> Schema:
@@ -202,9 +217,9 @@ PATHS: dict[str, Schema] = {
                     "is over.",
                     "content": _event_stream("The entry's seq."),
                 },
-                **_problems(400, 401, 404, 429, 503),
+                **_problems(400, 401, 404, 429, 503, _503=STREAMS_503),
             },
-            parameters=[SESSION_ID, _last_event_id("^[0-9]{1,9}$")],
+            parameters=[SESSION_ID, _last_event_id("^[0-9]{1,9}$", SESSION_RESUME)],
         )
     },
     "/oanp/v0.1/inbox": {
@@ -213,12 +228,13 @@ PATHS: dict[str, Schema] = {
             "Server-Sent Events of every session the caller is a party to",
             {
                 "200": {
-                    "description": "The stream; it does not end.",
+                    "description": "The stream; it does not end. Without Last-Event-ID it "
+                    "starts at the live head: only entries committed after it opened.",
                     "content": _event_stream("An opaque cursor."),
                 },
-                **_problems(400, 401, 429, 503),
+                **_problems(400, 401, 429, 503, _503=STREAMS_503),
             },
-            parameters=[_last_event_id("^c[0-9]{1,18}$")],
+            parameters=[_last_event_id("^c[0-9]{1,18}$", INBOX_RESUME)],
         )
     },
     "/oanp/v0.1/sessions/{session_id}/reveal": {

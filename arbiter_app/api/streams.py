@@ -1,37 +1,32 @@
 """The Server-Sent Event streams of docs/protocol.md §14: one session's log, and an agent's inbox.
 
-Each stream reads entries from the database and waits on a channel-layer wake-up
-(:mod:`arbiter_app.events`) or a short poll, whichever comes first, so a lost wake-up only
-delays a frame, and a channel layer that is away only slows streams to the poll. A frame's
-``id`` is what ``Last-Event-ID`` resumes from: the entry's ``seq`` for a session, an opaque
-cursor for the inbox.
+Each stream reads entries from the database when its channel-layer group wakes it
+(:mod:`arbiter_app.events`) or when the process's :mod:`stream_watch <arbiter_app.api.stream_watch>`
+sees new entries, whichever comes first, so a lost wake-up only delays a frame, and a channel
+layer that is away only slows streams to the watch's poll. An idle stream reads nothing. A
+frame's ``id`` is what ``Last-Event-ID`` resumes from: the entry's ``seq`` for a session, an
+opaque cursor for the inbox. An inbox opened without one starts at the live head.
 
-A stream lives as long as its key: it re-checks the key every
-``OANP_STREAM_RECHECK_SECONDS`` and at once when the key's revocation is announced, and ends
-when the key is revoked (a reconnect then gets 401). Each process serves at most
-``OANP_STREAMS_PER_KEY`` streams per key at once (429 beyond).
+A stream lives as long as its key: the watch re-checks every open stream's key every
+``OANP_STREAM_RECHECK_SECONDS``, a stream re-checks its own at once when the key's revocation
+is announced, and the stream ends when the key is revoked (a reconnect then gets 401).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
-import weakref
-from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
 
-from asgiref.sync import sync_to_async
 from channels.layers import BaseChannelLayer, get_channel_layer
-from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from arbiter_app import events, limits, selectors
+from arbiter_app.api.stream_watch import WATCH, Slot, db
 from arbiter_app.auth import authenticate, client_address
 from arbiter_app.models import AgentCredential, Session
 from arbiter_app.problems import problem_body, problem_response, protocol_problem
@@ -40,20 +35,15 @@ from oanp.state import Phase
 
 log = logging.getLogger(__name__)
 
-#: Longest wait between two reads when no wake-up comes.
-POLL_SECONDS = 1.0
 #: A comment line this often keeps proxies from closing an idle stream.
 HEARTBEAT_SECONDS = 15.0
-#: How long a hole in entry ids may stay open before the inbox passes it (see selectors).
-GAP_GRACE_SECONDS = 2.0
 
 #: Bound on one call to the channel layer when joining or leaving its groups.
 LAYER_CALL_SECONDS = 2.0
-#: After the channel layer failed, a stream polls this long before it joins its groups again;
-#: while joined, it joins again this often, since a restarted Redis forgets its groups.
+#: After the channel layer failed, a stream relies on the watch this long before it joins its
+#: groups again; while joined, it joins again this often, since a restarted Redis forgets its
+#: groups.
 REJOIN_SECONDS = 30.0
-
-R = TypeVar("R")
 
 
 class BadCursor(ProtocolError):
@@ -61,32 +51,14 @@ class BadCursor(ProtocolError):
     title = "Last-Event-ID is not a cursor of this stream"
 
 
-class TooManyStreams(ProtocolError):
-    code = "too_many_streams"
-    status = 429
-    title = "Too many streams are open with this API key"
-
-
-def _read_and_release(read: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-    # A stream lives for minutes; holding a database connection between reads would pin one
-    # per open stream, so each read gives its connection back.
-    try:
-        return read(*args, **kwargs)
-    finally:
-        connection.close()
-
-
-def _db(read: Callable[..., R], *args: Any, **kwargs: Any) -> Awaitable[R]:
-    return sync_to_async(_read_and_release)(read, *args, **kwargs)
-
-
 def frame(event_id: str, event: str, data: str) -> bytes:
     return f"id: {event_id}\nevent: {event}\ndata: {data}\n\n".encode()
 
 
 class Listener:
-    """Wake-ups for one stream: a message to any of its groups, or the timeout, whichever comes
-    first. While the channel layer is away the stream just polls, and joins again later."""
+    """Wake-ups for one stream: a message to any of its groups, a change of the watch, or the
+    timeout, whichever comes first. While the channel layer is away the stream relies on the
+    watch alone, and joins again later."""
 
     def __init__(self, layer: BaseChannelLayer | None, groups: Sequence[str]) -> None:
         self.layer = layer
@@ -111,25 +83,31 @@ class Listener:
 
     def _lost(self, error: BaseException) -> None:
         if self.channel is not None or self.join_at == 0.0:
-            log.warning("stream wake-ups unavailable, polling instead: %r", error)
+            log.warning("stream wake-ups unavailable, relying on the watch: %r", error)
         self.channel = None
         self.join_at = time.monotonic() + REJOIN_SECONDS
 
-    async def wait(self, timeout: float) -> str | None:
-        """The type of the message that ended the wait, or ``None`` when it timed out."""
+    async def wait(self, timeout: float, change: asyncio.Event) -> str | None:
+        """The type of the message that ended the wait; ``None`` when ``change`` was set or
+        the wait timed out."""
         await self.join()
-        if self.layer is None or self.channel is None:
-            await asyncio.sleep(timeout)
-            return None
-        started = time.monotonic()
+        waits: set[asyncio.Future[object]] = {asyncio.ensure_future(change.wait())}
+        received: asyncio.Future[object] | None = None
+        if self.layer is not None and self.channel is not None:
+            received = asyncio.ensure_future(self.layer.receive(self.channel))
+            waits.add(received)
         try:
-            message = await asyncio.wait_for(self.layer.receive(self.channel), timeout)
-        except TimeoutError:
+            await asyncio.wait(waits, timeout=max(0.0, timeout), return_when="FIRST_COMPLETED")
+        finally:
+            for pending in waits:
+                pending.cancel()
+        if received is None or not received.done() or received.cancelled():
             return None
-        except Exception as error:
+        error = received.exception()
+        if error is not None:
             self._lost(error)
-            await asyncio.sleep(max(0.0, timeout - (time.monotonic() - started)))
             return None
+        message = received.result()
         kind = message.get("type") if isinstance(message, dict) else None
         return kind if isinstance(kind, str) else None
 
@@ -156,23 +134,51 @@ async def _listening(groups: Sequence[str]) -> AsyncIterator[Listener]:
         await listener.leave()
 
 
-class KeyWatch:
-    """Whether the stream's key is still live: asked of the database once the stream listens
-    for revocations (one announced between the key's check and then would be missed), then every
-    ``OANP_STREAM_RECHECK_SECONDS``, and at once after a revocation wake-up."""
+class Waker:
+    """What ends a stream's idle wait, and whether it must stop: its key revoked (found by
+    the watch's re-check, or by its own check when a revocation is announced), or the
+    database away."""
 
-    def __init__(self, credential: AgentCredential) -> None:
+    def __init__(self, listener: Listener, slot: Slot, credential: AgentCredential) -> None:
+        self.listener = listener
+        self.slot = slot
         self.credential_id = credential.pk
-        self.checked_at = -math.inf
+        self.quiet_since = time.monotonic()
+        self.woken_by: str | None = None
 
-    async def revoked(self, woken_by: str | None) -> bool:
-        due = time.monotonic() - self.checked_at >= settings.OANP_STREAM_RECHECK_SECONDS
-        if woken_by != events.REVOKED_TYPE and not due:
-            return False
-        self.checked_at = time.monotonic()
-        return not await _db(selectors.credential_is_live, self.credential_id)
+    async def key_revoked(self) -> bool:
+        # Asked once the stream listens for revocations: one announced between the key's
+        # check and then would otherwise wait for the watch's next re-check.
+        return not await db(selectors.credential_is_live, self.credential_id)
+
+    def sent(self) -> None:
+        self.quiet_since = time.monotonic()
+
+    async def idle(self, change: asyncio.Event) -> AsyncIterator[bytes]:
+        """Keep-alive lines while nothing happens; once something does, :attr:`woken_by` says
+        what: the type of a channel-layer message, or ``None`` for a change of the watch."""
+        while True:
+            left = HEARTBEAT_SECONDS - (time.monotonic() - self.quiet_since)
+            self.woken_by = await self.listener.wait(left, change)
+            if self.woken_by is not None or change.is_set():
+                return
+            if time.monotonic() - self.quiet_since >= HEARTBEAT_SECONDS:
+                yield KEEP_ALIVE
+                self.sent()
+
+    async def stop(self) -> bytes | None:
+        """The stream's last line when it must end now, else ``None``."""
+        if WATCH.failure is not None:
+            raise WATCH.failure
+        if self.slot.revoked:
+            return REVOKED
+        if self.woken_by == events.REVOKED_TYPE and await self.key_revoked():
+            return REVOKED
+        return None
 
 
+#: Sent after HEARTBEAT_SECONDS without an event.
+KEEP_ALIVE = b": keep-alive\n\n"
 #: Said as the stream's last line when its key is revoked; a reconnect gets 401.
 REVOKED = b": the API key was revoked\n\n"
 #: Said as the stream's last line when the database went away; a reconnect gets 503 until it
@@ -187,7 +193,7 @@ def _last_event_id(request: HttpRequest) -> str | None:
 async def _authorized(request: HttpRequest) -> AgentCredential | HttpResponse:
     header = request.headers.get("Authorization", "")
     try:
-        credential = await _db(authenticate, header, client_address(request.META))
+        credential = await db(authenticate, header, client_address(request.META))
     except limits.RateLimited as error:
         return _refusal(request, error)
     if credential is None:
@@ -219,13 +225,7 @@ async def _authorized(request: HttpRequest) -> AgentCredential | HttpResponse:
 OPENING = b": stream open\n\n"
 
 
-class _Slot:
-    """A stream's place among its key's open streams (:data:`_open_streams`)."""
-
-
-async def _opened(
-    chunks: AsyncIterator[bytes], slot: _Slot, slots: weakref.WeakSet[_Slot]
-) -> AsyncIterator[bytes]:
+async def _opened(chunks: AsyncIterator[bytes], slot: Slot) -> AsyncIterator[bytes]:
     try:
         yield OPENING
         async for chunk in chunks:
@@ -235,33 +235,22 @@ async def _opened(
         yield UNAVAILABLE
     finally:
         # Freed as the stream ends, not whenever the collector gets to its generator.
-        slots.discard(slot)
-
-
-#: The streams each key has open in this process. A stream leaves the set as it ends; one
-#: whose client left before it started leaves when its generator, which alone holds its slot,
-#: is collected, so it is not counted for ever.
-_open_streams: defaultdict[int, weakref.WeakSet[_Slot]] = defaultdict(weakref.WeakSet)
+        WATCH.release(slot)
 
 
 def _refusal(request: HttpRequest, error: ProtocolError) -> HttpResponse:
     return problem_response(protocol_problem(error, request.path), getattr(error, "headers", {}))
 
 
-def _stream(agent: AgentCredential, chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    """The stream's response, once every other check passed: the key's rate limit and its cap
-    on open streams are section 7's last refusal (429)."""
-    limits.charge(agent.prefix).admit()
-    open_now = _open_streams[agent.pk]
-    if len(open_now) >= settings.OANP_STREAMS_PER_KEY:
-        raise TooManyStreams(
-            f"this API key has {len(open_now)} streams open here, the most allowed; "
-            "close one or share one inbox stream between tasks"
-        )
-    slot = _Slot()
-    open_now.add(slot)
-    content = _opened(chunks, slot, open_now)
-    response = StreamingHttpResponse(content, content_type="text/event-stream")
+async def _admitted(agent: AgentCredential) -> Slot:
+    """The stream's place, once every other check passed: the key's rate limit and its cap
+    on open streams are section 7's last refusals (429), then the process's cap (503)."""
+    await db(lambda: limits.charge(agent.prefix).admit())
+    return WATCH.admit(agent.pk)
+
+
+def _stream(slot: Slot, chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(_opened(chunks, slot), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
@@ -276,9 +265,10 @@ async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
     if isinstance(agent, HttpResponse):
         return agent
     try:
-        session = await _db(selectors.visible_session, agent=agent, session_id=session_id)
+        session = await db(selectors.visible_session, agent=agent, session_id=session_id)
         after = _seq_cursor(_last_event_id(request))
-        return await _db(_stream, agent, _session_frames(agent, session, after))
+        slot = await _admitted(agent)
+        return _stream(slot, _session_frames(agent, slot, session, after))
     except ProtocolError as error:
         return _refusal(request, error)
 
@@ -303,31 +293,38 @@ def _session_batch(session: Session, after: int) -> tuple[list[tuple[int, str, s
 
 
 async def _session_frames(
-    agent: AgentCredential, session: Session, after: int
+    agent: AgentCredential, slot: Slot, session: Session, after: int
 ) -> AsyncIterator[bytes]:
     groups = (events.session_group(session.session_id), events.credential_group(agent.prefix))
     async with _listening(groups) as listener:
-        watch = KeyWatch(agent)
-        quiet_since = time.monotonic()
-        woken_by: str | None = None
+        waker = Waker(listener, slot, agent)
+        if await waker.key_revoked():
+            yield REVOKED
+            return
         while True:
-            if await watch.revoked(woken_by):
-                yield REVOKED
-                return
-            woken_by = None
-            frames, finished = await _db(_session_batch, session, after)
+            change = WATCH.changed()
+            read_at = WATCH.head
+            frames, finished = await db(_session_batch, session, after)
             for seq, kind, data in frames:
                 yield frame(str(seq), kind, data)
                 after = seq
             if finished:
                 return
             if frames:
-                quiet_since = time.monotonic()
+                waker.sent()
                 continue
-            if time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
-                yield b": keep-alive\n\n"
-                quiet_since = time.monotonic()
-            woken_by = await listener.wait(POLL_SECONDS)
+            # A change of the watch that moved no entries (another stream's key revoked)
+            # sends the stream back to sleep without a read.
+            while True:
+                async for line in waker.idle(change):
+                    yield line
+                last = await waker.stop()
+                if last is not None:
+                    yield last
+                    return
+                if waker.woken_by is not None or WATCH.head != read_at:
+                    break
+                change = WATCH.changed()
 
 
 # The agent's inbox -------------------------------------------------------------------------
@@ -355,39 +352,51 @@ async def inbox_events(request: HttpRequest) -> HttpResponse:
         return agent
     try:
         after = _inbox_cursor(_last_event_id(request))
-        return await _db(_stream, agent, _inbox_frames(agent, after))
+        slot = await _admitted(agent)
+        skip: frozenset[int] = frozenset()
+        if after is None:
+            # The live head, found before the response opens: whatever commits once the client
+            # sees it open is after it. Entries already committed past the head (beyond an
+            # insert still being committed) are skipped, not sent as new.
+            after = await WATCH.refresh()
+            skip = await db(selectors.entry_ids_after, after)
+        return _stream(slot, _inbox_frames(agent, slot, after, skip))
     except ProtocolError as error:
         return _refusal(request, error)
 
 
-async def _inbox_frames(agent: AgentCredential, after: int | None) -> AsyncIterator[bytes]:
+async def _inbox_frames(
+    agent: AgentCredential, slot: Slot, after: int, skip: frozenset[int]
+) -> AsyncIterator[bytes]:
     groups = (events.agent_group(agent.agent_id), events.credential_group(agent.prefix))
     async with _listening(groups) as listener:
-        if after is None:
-            after = await _db(selectors.inbox_start)
-        watch = KeyWatch(agent)
-        gap: tuple[int, float] | None = None  # (first missing id, since when)
-        quiet_since = time.monotonic()
-        woken_by: str | None = None
+        waker = Waker(listener, slot, agent)
+        if await waker.key_revoked():
+            yield REVOKED
+            return
+        waker.woken_by = events.MESSAGE_TYPE  # the first read is up to a fresh head
         while True:
-            if await watch.revoked(woken_by):
-                yield REVOKED
-                return
-            woken_by = None
-            overdue = gap is not None and time.monotonic() - gap[1] >= GAP_GRACE_SECONDS
-            page = await _db(selectors.inbox_page, agent=agent, after=after, skip_gap=overdue)
-            for cursor, _session_id, entry in page.entries:
-                yield frame(f"{CURSOR_PREFIX}{cursor}", entry.type, selectors.entry_text(entry))
-            moved = page.scanned_to != after
+            change = WATCH.changed()
+            # Read only up to the watch's head, below which every entry is committed; a
+            # wake-up means an entry past it, so the head is brought up to date first.
+            head = WATCH.head
+            if waker.woken_by == events.MESSAGE_TYPE or head is None:
+                head = await WATCH.refresh()
+            page = await db(selectors.inbox_page, agent=agent, after=after, upto=head)
+            for cursor, entry in page.entries:
+                if cursor not in skip:
+                    yield frame(f"{CURSOR_PREFIX}{cursor}", entry.type, selectors.entry_text(entry))
+                    waker.sent()
             after = page.scanned_to
-            if page.gap_at is None:
-                gap = None
-            elif gap is None or gap[0] != page.gap_at:
-                gap = (page.gap_at, time.monotonic())
-            if moved:
-                quiet_since = time.monotonic()
+            if after < head:
                 continue
-            if time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
-                yield b": keep-alive\n\n"
-                quiet_since = time.monotonic()
-            woken_by = await listener.wait(0.1 if gap is not None else POLL_SECONDS)
+            while True:  # as for a session: back to sleep when no entry moved
+                async for line in waker.idle(change):
+                    yield line
+                last = await waker.stop()
+                if last is not None:
+                    yield last
+                    return
+                if waker.woken_by is not None or (WATCH.head or 0) > after:
+                    break
+                change = WATCH.changed()

@@ -210,6 +210,11 @@ class MerchantState:
 
 # The merchant --------------------------------------------------------------------------------
 
+#: The inbox cursor before every entry (docs/protocol.md, section 14.8). A merchant whose state
+#: file holds no cursor yet reads from it, not from the live head, so that a session opened
+#: while it was starting is not missed.
+INBOX_START = "c0"
+
 
 class Merchant:
     """A merchant agent serving every session opened with it, from its inbox.
@@ -263,8 +268,10 @@ class Merchant:
                 self.sync(session_id)
 
     def follow(self, *, on_open: Callable[[], None] | None = None) -> None:
-        """Follow the inbox from the saved cursor, forever (until the stream raises)."""
-        for event in self.api.inbox(cursor=self.state.cursor, on_open=on_open):
+        """Follow the inbox from the saved cursor, forever (until the stream raises); with
+        none saved yet, from the start of the agent's history."""
+        cursor = self.state.cursor or INBOX_START
+        for event in self.api.inbox(cursor=cursor, on_open=on_open):
             self.handle(event.json())
             self.state.cursor = event.id
             self.state.save()

@@ -288,7 +288,8 @@ def test_the_merchant_inbox_carries_its_sessions_and_resumes_from_its_cursor(
         run.open()
         elsewhere.step()
         run.until(4)
-        with event_stream(client, INBOX, merchant_key) as stream:
+        # c0: from the start, the agent's history first.
+        with event_stream(client, INBOX, merchant_key, last_event_id="c0") as stream:
             frames = stream.take(3)
         elsewhere.finish()
         log = run.finish()
@@ -320,14 +321,38 @@ def test_an_inbox_shows_nothing_of_sessions_its_agent_is_not_party_to(
         # commit order, so by the time the marker arrives everything before it was scanned.
         marker = Stepper(client, outsider_buyer, outsider, session_id="sess-marker")
         marker.open()
-        with event_stream(client, INBOX, outsider) as stream:
+        with event_stream(client, INBOX, outsider, last_event_id="c0") as stream:
             first = stream.take(1)
-        with event_stream(client, INBOX, outsider_buyer) as stream:
+        with event_stream(client, INBOX, outsider_buyer, last_event_id="c0") as stream:
             first_of_buyer = stream.take(1)
     assert [(_session_of(f), f.event) for f in first + first_of_buyer] == [
         ("sess-marker", "session.open"),
         ("sess-marker", "session.open"),
     ]
+
+
+def test_an_inbox_without_a_cursor_starts_at_the_live_head(
+    live_arbiter: LiveServer, keys: tuple[Agent, Agent]
+) -> None:
+    """No Last-Event-ID: what commits after the stream opened, none of the agent's history;
+    c0 (the cursor before every entry) asks for the history, and a frame's id resumes."""
+    with live_client(live_arbiter) as client:
+        earlier = Stepper(client, *keys, session_id="sess-before-head")
+        earlier.open()
+        log = earlier.finish()
+        with event_stream(client, INBOX, keys[1]) as stream:
+            later = Stepper(client, *keys, session_id="sess-after-head")
+            later.open()
+            later.step()  # the merchant's ack
+            frames = stream.take(2)
+        assert [(_session_of(f), f.event) for f in frames] == [
+            ("sess-after-head", "session.open"),
+            ("sess-after-head", "session.ack"),
+        ]
+        with event_stream(client, INBOX, keys[1], last_event_id="c0") as stream:
+            history = stream.take(len(log) + 2)
+        assert [f.json() for f in history[: len(log)]] == log
+        assert [f.id for f in history[len(log) :]] == [f.id for f in frames]
 
 
 # Refusals --------------------------------------------------------------------------------------
