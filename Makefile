@@ -43,11 +43,12 @@ ARGS ?=
 demo: venv
 	DJANGO_DEBUG=1 $(BIN)/python manage.py demo $(ARGS)
 
-# The Procfile's web, worker and beat in the foreground, on the DATABASE_URL, REDIS_URL and
-# secrets of the environment (see README, Production), migrated first; Ctrl-C stops all three.
+# The Procfile's processes in the foreground, on the DATABASE_URL, REDIS_URL and secrets of the
+# environment (see README, Production), migrated first; one that exits is started again (and
+# /readyz says so); Ctrl-C stops them all.
 serve: venv
 	$(BIN)/python manage.py migrate --no-input
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m oanp_site.procfile
 
 services:
 	@$(call ensure_service,PostgreSQL,$(PG_UP),$(PG_START))

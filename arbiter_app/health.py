@@ -132,18 +132,24 @@ def _worker() -> Detail:
     now = timezone.now()
     workers = selectors.workers(now)
     detail = _seen(workers, "worker", now)
-    # A live worker process is not enough: while beat sends its heartbeat task, some worker must
-    # have run one lately (or have only just started), or the queue is not being served.
-    if detail["ok"] and any(b.alive for b in selectors.beats(now)):
-        recent = now - timedelta(seconds=settings.OANP_WORKER_LOST_SECONDS)
-        if not any(
-            w.alive and (w.started_at >= recent or (w.answered_at or w.started_at) >= recent)
-            for w in workers
-        ):
+    # A live worker process is not enough: while beat sends its heartbeat task on every queue,
+    # some worker must have run one lately on each, or that queue's tasks wait unserved. Right
+    # after beat or a worker started there was no time to: no verdict yet.
+    recent = now - timedelta(seconds=settings.OANP_WORKER_LOST_SECONDS)
+    beats = [b for b in selectors.beats(now) if b.alive]
+    settling = any(b.started_at >= recent for b in beats) or any(
+        w.alive and w.started_at >= recent for w in workers
+    )
+    if detail["ok"] and beats and not settling:
+        served = {q.name for q in selectors.queues(now) if q.alive}
+        unserved = [queue for queue in settings.OANP_QUEUES if queue not in served]
+        detail["queues_unserved"] = unserved
+        if unserved:
             detail["ok"] = False
             detail["error"] = (
-                "workers are alive but none ran beat's heartbeat task in the last "
-                f"{settings.OANP_WORKER_LOST_SECONDS:g} s: nothing is taking tasks from the queue"
+                f"workers are alive but none ran beat's heartbeat task on {', '.join(unserved)} "
+                f"in the last {settings.OANP_WORKER_LOST_SECONDS:g} s: nothing is taking those "
+                "queues' tasks"
             )
     return detail
 

@@ -131,12 +131,16 @@ def _on_worker_shutdown(**kwargs: Any) -> None:
         _heartbeat.stop()
 
 
-def answered(*, hostname: str, sent_at: float | None) -> None:
-    """The worker ran beat's heartbeat task: record when, and how long it waited."""
+def answered(*, hostname: str, sent_at: float | None, queue: str | None) -> None:
+    """The worker ran beat's heartbeat task, taken from ``queue``: record when, and how long it
+    waited, for the worker and for the queue."""
     if not hostname:
         return  # run in-process, not by a worker: there is no worker to vouch for
     wait = None if sent_at is None else max(0, round((time.time() - sent_at) * 1000))
-    _save(ProcessKind.WORKER, hostname, answered_at=timezone.now(), queue_wait_ms=wait)
+    now = timezone.now()
+    _save(ProcessKind.WORKER, hostname, answered_at=now, queue_wait_ms=wait)
+    if queue:
+        _save(ProcessKind.QUEUE, queue, answered_at=now, queue_wait_ms=wait)
 
 
 # Beat ------------------------------------------------------------------------------------------

@@ -364,6 +364,8 @@ class Listing(models.Model):
 class ProcessKind(models.TextChoices):
     WORKER = "worker"
     BEAT = "beat"
+    #: Not a process: a queue, by its name, last seen when a worker ran beat's heartbeat on it.
+    QUEUE = "queue"
 
 
 class Heartbeat(models.Model):

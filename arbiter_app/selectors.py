@@ -184,6 +184,15 @@ def next_deadline_of(session_id: str) -> datetime | None:
     )
 
 
+def deadlines_before(until: datetime) -> list[tuple[str, datetime]]:
+    """Each session whose timer falls due by ``until``, with its due time."""
+    return list(
+        Session.objects.filter(next_deadline__lte=until)
+        .order_by("next_deadline")
+        .values_list("session_id", "next_deadline")
+    )
+
+
 # Outbound deliveries ----------------------------------------------------------------------
 
 
@@ -380,6 +389,11 @@ def workers(now: datetime | None = None) -> list[ProcessSeen]:
 
 def beats(now: datetime | None = None) -> list[ProcessSeen]:
     return background_processes(ProcessKind.BEAT, now)
+
+
+def queues(now: datetime | None = None) -> list[ProcessSeen]:
+    """Each queue as a worker last took beat's heartbeat from it; ``alive`` while lately."""
+    return background_processes(ProcessKind.QUEUE, now)
 
 
 def failed_tasks_since(since: datetime) -> int:

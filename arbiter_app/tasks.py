@@ -10,15 +10,21 @@ from arbiter_app.deliveries import callbacks, handoff, outbound
 
 
 @shared_task
-def expire_session(session_id: str) -> bool:
-    """Close the session if its timer fell due; if the timer moved since this task was armed
-    (a move started a new response window), arm the task for the new due time instead."""
+def expire_session(session_id: str) -> int:
+    """Close every session whose timer fell due, this one among them, and return how many.
+
+    Deadlines come in crowds (sessions opened together by one buyer's burst), and each due
+    session's own task, run one by one, would close the crowd at the pool's pace: the first task
+    to fire closes the whole crowd in batches and the rest find nothing left. If this session's
+    timer moved since the task was armed (a move started a new response window), the task is
+    armed again for the new due time."""
+    closed = sweep_timers()
     if services.expire_session(session_id=session_id):
-        return True
+        return closed + 1  # an envelope held its row while the batches skipped it
     due = selectors.next_deadline_of(session_id)
     if due is not None:
         timers.arm(session_id=session_id, due=due, now=timezone.now())
-    return False
+    return closed
 
 
 @shared_task
@@ -31,6 +37,13 @@ def sweep_timers() -> int:
         closed += batch
         if batch < services.EXPIRY_BATCH:
             return closed
+
+
+@shared_task
+def rearm_timers() -> int:
+    """Arm a task for every timer due within the horizon: sent each time a worker of the timers
+    queue connects to the broker, since the tasks it held died with it or with the broker."""
+    return timers.rearm(now=timezone.now())
 
 
 @shared_task
@@ -67,7 +80,9 @@ def sweep_deliveries() -> int:
 def heartbeat(self: Task) -> None:
     """Sent by beat every OANP_HEARTBEAT_SECONDS; running it shows the queue hands work over."""
     heartbeats.answered(
-        hostname=self.request.hostname or "", sent_at=self.request.get(heartbeats.SENT_AT_HEADER)
+        hostname=self.request.hostname or "",
+        sent_at=self.request.get(heartbeats.SENT_AT_HEADER),
+        queue=(self.request.delivery_info or {}).get("routing_key"),
     )
 
 

@@ -4,13 +4,28 @@ import logging.config
 import os
 from typing import Any
 
-from celery import Celery, signals
+from celery import Celery, bootsteps, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oanp_site.settings")
 
 app = Celery("oanp_site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+class RearmTimers(bootsteps.StartStopStep):
+    """A step of the worker's consumer, started each time it connects to the broker: at the
+    worker's start, and again after the broker was lost (arbiter_app.timers.connected)."""
+
+    requires = frozenset({"celery.worker.consumer.tasks:Tasks"})
+
+    def start(self, parent: Any) -> None:
+        from arbiter_app import timers
+
+        timers.connected(serving=set(parent.app.amqp.queues.consume_from))
+
+
+app.steps["consumer"].add(RearmTimers)
 
 
 @signals.setup_logging.connect

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 from oanp_site import connections, serve
 from oanp_site.forwarded import proxy_hops
@@ -349,6 +350,25 @@ else:
         # The file queue is polled; the default second would show in every hosted answer.
         "polling_interval": 0.1,
     }
+# Each kind of work has a queue of its own, consumed by workers of its own (the Procfile), so
+# that no kind can hold up another: a merchant's slow checkout fills the deliveries' threads,
+# never the timers'. Beat's heartbeat travels on every queue (CELERY_BEAT_SCHEDULE below), so
+# /readyz knows each is served (docs/scaling.md, Queues).
+OANP_QUEUES = ("timers", "hosted", "deliveries", "background")
+# Declared, so that a worker started without -Q serves every one of them (the demo's does).
+CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name) for name in OANP_QUEUES]
+CELERY_TASK_DEFAULT_QUEUE = "background"
+CELERY_TASK_ROUTES = {
+    "arbiter_app.tasks.expire_session": {"queue": "timers"},
+    "arbiter_app.tasks.sweep_timers": {"queue": "timers"},
+    "arbiter_app.tasks.rearm_timers": {"queue": "timers"},
+    "arbiter_app.tasks.deliver_handoff": {"queue": "deliveries"},
+    "arbiter_app.tasks.deliver_callback": {"queue": "deliveries"},
+    "arbiter_app.tasks.sweep_deliveries": {"queue": "deliveries"},
+    "sessions_app.tasks.run_export": {"queue": "background"},
+    # Hosted agents' answers, reveals and their sweeps.
+    "sessions_app.tasks.*": {"queue": "hosted"},
+}
 CELERY_TASK_IGNORE_RESULT = True
 # A task is acknowledged when it finished, and given back when its worker dies mid-way.
 CELERY_TASK_ACKS_LATE = True
@@ -364,6 +384,12 @@ OANP_TIMER_SWEEP_SECONDS = float(os.environ.get("OANP_TIMER_SWEEP_SECONDS", "30"
 # Timers due within this horizon get a task of their own at the due time; later ones wait for
 # the sweep (a broker may hand a long-waiting task out twice).
 OANP_TIMER_HORIZON_SECONDS = float(os.environ.get("OANP_TIMER_HORIZON_SECONDS", "900"))
+if REDIS_URL:
+    # A task a worker took and never acknowledged (the worker died) is handed out again after
+    # this long; Redis's default is an hour. Above the horizon, the longest a worker holds a
+    # timer task, so a held timer is not handed out twice; what the worker lost sooner, the
+    # sweeps and the re-arming at each connection (arbiter_app.timers) find in the database.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": OANP_TIMER_HORIZON_SECONDS + 60}
 OANP_KEY_ROTATION_DAYS = float(os.environ.get("OANP_KEY_ROTATION_DAYS", "30"))
 # How long a replaced key stays in the JWKS, for agents that cached it.
 OANP_KEY_OVERLAP_DAYS = float(os.environ.get("OANP_KEY_OVERLAP_DAYS", "7"))
@@ -393,6 +419,9 @@ OANP_DELIVERY_LEASE_MARGIN_SECONDS = float(
 # one counts as lost (/readyz answers 503, the dashboard shows a banner).
 OANP_HEARTBEAT_SECONDS = float(os.environ.get("OANP_HEARTBEAT_SECONDS", "10"))
 OANP_WORKER_LOST_SECONDS = float(os.environ.get("OANP_WORKER_LOST_SECONDS", "45"))
+#: Where the Procfile's supervisor (oanp_site.procfile) keeps its processes' restarts, which
+#: /readyz reports; it sets this for the processes it starts.
+OANP_PROCESSES_FILE = os.environ.get("OANP_PROCESSES_FILE", "")
 
 # Metrics: every server, worker and beat process writes its counters into one folder and a
 # scrape of /metrics sums them (prometheus-client's multiprocess mode). It must be set before
@@ -424,12 +453,16 @@ OANP_INTEGRITY_CHECK_SECONDS = float(os.environ.get("OANP_INTEGRITY_CHECK_SECOND
 OANP_INTEGRITY_FULL_SECONDS = float(os.environ.get("OANP_INTEGRITY_FULL_SECONDS", "86400"))
 
 CELERY_BEAT_SCHEDULE = {
-    # Beat's tick and the worker's answer: /readyz reads both (arbiter_app.heartbeats).
-    "heartbeat": {
-        "task": "arbiter_app.tasks.heartbeat",
-        "schedule": OANP_HEARTBEAT_SECONDS,
-        # One that waited this long answers nothing new; drop it rather than pile them up.
-        "options": {"expires": OANP_WORKER_LOST_SECONDS},
+    # Beat's tick and, on each queue, a worker's answer, which /readyz reads
+    # (arbiter_app.heartbeats).
+    **{
+        f"heartbeat-{queue}": {
+            "task": "arbiter_app.tasks.heartbeat",
+            "schedule": OANP_HEARTBEAT_SECONDS,
+            # One that waited this long answers nothing new; drop it rather than pile them up.
+            "options": {"queue": queue, "expires": OANP_WORKER_LOST_SECONDS},
+        }
+        for queue in OANP_QUEUES
     },
     "sweep-timers": {
         "task": "arbiter_app.tasks.sweep_timers",

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings
 
 from oanp_site.serve import concurrency, daphne_argv, main
 from tests.conftest import ROOT, _database_url
@@ -91,11 +92,21 @@ def test_a_proxy_setting_that_is_no_number_stops_the_web_before_it_listens(
         main()
 
 
-def test_the_procfile_names_web_worker_and_beat() -> None:
+def test_the_procfile_serves_each_queue_from_one_process_of_its_own() -> None:
+    """Timers, hosted agents and deliveries each have workers of their own, so a slow merchant's
+    deliveries cannot hold up anyone's timer; every queue is served, and by one process."""
     lines = dict(
         line.split(": ", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line
     )
-    assert set(lines) == {"web", "worker", "beat"}
+    assert set(lines) == {"web", "timers", "hosted", "worker", "beat"}
     assert lines["web"] == "python -m oanp_site.serve"
-    assert lines["worker"].startswith("celery -A oanp_site worker")
     assert lines["beat"].startswith("celery -A oanp_site beat")
+    served: dict[str, str] = {}
+    for name in ("timers", "hosted", "worker"):
+        argv = lines[name].split()
+        assert argv[:4] == ["celery", "-A", "oanp_site", "worker"]
+        for queue in argv[argv.index("-Q") + 1].split(","):
+            assert queue not in served, f"{queue} is served by {served[queue]} and {name}"
+            served[queue] = name
+    assert set(served) == set(settings.OANP_QUEUES)
+    assert served["timers"] != served["deliveries"] != served["hosted"] != served["timers"]

@@ -37,7 +37,7 @@ from sessions_app.management.commands.seed_demo import (
     issue_buyer_keys,
     seed,
 )
-from sessions_app.supervisor import Child, Program, Supervisor
+from oanp_site.supervisor import Child, Program, Supervisor
 
 STARTUP_SECONDS = 30
 # The timer demo's session ends this long after it opens, with nobody moving.

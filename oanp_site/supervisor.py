@@ -1,6 +1,7 @@
-"""Keeps a few named child processes running: each in a process group of its own, writing to its
-own log file; when one exits, says so (which, how, the last lines of its log) and starts it again
-after a pause that doubles with each quick failure."""
+"""Keeps a few named child processes running (the demo's, and the Procfile's under
+``make serve``): each in a process group of its own, writing to its own log file; when one
+exits, says so (which, how, the last lines of its log) and starts it again after a pause that
+doubles with each quick failure."""
 
 from __future__ import annotations
 
@@ -74,6 +75,8 @@ class Child:
         self._supervisor = supervisor
         self._offset = 0
         self.exits = 0
+        #: How the last process ended and when (UTC), for whoever reports on the children.
+        self.last_exit: tuple[str, datetime] | None = None
         self.process = self._spawn()
         self._thread = threading.Thread(target=self._watch, name=program.name, daemon=True)
         self._thread.start()
@@ -121,6 +124,7 @@ class Child:
             if supervisor.stopping.is_set():
                 return
             self.exits += 1
+            self.last_exit = (describe_exit(returncode), datetime.now(UTC))
             # Whatever the child left running in its group goes with it.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
@@ -130,7 +134,7 @@ class Child:
             failures += 1
             lines = "".join(f"\n  | {line}" for line in self.tail())
             supervisor.say(
-                f"{self.name} (pid {self.process.pid}) {describe_exit(returncode)}; "
+                f"{self.name} (pid {self.process.pid}) {self.last_exit[0]}; "
                 f"the last lines of {self.program.log}:{lines}\n"
                 f"restarting {self.name} in {delay:g} s"
             )

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from sessions_app import supervisor as supervisor_module
+from oanp_site import supervisor as supervisor_module
 from sessions_app.management.commands.demo import programs
-from sessions_app.supervisor import Backoff, Program, Supervisor
+from oanp_site.supervisor import Backoff, Program, Supervisor
 from tests.support.waiting import wait_for
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
