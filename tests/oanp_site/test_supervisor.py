@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from oanp_site import supervisor as supervisor_module
-from sessions_app.management.commands.demo import programs
 from oanp_site.supervisor import Backoff, Program, Supervisor
+from sessions_app.management.commands.demo import programs
 from tests.support.waiting import wait_for
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]

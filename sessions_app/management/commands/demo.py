@@ -30,6 +30,7 @@ from oanp.net.client import ArbiterClient
 from oanp.transcript import describe_entry
 from oanp.vaults import BuyerVault
 from oanp_site import processes
+from oanp_site.supervisor import Child, Program, Supervisor
 from sessions_app.demo_buyers import BackgroundBuyers, Stalled, buyer_agent, negotiate
 from sessions_app.management.commands.seed_demo import (
     DEMO_BUYERS,
@@ -37,7 +38,6 @@ from sessions_app.management.commands.seed_demo import (
     issue_buyer_keys,
     seed,
 )
-from oanp_site.supervisor import Child, Program, Supervisor
 
 STARTUP_SECONDS = 30
 # The timer demo's session ends this long after it opens, with nobody moving.
