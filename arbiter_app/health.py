@@ -159,6 +159,25 @@ def _beat() -> Detail:
     return _seen(selectors.beats(now), "beat", now)
 
 
+def _processes() -> Detail:
+    """Under the Procfile's supervisor (``make serve``), which names its status file in
+    ``OANP_PROCESSES_FILE``: each process's pid, restarts and last exit. A restart is reported,
+    not judged: the worker and beat checks say whether the work is being done."""
+    path = settings.OANP_PROCESSES_FILE
+    if not path:
+        return {"supervised": False}
+    try:
+        with open(path) as file:
+            status = json.load(file)
+    except FileNotFoundError:
+        return {"supervised": False}
+    restarted = sorted(name for name, p in status["processes"].items() if p["restarts"])
+    detail: Detail = {"supervised": True, **status}
+    if restarted:
+        detail["note"] = f"restarted after an exit: {', '.join(restarted)}"
+    return detail
+
+
 #: PostgreSQL's limits on connections change only when it restarts: read them this seldom.
 LIMITS_SECONDS = 300.0
 _limits: tuple[float, int, int] | None = None
@@ -221,11 +240,12 @@ PROBES: dict[str, Probe[Detail]] = {
         ("worker", _worker),
         ("beat", _beat),
         ("connections", _connections),
+        ("processes", _processes),
     )
 }
 #: Checks that only inform: a process is no less ready for what they find, and every process
 #: finds the same, so a 503 on it would take all of them out of rotation at once.
-ADVISORY = frozenset({"connections"})
+ADVISORY = frozenset({"connections", "processes"})
 #: A flood of probes costs the dependencies one round of checks per this many seconds.
 REUSE_SECONDS = 1.0
 _last: tuple[float, str, dict[str, Detail]] | None = None

@@ -250,6 +250,7 @@ SCHEMAS: dict[str, Schema] = {
                         "worker",
                         "beat",
                         "connections",
+                        "processes",
                     )
                 }
             ),
@@ -271,7 +272,11 @@ SCHEMAS: dict[str, Schema] = {
         "additionalProperties": True,
         "description": "One dependency. database: vendor; broker: transport, queue_depth; "
         "channel_layer: backend; worker and beat: alive, last_seen, seconds_ago and processes "
-        "(name, alive, last_seen, seconds_ago, last_answer, queue_wait_ms, stopped); "
+        "(name, alive, last_seen, seconds_ago, last_answer, queue_wait_ms, stopped), and for "
+        "worker queues_unserved, the queues no worker took beat's heartbeat from lately; "
+        "processes, which never fails the status: supervised, and under make serve's "
+        "supervisor its supervisor_pid and processes (pid, restarts, last_exit, last_exit_at) "
+        "with a note naming those restarted; "
         "connections, which never fails the status: the deployment's budget (connections, "
         "web_processes, web_pool, task_connections, most), the server's max_connections and "
         "reserved slots, a warning when most exceeds what the server allows, or skipped.",

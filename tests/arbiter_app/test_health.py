@@ -48,6 +48,7 @@ def readyz(server: LiveServer) -> tuple[int, Readiness]:
         "channel_layer",
         "worker",
         "beat",
+        "processes",
         "connections",
     }
     assert (response.status_code == 200) == (body["status"] == "ok")
