@@ -300,6 +300,9 @@ class DeliveryAttempt(models.Model):
     #: 1, 2, 3… over the delivery's whole life (a callback's: per entry), redeliveries included.
     number = models.PositiveIntegerField()
     started_at = models.DateTimeField()
+    #: Scheme, host and port of the URL, by which attempts in flight are counted against
+    #: ``OANP_DELIVERIES_PER_TARGET`` (:mod:`arbiter_app.deliveries.bound`).
+    origin = models.CharField(max_length=2000, blank=True)
     #: The request as sent, with its credentials and signatures masked before they were kept;
     #: empty while it runs, when it was abandoned, or when no request went out.
     request_method = models.CharField(max_length=8, blank=True)
@@ -320,6 +323,14 @@ class DeliveryAttempt(models.Model):
             models.CheckConstraint(
                 condition=models.Q(handoff__isnull=True) ^ models.Q(cursor__isnull=True),
                 name="attempt_of_one_delivery",
+            )
+        ]
+        # Only unanswered attempts are ever counted by origin: the index holds those alone.
+        indexes = [
+            models.Index(
+                fields=["origin", "started_at"],
+                condition=models.Q(outcome=""),
+                name="attempts_in_flight",
             )
         ]
 

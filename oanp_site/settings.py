@@ -414,6 +414,10 @@ OANP_DELIVERY_TIMEOUT_SECONDS = float(os.environ.get("OANP_DELIVERY_TIMEOUT_SECO
 OANP_DELIVERY_LEASE_MARGIN_SECONDS = float(
     os.environ.get("OANP_DELIVERY_LEASE_MARGIN_SECONDS", "60")
 )
+# The most attempts in flight at once to one target (scheme, host and port): a slow or hanging
+# receiver holds that many of the delivery worker's threads, and the others' deliveries go on.
+# An attempt beyond it waits a moment, not counted as a failure. At least one, or none would go.
+OANP_DELIVERIES_PER_TARGET = max(1, int(os.environ.get("OANP_DELIVERIES_PER_TARGET", "2")))
 
 # Health: how often each worker and beat say they are alive, and how long without a word before
 # one counts as lost (/readyz answers 503, the dashboard shows a banner).

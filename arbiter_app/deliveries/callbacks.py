@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from arbiter_app.deliveries import outbound
+from arbiter_app.deliveries import bound, outbound
 from arbiter_app.deliveries.outbound import Answer, Outcome
 from arbiter_app.events import Announcement
 from arbiter_app.models import AgentCallback, CallbackCursor, DeliveryAttempt, Entry, Role, Session
@@ -84,7 +84,7 @@ def send(cursor_id: int, countdown: float | None = None) -> None:
 
 def deliver(cursor_id: int) -> int:
     """Send the session's entries the callback has not had, in order, until it is caught up or
-    must wait for a retry; how many POSTs were made."""
+    must wait (for a retry, or for room at its target); how many POSTs were made."""
     posts = 0
     while True:
         claimed = _claim(cursor_id)
@@ -107,7 +107,8 @@ def deliver(cursor_id: int) -> int:
 
 def _claim(cursor_id: int) -> tuple[DeliveryAttempt, AgentCallback, Entry] | None:
     """Start the attempt at the next entry, unless another worker holds it, a retry is not due
-    yet, the callback is disabled, or there is nothing new."""
+    yet, the callback is disabled, or there is nothing new; or defer it, its retry budget
+    untouched, when the callback's target already has as many attempts in flight as it may."""
     now = timezone.now()
     with transaction.atomic():
         cursor = (
@@ -131,6 +132,10 @@ def _claim(cursor_id: int) -> tuple[DeliveryAttempt, AgentCallback, Entry] | Non
         )
         if entry is None:
             return None
+        origin = bound.origin_of(cursor.callback.url)
+        if not bound.has_room(origin, now):
+            bound.defer(cursor, now=now, send=send)
+            return None
         cursor.attempts += 1
         cursor.next_attempt_at = outbound.lease_until(now)
         cursor.save(update_fields=["attempts", "next_attempt_at"])
@@ -139,6 +144,7 @@ def _claim(cursor_id: int) -> tuple[DeliveryAttempt, AgentCallback, Entry] | Non
             seq=entry.seq,
             number=outbound.next_number(cursor.attempt_log.filter(seq=entry.seq)),
             started_at=now,
+            origin=origin,
         )
     return attempt, cursor.callback, entry
 

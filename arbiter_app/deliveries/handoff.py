@@ -21,7 +21,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from arbiter_app.deliveries import outbound
+from arbiter_app.deliveries import bound, outbound
 from arbiter_app.deliveries.outbound import Answer, Outcome
 from arbiter_app.models import (
     DeliveryAttempt,
@@ -164,7 +164,9 @@ def deliver(handoff_id: int) -> bool:
 
     The row is claimed under a lock that others skip, and the claim pushes
     ``next_attempt_at`` past the attempt's longest run: the task and the sweep can both
-    call this at once, and still only one of them POSTs each attempt.
+    call this at once, and still only one of them POSTs each attempt. When the target already
+    has as many attempts in flight as it may (:mod:`~arbiter_app.deliveries.bound`), the
+    attempt is deferred instead, its retry budget untouched.
     """
     now = timezone.now()
     with transaction.atomic():
@@ -183,11 +185,18 @@ def deliver(handoff_id: int) -> bool:
             handoff.state, handoff.next_attempt_at = HandoffState.DISABLED, None
             handoff.save(update_fields=["state", "next_attempt_at"])
             return False
+        origin = bound.origin_of(checkout_url(target))
+        if not bound.has_room(origin, now):
+            bound.defer(handoff, now=now, send=send)
+            return False
         handoff.attempts += 1
         handoff.next_attempt_at = outbound.lease_until(now)
         handoff.save(update_fields=["attempts", "next_attempt_at"])
         attempt = DeliveryAttempt.objects.create(
-            handoff=handoff, number=outbound.next_number(handoff.attempt_log), started_at=now
+            handoff=handoff,
+            number=outbound.next_number(handoff.attempt_log),
+            started_at=now,
+            origin=origin,
         )
     body = handoff.body.encode()
     answer = _post(target, body=body, key=f"oanp-{handoff.session.session_id}")
