@@ -64,16 +64,18 @@ def deliver_callback(cursor_id: int) -> int:
 
 @shared_task
 def sweep_deliveries() -> int:
-    """Close the attempts whose worker died, then make every delivery attempt that fell due,
-    however its own task fared."""
+    """Close the attempts whose worker died, then hand every delivery that fell due to a task
+    of its own, however its first task fared; how many were handed. None is made here, so a
+    slow target holds the threads the bound per target gives it, never the sweep. One the
+    broker does not take stays due for the next sweep."""
     now = timezone.now()
     outbound.abandon_dead(
         now,
         handoffs=selectors.lapsed_handoffs(now),
         cursors=selectors.lapsed_callback_cursors(now),
     )
-    handoffs = sum(handoff.deliver(pk) for pk in selectors.due_handoffs())
-    return handoffs + sum(callbacks.deliver(pk) for pk in selectors.due_callback_cursors())
+    handoffs = sum(handoff.send(pk) for pk in selectors.due_handoffs(now))
+    return handoffs + sum(callbacks.send(pk) for pk in selectors.due_callback_cursors(now))
 
 
 @shared_task(bind=True)

@@ -71,10 +71,12 @@ def on_batch_committed(sender: Any, *, announcements: Sequence[Announcement], **
         log.exception("could not wake the callbacks of %d session(s)", len(announcements))
 
 
-def send(cursor_id: int, countdown: float | None = None) -> None:
+def send(cursor_id: int, countdown: float | None = None) -> bool:
+    """Ask the worker to deliver what the cursor is behind by; whether it was asked. When the
+    broker is away, the cursor stays due, and the sweep asks again."""
     from arbiter_app import tasks
 
-    enqueue(
+    return enqueue(
         tasks.deliver_callback,
         args=[cursor_id],
         countdown=countdown,

@@ -59,11 +59,12 @@ def open_handoff(session: Session, entries: Sequence[LogEntry]) -> None:
     transaction.on_commit(partial(send, handoff.pk), robust=True)
 
 
-def send(handoff_id: int, countdown: float | None = None) -> None:
-    """Ask the worker for the next attempt; the sweep makes it when the broker is away."""
+def send(handoff_id: int, countdown: float | None = None) -> bool:
+    """Ask the worker for the next attempt; whether it was asked. When the broker is away,
+    the handoff stays due, and the sweep asks again."""
     from arbiter_app import tasks
 
-    enqueue(
+    return enqueue(
         tasks.deliver_handoff,
         args=[handoff_id],
         countdown=countdown,

@@ -1,6 +1,7 @@
 """Deliveries bounded per target: a slow or hanging receiver holds at most
 ``OANP_DELIVERIES_PER_TARGET`` attempts in flight at once; one more to it is deferred without
-spending its retry budget, and deliveries to anyone else go on."""
+spending its retry budget, and deliveries to anyone else go on. The sweep makes no attempt
+itself: it hands each due delivery to a task of its own."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from arbiter_app import services
+from arbiter_app import selectors, services, tasks
 from arbiter_app.deliveries import bound, callbacks, handoff, outbound
 from arbiter_app.models import CallbackCursor, DeliveryAttempt, Handoff, HandoffState
 from tests.arbiter_app.test_deliveries import ITEM, Hold, Receiver, Reply, Request, register
@@ -26,11 +27,15 @@ pytestmark = pytest.mark.django_db
 
 @dataclass
 class Queued:
-    """The tasks sent to the broker, as (task name, args, countdown)."""
+    """The tasks sent to the broker, as (task name, args, countdown); ``away`` makes every
+    send fail, as :func:`arbiter_app.queue.enqueue` reports a broker that is away."""
 
     sent: list[tuple[str, list[Any], float | None]] = field(default_factory=list)
+    away: bool = False
 
     def __call__(self, task: Any, *, args: list[Any], about: str, **options: Any) -> bool:
+        if self.away:
+            return False
         self.sent.append((task.name.rsplit(".", 1)[1], args, options.get("countdown")))
         return True
 
@@ -243,6 +248,45 @@ def test_a_callback_waits_for_room_at_an_origin_its_agent_shares_with_handoffs(
     assert not cursor.attempt_log.exists()
     assert [(task, args) for task, args, _ in queued.sent] == [("deliver_callback", [cursor.pk])]
     assert shared.requests == []
+
+
+def test_the_sweep_hands_each_due_delivery_to_a_task_and_waits_on_no_target(
+    client: Any,
+    buyer: Agent,
+    receivers: Callable[..., Receiver],
+    queued: Queued,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    hanging = receivers(hang=True)
+    shop = make_agent("merchant-slow", "merchant")
+    handoff_target(shop, hanging.url)
+    register(client, buyer, f"{hanging.url}/hooks/oanp")
+    with django_capture_on_commit_callbacks(execute=True):
+        delivery = agreed(client, buyer, shop, "sess-swept")
+    cursor = CallbackCursor.objects.get(session__session_id="sess-swept")
+    queued.sent.clear()  # the tasks the agreement asked for were lost: the broker was away
+
+    assert tasks.sweep_deliveries() == 2
+    assert [(task, args) for task, args, _ in queued.sent] == [
+        ("deliver_handoff", [delivery.pk]),
+        ("deliver_callback", [cursor.pk]),
+    ]
+    assert hanging.requests == []
+    assert not DeliveryAttempt.objects.exists()
+
+
+def test_what_the_broker_does_not_take_stays_due_for_the_next_sweep(
+    client: Any, buyer: Agent, receivers: Callable[..., Receiver], queued: Queued
+) -> None:
+    shop = make_agent("merchant-slow", "merchant")
+    handoff_target(shop, receivers().url)
+    delivery = agreed(client, buyer, shop, "sess-swept")
+    queued.away = True
+    assert tasks.sweep_deliveries() == 0
+    assert selectors.due_handoffs() == [delivery.pk]
+    queued.away = False
+    assert tasks.sweep_deliveries() == 1
+    assert queued.sent == [("deliver_handoff", [delivery.pk], None)]
 
 
 def advisory_lock_awaited() -> bool:

@@ -279,10 +279,12 @@ def test_the_sweep_closes_a_dead_attempt_once_and_delivers_the_handoff(
     tasks.sweep_deliveries()
     dead.refresh_from_db()
     assert dead.outcome == "abandoned"
-    # Found once: neither a second sweep nor the next claim rewrites or counts it again.
+    # Found once: neither a second sweep nor the next claim, the task the sweep asked for,
+    # rewrites or counts it again.
     found = dead.error
     assert outbound.abandon_dead(timezone.now(), handoffs=[handed_off.pk]) == 0
     tasks.sweep_deliveries()
+    assert tasks.deliver_handoff(handed_off.pk) is True
     dead.refresh_from_db()
     assert dead.error == found
     handed_off.refresh_from_db()
