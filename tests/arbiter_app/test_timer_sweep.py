@@ -186,3 +186,47 @@ def test_a_window_past_the_timer_horizon_arms_at_every_envelope(
     with django_capture_on_commit_callbacks(execute=True):
         services.receive_envelope(agent=merchant, envelope=ack)
     assert armed == [session_id, session_id]
+
+
+@pytest.mark.django_db
+def test_a_timer_task_closes_every_session_due_with_its_own() -> None:
+    """Deadlines come in crowds: the first task to fire closes them all in batches, rather
+    than each waiting for its own task's turn in the pool."""
+    from arbiter_app import tasks
+
+    ids = open_sessions(30, prefix="crowd", at=datetime.now(UTC) - timedelta(seconds=WINDOW + 2))
+    assert tasks.expire_session.apply(args=[ids[-1]]).get() == 30
+    assert not Session.objects.filter(session_id__in=ids, ended_at__isnull=True).exists()
+    assert Entry.objects.filter(session__session_id__in=ids, type="session.close").count() == 30
+    # The others' tasks then find nothing left to close.
+    assert tasks.expire_session.apply(args=[ids[0]]).get() == 0
+
+
+@pytest.mark.django_db
+def test_re_arming_sends_a_task_for_each_timer_within_the_horizon(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    now = datetime.now(UTC)
+    ids = open_sessions(3, prefix="rearm", at=now)
+    armed: list[tuple[str, datetime]] = []
+    monkeypatch.setattr(
+        timers, "enqueue", lambda task, *, args, eta, about: armed.append((args[0], eta))
+    )
+    assert timers.rearm(now=now) == 3
+    assert armed == [(sid, now + timedelta(seconds=WINDOW)) for sid in ids]
+
+    settings.OANP_TIMER_HORIZON_SECONDS = WINDOW - 1  # beyond it: left to the sweep
+    armed.clear()
+    assert timers.rearm(now=now) == 0
+    assert armed == []
+
+
+def test_only_a_worker_of_the_timers_queue_re_arms_when_it_connects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[str] = []
+    monkeypatch.setattr(timers, "enqueue", lambda task, **options: sent.append(task.name))
+    timers.connected(serving={"deliveries", "background"})
+    assert sent == []
+    timers.connected(serving={"timers"})
+    assert sent == ["arbiter_app.tasks.rearm_timers"]

@@ -168,3 +168,18 @@ def test_timers_fall_due_while_the_worker_is_down_still_close_once(
         wait_for(lambda sid=sid: closed(sid), 20)
         assert closes(sid) == 1
         assert Session.objects.get(session_id=sid).close_reason == "deadline_expired"
+
+
+def test_two_hundred_deadlines_at_one_instant_close_within_seconds(
+    celery_worker_process: Worker,
+) -> None:
+    """A crowd of deadlines (one buyer's burst of sessions) closes on time on a real worker:
+    the first timer task to fire closes the whole crowd in batches."""
+    from bench.jobs import timers_lateness
+
+    late = timers_lateness(200, 0, 8)
+    assert late["closed"] == 200
+    lateness = sorted(late["lateness_s"])
+    p99 = lateness[int(len(lateness) * 0.99) - 1]
+    assert p99 < 5, f"p50 {lateness[100]:.2f} s, p99 {p99:.2f} s"
+    print(f"200 deadlines at one instant: p50 {lateness[100]:.3f} s, p99 {p99:.3f} s")
