@@ -456,6 +456,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 OANP_INTEGRITY_CHECK_SECONDS = float(os.environ.get("OANP_INTEGRITY_CHECK_SECONDS", "300"))
 OANP_INTEGRITY_FULL_SECONDS = float(os.environ.get("OANP_INTEGRITY_FULL_SECONDS", "86400"))
 
+# How often the sweep makes the hosted answers whose task was lost (sessions_app.runner).
+OANP_HOSTED_SWEEP_SECONDS = float(os.environ.get("OANP_HOSTED_SWEEP_SECONDS", "5"))
 CELERY_BEAT_SCHEDULE = {
     # Beat's tick and, on each queue, a worker's answer, which /readyz reads
     # (arbiter_app.heartbeats).
@@ -481,6 +483,14 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-hosted-reveals": {
         "task": "sessions_app.tasks.sweep_reveals",
         "schedule": OANP_TIMER_SWEEP_SECONDS,
+    },
+    # Hosted merchants' answers whose task was lost, made well inside the buyer's response
+    # window (10 s at the least) so that the arbiter's lost task never times a merchant out.
+    "sweep-hosted-answers": {
+        "task": "sessions_app.tasks.sweep_answers",
+        "schedule": OANP_HOSTED_SWEEP_SECONDS,
+        # One that waited past the next is redundant: the next sweep finds the same turns.
+        "options": {"expires": OANP_HOSTED_SWEEP_SECONDS},
     },
     # Hourly, the key policy: rotate every OANP_KEY_ROTATION_DAYS, retire after the overlap.
     "maintain-signing-keys": {
