@@ -190,7 +190,9 @@ def quiet(server: Server, holder: Holder, seconds: float) -> dict[str, Any]:
 def run(size: Size) -> dict[str, Any]:
     database = bench_database("oanp_bench_streams")
     port = free_port()
-    env = {**server_environment(database, port), "REDIS_URL": REDIS_URL}
+    # One Daphne process alone: it gets a whole pool of 20 (the connection budget's share of
+    # a multi-process deployment would be smaller), so the seeding's pairs never wait for one.
+    env = {**server_environment(database, port), "REDIS_URL": REDIS_URL, "OANP_DB_POOL_SIZE": "20"}
     with fresh_database(database):
         pairs = prepare(env, size.streams // 2)
         with daphne(env, port) as server:
