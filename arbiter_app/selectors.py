@@ -252,6 +252,13 @@ def credentials_of(*, agent_id: str, role: str) -> QuerySet[AgentCredential]:
     return AgentCredential.objects.filter(agent_id=agent_id, role=role).order_by("-created_at")
 
 
+def live_credentials(credential_ids: set[int]) -> set[int]:
+    """Which of these credentials are live: not revoked (nor deleted) nor expired. One query
+    for every stream a process holds open."""
+    rows = AgentCredential.objects.filter(pk__in=credential_ids, revoked_at__isnull=True)
+    return set(rows.exclude(expires_at__lte=timezone.now()).values_list("pk", flat=True))
+
+
 def credential_is_live(credential_id: int) -> bool:
     """Whether the credential has not been revoked (nor deleted) since it was loaded, nor
     expired: a stream opened with a key ends when the key does."""
@@ -260,13 +267,6 @@ def credential_is_live(credential_id: int) -> bool:
         .exclude(expires_at__lte=timezone.now())
         .exists()
     )
-
-def live_credentials(credential_ids: set[int]) -> set[int]:
-    """Which of these credentials are live: not revoked (nor deleted) nor expired. One query
-    for every stream a process holds open."""
-    rows = AgentCredential.objects.filter(pk__in=credential_ids, revoked_at__isnull=True)
-    return set(rows.exclude(expires_at__lte=timezone.now()).values_list("pk", flat=True))
-
 
 
 def agent_id_in_use(agent_id: str) -> bool:
