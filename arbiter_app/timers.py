@@ -12,7 +12,6 @@ from arbiter_app.queue import enqueue
 #: The queue timer tasks travel on (settings.CELERY_TASK_ROUTES).
 QUEUE = "timers"
 
-
 def arm(*, session_id: str, due: datetime, now: datetime) -> None:
     """Ask the worker to close ``session_id`` at ``due``, if it is due soon enough.
 

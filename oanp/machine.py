@@ -184,18 +184,30 @@ class Negotiation:
         due = [d for d in (self.state.turn_deadline, self.state.deadline) if d is not None]
         return min(due) if due else None
 
-    def expire(self, now: datetime) -> list[Entry]:
-        """Close the session if a timer has fallen due by ``now``; else do nothing."""
+    def due_reason(self, now: datetime) -> Reason | None:
+        """Why :meth:`expire` would close the session at ``now``: the session's deadline, the
+        last round's final answer, or the window of the party to move; ``None`` if no timer
+        fell due."""
         due = self.next_deadline()
         if due is None or now < due:
+            return None
+        if self.state.deadline is not None and self.state.deadline <= now:
+            return Reason.DEADLINE_EXPIRED
+        if self.state.final_answer:
+            return Reason.MAX_ROUNDS_REACHED
+        return Reason.RESPONSE_TIMEOUT
+
+    def expire(self, now: datetime) -> list[Entry]:
+        """Close the session if a timer has fallen due by ``now``; else do nothing."""
+        reason = self.due_reason(now)
+        if reason is None:
             return []
         state = self.state
         step = Step(state, self.arbiter, now)
-        if state.deadline is not None and state.deadline <= now:
-            step.close(
-                Reason.DEADLINE_EXPIRED, f"deadline {format_timestamp(state.deadline)} passed"
-            )
-        elif state.final_answer:
+        if reason is Reason.DEADLINE_EXPIRED:
+            assert state.deadline is not None
+            step.close(reason, f"deadline {format_timestamp(state.deadline)} passed")
+        elif reason is Reason.MAX_ROUNDS_REACHED:
             # No final answer: the last round is judged on its counter, and the session ends.
             judgement, spread, _ = judge_counter(state, self.arbiter)
             step.verdict(
@@ -206,15 +218,14 @@ class Negotiation:
                 merchant_terms=state.merchant_terms,
             )
             step.close(
-                Reason.MAX_ROUNDS_REACHED,
+                reason,
                 f"the buyer gave no final answer within {state.response_window_s} s",
                 last_spread=spread,
             )
         else:
             assert state.turn is not None
             step.close(
-                Reason.RESPONSE_TIMEOUT,
-                f"the {state.turn.value} did not move within {state.response_window_s} s",
+                reason, f"the {state.turn.value} did not move within {state.response_window_s} s"
             )
         self.state = step.state
         return step.entries

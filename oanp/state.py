@@ -188,6 +188,9 @@ class SessionState:
             role is M and agent_id == self.merchant_agent_id
         )
 
+    def agent_of(self, role: Role) -> str:
+        return self.buyer_agent_id if role is B else self.merchant_agent_id
+
     def commitment_of(self, role: Role) -> str | None:
         return self.buyer_commit if role is B else self.merchant_commit
 

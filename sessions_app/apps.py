@@ -7,9 +7,12 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self) -> None:
         # Hosted agents hear of committed entries the way the arbiter announces them to anyone.
+        from arbiter_app import services
         from arbiter_app.events import entries_committed
-        from sessions_app import access, runner
+        from sessions_app import access, runner, selectors
 
         entries_committed.connect(runner.on_entries_committed, dispatch_uid="hosted-agents")
+        # A window that runs out on a hosted agent is the arbiter's failure, not its merchant's.
+        services.runs_agents(selectors.hosted_among)
         # Live pages close when their viewer's access ends.
         access.connect_signals()

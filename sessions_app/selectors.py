@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -148,6 +149,15 @@ def _head_time() -> Cast:
 def _last_activity() -> Coalesce:
     # The head entry's time; every session has its opening entry, so this is a fallback.
     return Coalesce(_head_time(), F("opened_at"))
+
+
+def hosted_among(agent_ids: Collection[str]) -> set[str]:
+    """Those of ``agent_ids`` that are hosted agents, which the arbiter runs itself."""
+    return set(
+        AgentProfile.objects.filter(agent_id__in=agent_ids, mode=Mode.HOSTED).values_list(
+            "agent_id", flat=True
+        )
+    )
 
 
 def hosted_turns_waiting(*, asked_before: datetime, limit: int) -> list[str]:

@@ -41,6 +41,7 @@ from arbiter_app.services.sessions import (
     expire_due_sessions,
     expire_session,
     receive_envelope,
+    runs_agents,
     terminate_session,
 )
 
@@ -70,6 +71,7 @@ __all__ = [
     "revoke_credential",
     "revoke_credentials",
     "rotate_signing_key",
+    "runs_agents",
     "save_listing",
     "send_test_handoff",
     "terminate_session",

@@ -7,7 +7,7 @@ announces them through :mod:`arbiter_app.events` only after the commit.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -39,6 +39,7 @@ from oanp.errors import (
 )
 from oanp.log import Entry as LogEntry
 from oanp.machine import Negotiation
+from oanp.profiles import Reason
 from oanp.snapshot import dump_state, load_state
 from oanp.state import Arbiter
 
@@ -144,7 +145,7 @@ def _receive(
     except MessageIdSeen:
         return _replay(session, envelope)
     except TimerExpired as late:
-        expiry = negotiation.expire(now)
+        (expiry,) = _expiries([negotiation], now)
         if expiry:  # else a timer's close is already logged
             _append(session, negotiation, expiry, now=now)
         return late
@@ -154,6 +155,54 @@ def _receive(
 
 def _negotiation(session: Session) -> Negotiation:
     return Negotiation(load_state(json.loads(session.state)), arbiter())
+
+
+def _none_run_here(agent_ids: Collection[str]) -> set[str]:
+    return set()
+
+
+#: Which of the agents named the arbiter runs itself; see :func:`runs_agents`.
+_run_here: Callable[[Collection[str]], set[str]] = _none_run_here
+
+
+def runs_agents(lookup: Callable[[Collection[str]], set[str]]) -> None:
+    """Name the agents the arbiter runs itself (the dashboard's hosted agents): ``lookup``
+    returns those of the ids it is given. Registered once, by the app that runs them."""
+    global _run_here  # one registration per process, at start
+    _run_here = lookup
+
+
+def _expiries(negotiations: list[Negotiation], now: datetime) -> list[list[LogEntry]]:
+    """The entries that close each session whose timer fell due by ``now`` (none for one whose
+    timer did not).
+
+    A response window that ran out on an agent the arbiter runs itself (the dashboard's hosted
+    agents, :func:`runs_agents`) is the arbiter's failure: its workers or
+    broker were away when the agent should have answered. That session is ended
+    ``operator_terminated``, saying so, rather than closed ``response_timeout``, which would
+    blame the agent's owner. One lookup for the whole batch."""
+    movers = {
+        index: n.state.agent_of(n.state.turn)
+        for index, n in enumerate(negotiations)
+        if n.state.turn is not None and n.due_reason(now) is Reason.RESPONSE_TIMEOUT
+    }
+    ours = _run_here(set(movers.values())) if movers else set()
+    return [
+        negotiation.terminate(now, _arbiter_fault(negotiation))
+        if movers.get(index) in ours
+        else negotiation.expire(now)
+        for index, negotiation in enumerate(negotiations)
+    ]
+
+
+def _arbiter_fault(negotiation: Negotiation) -> str:
+    state = negotiation.state
+    assert state.turn is not None
+    return (
+        f"the {state.turn.value}'s agent, run by this arbiter, could not move within its "
+        f"{state.response_window_s} s window: the fault is the arbiter's, not the "
+        f"{state.turn.value}'s"
+    )
 
 
 def expire_session(*, session_id: str, now: datetime | None = None) -> bool:
@@ -169,7 +218,7 @@ def expire_session(*, session_id: str, now: datetime | None = None) -> bool:
             return False
         due = session.next_deadline
         negotiation = _negotiation(session)
-        entries = negotiation.expire(now)
+        (entries,) = _expiries([negotiation], now)
         if not entries:
             return False
         _append(session, negotiation, entries, now=now)
@@ -209,10 +258,11 @@ def expire_due_sessions(*, now: datetime | None = None, limit: int = EXPIRY_BATC
         )
         steps: list[_Staged] = []
         late: list[float] = []
-        for session in due:
+        negotiations = [_negotiation(session) for session in due]
+        for session, negotiation, entries in zip(
+            due, negotiations, _expiries(negotiations, now), strict=True
+        ):
             assert session.next_deadline is not None
-            negotiation = _negotiation(session)
-            entries = negotiation.expire(now)
             if entries:
                 late.append((now - session.next_deadline).total_seconds())
                 steps.append(_stage(session, negotiation, entries, now=now))

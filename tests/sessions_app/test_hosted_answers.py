@@ -154,3 +154,33 @@ def test_a_passed_deadline_is_nobodys_fault_and_the_timer_closes_it(client: Clie
     )
     assert runner.answer(SESSION, now=opened + timedelta(seconds=61)) == 0
     assert closed() == ("CLOSED", "deadline_expired")
+
+
+@pytest.mark.parametrize("closer", ["the timer's own task", "the sweep"])
+def test_when_the_arbiters_timer_comes_first_the_hosted_agents_window_is_still_its_fault(
+    negotiation: HostedNegotiation, closer: str
+) -> None:
+    """The timers worker ran while the hosted agents' did not (or before their sweep): the
+    arbiter's timer itself ends the session as its own failure, not the merchant's."""
+    negotiation.open()
+    late = asked_at(negotiation) + timedelta(seconds=301)
+    if closer == "the sweep":
+        assert arbiter_services.expire_due_sessions(now=late) == 1
+    else:
+        assert arbiter_services.expire_session(session_id=SESSION, now=late)
+    assert closed() == ("CLOSED", "operator_terminated")
+    detail = negotiation.log()[-1]["envelope"]["payload"]["detail"]
+    assert detail == (
+        "the merchant's agent, run by this arbiter, could not move within its 300 s window: "
+        "the fault is the arbiter's, not the merchant's"
+    )
+
+
+def test_an_external_agents_window_running_out_is_its_own(client: Client) -> None:
+    AgentProfile.objects.create(merchant=merchant("ext"), agent_id="external-sfo", mode="external")
+    services.hosted_credential("external-sfo")
+    external = HostedNegotiation(client, "external-sfo", session_id="sess-external")
+    external.open()
+    late = asked_at(external) + timedelta(seconds=301)
+    assert arbiter_services.expire_due_sessions(now=late) == 1
+    assert closed("sess-external") == ("CLOSED", "response_timeout")
