@@ -12,6 +12,8 @@ import logging
 from typing import Any
 
 from celery import Task
+from django.conf import settings
+from django.utils import timezone
 
 from arbiter_app.breaker import Breaker
 
@@ -20,12 +22,24 @@ log = logging.getLogger(__name__)
 broker_breaker = Breaker(open_seconds=5.0)
 
 
+def _later_than_the_horizon(options: dict[str, Any]) -> bool:
+    countdown, eta = options.get("countdown"), options.get("eta")
+    wait = countdown if eta is None else (eta - timezone.now()).total_seconds()
+    return wait is not None and wait > settings.OANP_TIMER_HORIZON_SECONDS
+
+
 def enqueue(task: Task, *, args: list[Any], about: str, **options: Any) -> bool:
     """Send ``task`` with ``args`` (and Celery's ``countdown``/``eta``); whether it was sent.
     ``about`` names the work in the warning when it was not, and what will do it instead.
 
+    A task due later than ``OANP_TIMER_HORIZON_SECONDS`` is not sent at all: a worker would
+    hold it that long, and the broker hands out again a task held past its visibility timeout
+    (settings), so the work would be done twice. Its backstop does it when it falls due.
+
     Callers import their task module where they call this: task modules import the modules
     whose work they run, which enqueue it in turn."""
+    if _later_than_the_horizon(options):
+        return False
     if broker_breaker.allows():
         try:
             task.apply_async(args=args, **options)

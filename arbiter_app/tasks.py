@@ -23,7 +23,7 @@ def expire_session(session_id: str) -> int:
         return closed + 1  # an envelope held its row while the batches skipped it
     due = selectors.next_deadline_of(session_id)
     if due is not None:
-        timers.arm(session_id=session_id, due=due, now=timezone.now())
+        timers.arm(session_id=session_id, due=due)
     return closed
 
 

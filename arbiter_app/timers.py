@@ -12,14 +12,13 @@ from arbiter_app.queue import enqueue
 #: The queue timer tasks travel on (settings.CELERY_TASK_ROUTES).
 QUEUE = "timers"
 
-def arm(*, session_id: str, due: datetime, now: datetime) -> None:
-    """Ask the worker to close ``session_id`` at ``due``, if it is due soon enough.
+def arm(*, session_id: str, due: datetime) -> None:
+    """Ask the worker to close ``session_id`` at ``due``.
 
     A timer that moves arms a new task; the old one then finds nothing due and does nothing.
-    Far timers are left to the sweep, so no task waits for hours in the broker.
+    Timers beyond the horizon are left to the sweep (:func:`arbiter_app.queue.enqueue`), so no
+    task waits for hours in the broker.
     """
-    if (due - now).total_seconds() > settings.OANP_TIMER_HORIZON_SECONDS:
-        return
     from arbiter_app import tasks
 
     enqueue(
@@ -41,7 +40,7 @@ def rearm(*, now: datetime) -> int:
     horizon = now + timedelta(seconds=settings.OANP_TIMER_HORIZON_SECONDS)
     armed = 0
     for session_id, due in selectors.deadlines_before(horizon):
-        arm(session_id=session_id, due=due, now=now)
+        arm(session_id=session_id, due=due)
         armed += 1
     return armed
 

@@ -454,7 +454,7 @@ def _stage(
     # A session's next deadline only ever moves later, so the task armed when its first one
     # was set still fires first, and re-arms itself for the new one (arbiter_app.tasks):
     # only a session that had no deadline needs a task now, not every envelope a publish.
-    # With a response window past the timer horizon no task may be pending (timers.arm leaves
+    # With a response window past the timer horizon no task may be pending (queue.enqueue leaves
     # far timers to the sweep) while the session's deadline draws near: those arm every time.
     first_deadline = session.next_deadline is None
     long_window = state.response_window_s > settings.OANP_TIMER_HORIZON_SECONDS
@@ -500,7 +500,7 @@ def _after_commit(steps: list[_Staged]) -> None:
         due = step.session.next_deadline
         if step.arm and due is not None:
             transaction.on_commit(
-                partial(timers.arm, session_id=step.session.session_id, due=due, now=step.now),
+                partial(timers.arm, session_id=step.session.session_id, due=due),
                 robust=True,
             )
 

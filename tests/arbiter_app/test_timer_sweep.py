@@ -153,7 +153,7 @@ def test_a_timer_task_is_armed_once_per_session_not_per_envelope(
     monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> None:
     armed: list[str] = []
-    monkeypatch.setattr(timers, "arm", lambda *, session_id, due, now: armed.append(session_id))
+    monkeypatch.setattr(timers, "arm", lambda *, session_id, due: armed.append(session_id))
     buyer = services.issue_credential(agent_id=BUYER, role="buyer").credential
     merchant = services.issue_credential(agent_id=MERCHANT, role="merchant").credential
     agents = {"buyer": buyer, "merchant": merchant}
@@ -172,11 +172,11 @@ def test_a_timer_task_is_armed_once_per_session_not_per_envelope(
 def test_a_window_past_the_timer_horizon_arms_at_every_envelope(
     monkeypatch: pytest.MonkeyPatch, settings: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
-    """No task may be pending for a far turn deadline, so each move arms again (timers.arm
+    """No task may be pending for a far turn deadline, so each move arms again (queue.enqueue
     itself leaves what is still too far to the sweep)."""
     settings.OANP_TIMER_HORIZON_SECONDS = 60
     armed: list[str] = []
-    monkeypatch.setattr(timers, "arm", lambda *, session_id, due, now: armed.append(session_id))
+    monkeypatch.setattr(timers, "arm", lambda *, session_id, due: armed.append(session_id))
     with django_capture_on_commit_callbacks(execute=True):
         [session_id] = open_sessions(1, prefix="long", at=datetime.now(UTC))
     assert armed == [session_id]  # the open's window (10 s) is within the horizon
