@@ -386,9 +386,10 @@ OANP_TIMER_SWEEP_SECONDS = float(os.environ.get("OANP_TIMER_SWEEP_SECONDS", "30"
 OANP_TIMER_HORIZON_SECONDS = float(os.environ.get("OANP_TIMER_HORIZON_SECONDS", "900"))
 if REDIS_URL:
     # A task a worker took and never acknowledged (the worker died) is handed out again after
-    # this long; Redis's default is an hour. Above the horizon, the longest a worker holds a
-    # timer task, so a held timer is not handed out twice; what the worker lost sooner, the
-    # sweeps and the re-arming at each connection (arbiter_app.timers) find in the database.
+    # this long; Redis's default is an hour. Above the horizon, the longest a worker may hold a
+    # task (arbiter_app.queue sends none due later), so a held task is not handed out twice;
+    # what the worker lost sooner, the sweeps and the re-arming of timers at each connection
+    # (arbiter_app.timers) find in the database.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": OANP_TIMER_HORIZON_SECONDS + 60}
 OANP_KEY_ROTATION_DAYS = float(os.environ.get("OANP_KEY_ROTATION_DAYS", "30"))
 # How long a replaced key stays in the JWKS, for agents that cached it.
