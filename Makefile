@@ -26,7 +26,7 @@ ensure_service = if ! { $(2); }; then \
 	{ $(2); } || { echo "$(1) did not answer on 127.0.0.1 within $(SERVICE_WAIT)s" >&2; exit 1; }; \
 	fi
 
-.PHONY: venv demo serve services browser lint test test-fast bench clean
+.PHONY: venv demo serve services browser lint test test-fast bench soak clean
 
 venv: $(STAMP)
 
@@ -95,6 +95,11 @@ test-fast: venv services
 
 bench: venv
 	$(TEST_SECRETS) $(BIN)/python -m bench
+
+# Faults a deployment meets, played for minutes on the Procfile's processes (a Redis of its own
+# killed under load, a slow merchant, a crowd of deadlines) and idle event streams.
+soak: venv
+	$(TEST_SECRETS) $(BIN)/python -m bench --soak
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

@@ -1,7 +1,8 @@
-"""``python -m bench [--quick] [--only SECTION[,SECTION]] [--out DIR]``.
+"""``python -m bench [--soak] [--quick] [--only SECTION[,SECTION]] [--out DIR]``.
 
-Runs the sections of :data:`SECTIONS` (all, or those named), merges each one's figures into
-results.json and renders BENCHMARKS.md from the whole file.
+Runs the sections of :data:`SECTIONS` (all, or those named), or with ``--soak`` those of
+:data:`SOAK_SECTIONS`, merges each one's figures into results.json and renders BENCHMARKS.md
+from the whole file.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import broker, core, export, health, live, service, timers
+from bench import broker, core, export, health, idle_streams, live, service, soak, timers
 from bench.report import (
     Options,
     Section,
@@ -33,6 +34,8 @@ SECTIONS: tuple[Section, ...] = (
     broker.SECTION,
     health.SECTION,
 )
+#: The sections that take minutes of faults and idling (make soak), after the others on the page.
+SOAK_SECTIONS: tuple[Section, ...] = (soak.SECTION, idle_streams.SECTION)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_PATH = ROOT / "bench" / "results.json"
@@ -43,9 +46,17 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
     parser.add_argument(
+        "--soak",
+        action="store_true",
+        help="run the soak's sections instead: " + ", ".join(s.name for s in SOAK_SECTIONS),
+    )
+    parser.add_argument(
         "--only",
         metavar="SECTION[,SECTION]",
-        help="run only these sections: " + ", ".join(s.name for s in SECTIONS),
+        help="run only these sections: "
+        + ", ".join(s.name for s in SECTIONS)
+        + "; with --soak: "
+        + ", ".join(s.name for s in SOAK_SECTIONS),
     )
     parser.add_argument(
         "--out",
@@ -56,27 +67,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def chosen(only: str | None) -> list[Section]:
-    """The sections ``--only`` names, in registry order; all when it names none."""
+def chosen(only: str | None, registry: Sequence[Section] = SECTIONS) -> list[Section]:
+    """The sections of ``registry`` ``--only`` names, in its order; all when it names none."""
     if not only:
-        return list(SECTIONS)
+        return list(registry)
     names = {name.strip() for name in only.split(",") if name.strip()}
-    unknown = names - {s.name for s in SECTIONS}
+    unknown = names - {s.name for s in registry}
     if unknown:
         raise SystemExit(
             f"unknown section {', '.join(sorted(unknown))}; "
-            f"known: {', '.join(s.name for s in SECTIONS)}"
+            f"known: {', '.join(s.name for s in registry)}"
         )
-    return [s for s in SECTIONS if s.name in names]
+    return [s for s in registry if s.name in names]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    sections = chosen(args.only)
+    sections = chosen(args.only, SOAK_SECTIONS if args.soak else SECTIONS)
     results_path = args.out / "results.json" if args.out else RESULTS_PATH
     markdown_path = args.out / "BENCHMARKS.md" if args.out else MARKDOWN_PATH
     options = Options(quick=args.quick)
-    order = [s.name for s in SECTIONS]
+    order = [s.name for s in (*SECTIONS, *SOAK_SECTIONS)]
     for section in sections:
         print(f"bench: {section.name} ...", file=sys.stderr, flush=True)
         result = section.run(options)

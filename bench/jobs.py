@@ -11,6 +11,9 @@ database; each job prints its report as JSON, one line, on stdout.
 - ``timers-lateness COUNT SPREAD_S LEAD_S``: open ``COUNT`` sessions whose deadlines fall
   ``LEAD_S`` from now and over ``SPREAD_S`` after, each armed as in production (a Celery task
   at the due time); wait until a worker closed them all; report each one's lateness.
+- ``closes PREFIX``: the sessions whose id starts with ``PREFIX``: how many, how many are
+  still open, and for each one the arbiter closed, its close entry's ``received_at`` and the
+  session's close reason.
 - ``operator``: an operator member signed in; prints its session cookie.
 - ``envelope-queries``: one whole SFO→JFK session posted through Django's test client; the SQL
   statements each envelope's POST ran after the open (authentication and transaction control
@@ -22,6 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -195,6 +199,21 @@ def timers_lateness(count: int, spread_s: float, lead_s: float) -> dict[str, Any
     }
 
 
+def closes(prefix: str) -> dict[str, Any]:
+    from arbiter_app.models import Entry, Session
+
+    sessions = Session.objects.filter(session_id__startswith=prefix)
+    closed = Entry.objects.filter(
+        session__session_id__startswith=prefix, type="session.close", sender_role="arbiter"
+    ).values_list("session__session_id", "received_at", "session__close_reason")
+    return {
+        "sessions": sessions.count(),
+        "open": sessions.filter(ended_at__isnull=True).count(),
+        "closes": {sid: received_at for sid, received_at, _ in closed},
+        "reasons": dict(Counter(reason for _, _, reason in closed)),
+    }
+
+
 def operator() -> dict[str, Any]:
     from django.conf import settings
     from django.contrib.auth.models import User
@@ -248,6 +267,8 @@ def main(argv: list[str]) -> int:
         report = timers_sweep(int(args[0]), int(args[1]), float(args[2]))
     elif job == "timers-lateness":
         report = timers_lateness(int(args[0]), float(args[1]), float(args[2]))
+    elif job == "closes":
+        report = closes(args[0])
     elif job == "operator":
         report = operator()
     elif job == "envelope-queries":
