@@ -8,9 +8,10 @@ database; each job prints its report as JSON, one line, on stdout.
   deadline ``LEAD_S`` after their opening and the rest with a response window of an hour; wait
   until the short deadlines pass; time one UPDATE per due session on a copy of their rows (the
   peer), then the ``sweep_timers`` task's own body, run until it finds nothing due.
-- ``timers-lateness COUNT SPREAD_S LEAD_S``: open ``COUNT`` sessions whose deadlines fall
-  ``LEAD_S`` from now and over ``SPREAD_S`` after, each armed as in production (a Celery task
-  at the due time); wait until a worker closed them all; report each one's lateness.
+- ``timers-lateness COUNT SPREAD_S LEAD_S [TAG]``: open ``COUNT`` sessions (their ids start
+  with ``TAG``, ``eta`` by default) whose deadlines fall ``LEAD_S`` from now and over
+  ``SPREAD_S`` after, each armed as in production (a Celery task at the due time); wait until a
+  worker closed them all; report each one's lateness.
 - ``closes PREFIX``: the sessions whose id starts with ``PREFIX``: how many, how many are
   still open, and for each one the arbiter closed, its close entry's ``received_at`` and the
   session's close reason.
@@ -162,7 +163,7 @@ def timers_sweep(open_count: int, due_count: int, lead_s: float) -> dict[str, An
     }
 
 
-def timers_lateness(count: int, spread_s: float, lead_s: float) -> dict[str, Any]:
+def timers_lateness(count: int, spread_s: float, lead_s: float, tag: str = "eta") -> dict[str, Any]:
     from arbiter_app import services
     from arbiter_app.models import Entry, Session
 
@@ -174,7 +175,7 @@ def timers_lateness(count: int, spread_s: float, lead_s: float) -> dict[str, Any
     due = {}
     for number in range(count):
         deadline = base + timedelta(seconds=spread_s * number / max(1, count))
-        envelope = _opening(number, "eta", deadline=deadline)
+        envelope = _opening(number, tag, deadline=deadline)
         services.receive_envelope(agent=buyer, envelope=envelope)
         ids.append(envelope.session_id)
         due[envelope.session_id] = deadline
@@ -183,7 +184,10 @@ def timers_lateness(count: int, spread_s: float, lead_s: float) -> dict[str, Any
     while Session.objects.filter(session_id__in=ids, ended_at__isnull=True).exists():
         if time.monotonic() > give_up:
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
+    # A close's received_at is its transaction's clock, read before the batch it belongs to is
+    # written: this is when the last close could be seen, committed, after the last deadline.
+    all_seen_s = (datetime.now(UTC) - max(due.values())).total_seconds()
     closes = Entry.objects.filter(
         session__session_id__in=ids, type="session.close", sender_role="arbiter"
     ).values_list("session__session_id", "received_at")
@@ -196,6 +200,7 @@ def timers_lateness(count: int, spread_s: float, lead_s: float) -> dict[str, Any
         "closed": len(lateness),
         "armed_after_first_due": armed_late,
         "lateness_s": lateness,
+        "all_seen_closed_s": all_seen_s,
     }
 
 
@@ -266,7 +271,7 @@ def main(argv: list[str]) -> int:
     if job == "timers-sweep":
         report = timers_sweep(int(args[0]), int(args[1]), float(args[2]))
     elif job == "timers-lateness":
-        report = timers_lateness(int(args[0]), float(args[1]), float(args[2]))
+        report = timers_lateness(int(args[0]), float(args[1]), float(args[2]), *args[3:4])
     elif job == "closes":
         report = closes(args[0])
     elif job == "operator":
