@@ -410,6 +410,11 @@ class Desk:
         threading.Thread(target=self._follow, args=(key, events, feed), daemon=True).start()
         return feed
 
+    def follow_inbox(self) -> None:
+        """Start reading the inbox now: it begins at the arbiter's live head, so a wait without
+        a session id then sees every session opened since this call, not only since itself."""
+        self._feed(None)
+
     def wait(self, session_id: str | None, timeout_s: float) -> dict[str, Any]:
         """The entries not returned before, waiting up to ``timeout_s`` for the first."""
         feed = self._feed(session_id)

@@ -295,7 +295,8 @@ def build_server(desk: Desk) -> MCPServer[Desk]:
     @server.tool()
     def wait_for_events(session_id: str | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
         """The session's entries you have not seen yet (or, without session_id, your inbox:
-        every session you are a party to), waiting up to timeout_s for the first one. With a
+        every session you are a party to, from when this server started), waiting up to
+        timeout_s for the first one. With a
         session_id the answer also says whose turn it is, on your turn what you may send
         (allowed), and in a session with issues the terms standing on each side."""
         return desk.wait(session_id, max(0.0, min(timeout_s, 300.0)))
@@ -339,4 +340,5 @@ def serve(
             approval=approval,
             limit_currency=limit_currency,
         )
+        desk.follow_inbox()
         build_server(desk).run("stdio")

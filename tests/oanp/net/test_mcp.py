@@ -131,3 +131,25 @@ def test_an_accept_in_a_terms_session_whose_summary_lacks_the_terms_asks_for_the
 def test_a_price_only_session_has_no_terms_view() -> None:
     view = desk(SummaryOnly(summary("default/v0.1"), price_log()), "buyer").turn(SESSION)
     assert "terms" not in view
+
+
+class InboxOnly:
+    """A client whose inbox opens empty, counting how often it is opened."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+
+    def inbox(self) -> Any:
+        self.opened += 1
+        return iter(())
+
+
+def test_the_inbox_is_followed_from_the_servers_start_not_from_the_first_wait() -> None:
+    """An inbox starts at the arbiter's live head: opened at the first wait, it would miss every
+    session opened between the server's start and that wait."""
+    client = InboxOnly()
+    made = Desk(client, agent_id="merchant-001", role="merchant", state_path=None)  # type: ignore[arg-type]
+    made.follow_inbox()
+    assert client.opened == 1
+    assert made.wait(None, 0) == {"events": []}
+    assert client.opened == 1  # the wait reads the stream opened at the start
