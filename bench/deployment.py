@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,10 @@ def redis_server() -> Iterator[RedisServer]:
 # The Daphne processes the web process starts again itself (oanp_site.serve), unseen by the
 # supervisor, each say so on a line of the web's log.
 _DAPHNE_EXITED = re.compile(rb"^web: process [0-9]+ exited with", re.MULTILINE)
+# A Celery worker's consumer says so each time it connects to the broker.
+_CONNECTED = re.compile(
+    rb"^([0-9T:.-]+Z) INFO celery\.worker\.consumer\.connection Connected to ", re.MULTILINE
+)
 
 
 @dataclass
@@ -96,6 +101,13 @@ class Deployment:
         counted = {name: child.exits for name, child in self.supervisor.children.items()}
         counted["daphne"] = len(_DAPHNE_EXITED.findall(self.supervisor["web"].output()))
         return counted
+
+    def connected(self, name: str) -> list[datetime]:
+        """Each time the Procfile's Celery worker ``name`` connected to the broker."""
+        return [
+            datetime.fromisoformat(stamp.decode())
+            for stamp in _CONNECTED.findall(self.supervisor[name].output())
+        ]
 
     def alive(self) -> bool:
         return all(child.process.poll() is None for child in self.supervisor.children.values())

@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from bench.deployment import Deployment, RedisServer, procfile, redis_server
+from bench.deployment import WORKERS, Deployment, RedisServer, procfile, redis_server
 from bench.drive import (
     Opened,
     Pace,
@@ -135,6 +135,16 @@ def accepted(opened: Iterable[Opened]) -> list[Opened]:
     return [o for o in opened if o.status == "201"]
 
 
+def held(outages: Iterable[Window], moment: datetime) -> bool:
+    return any(w.holds(moment) for w in outages)
+
+
+def reconnected_s(connections: Iterable[datetime], outage: Window) -> float | None:
+    """How long after Redis answered again a worker connected to it; None if it never did."""
+    after = [c for c in connections if c >= outage.start]
+    return round((min(after) - outage.end).total_seconds(), 2) if after else None
+
+
 # Redis blips under load ------------------------------------------------------------------------
 
 
@@ -163,7 +173,11 @@ def blips(
         if o.session_id in late
         and any(w.start <= o.due <= w.end + timedelta(seconds=AROUND_S) for w in outages)
     ]
-    during = [o for o in opened if any(w.holds(o.sent_at) for w in outages)]
+    during = [o for o in opened if held(outages, o.sent_at)]
+    away = [late[o.session_id] for o in taken if o.session_id in late and held(outages, o.due)]
+    back = {
+        name: [reconnected_s(deployment.connected(name), w) for w in outages] for name in WORKERS
+    }
     return {
         "outages": len(outages),
         "down_s": size.outage_s,
@@ -180,6 +194,8 @@ def blips(
         "statuses": statuses(opened),
         "statuses_during_outages": statuses(during),
         "lateness_around_blips": spread(around),
+        "lateness_due_while_away": spread(away),
+        "worker_back_after_redis_s": back,
         "lateness_all": spread(list(late.values())),
     }
 
@@ -292,6 +308,10 @@ def _ms(spread_: dict[str, Any]) -> str:
     return " / ".join(f"{spread_[k]:,.0f}" for k in ("p50_ms", "p99_ms", "max_ms")) + " ms"
 
 
+def _seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value:.1f}"
+
+
 def _counts(counted: dict[str, int]) -> str:
     return ", ".join(f"{key}: {value}" for key, value in counted.items()) or "none"
 
@@ -324,8 +344,20 @@ def rows_for(figures: dict[str, Any]) -> list[Row]:
             f"{outages}: deadline lateness around the outages, p50 / p99 / max",
             _ms(blip["lateness_around_blips"]),
             f"{blip['lateness_around_blips']['count']} deadlines due from a kill to "
-            f"{AROUND_S:g} s after Redis was back; all {blip['lateness_all']['count']}: "
+            f"{AROUND_S:g} s after Redis was back; of them the "
+            f"{blip['lateness_due_while_away']['count']} due while it was away: "
+            f"{_ms(blip['lateness_due_while_away'])}; all {blip['lateness_all']['count']}: "
             f"{_ms(blip['lateness_all'])}",
+        ),
+        Row(
+            f"{outages}: the workers connected again, seconds after Redis answered",
+            "; ".join(
+                f"{name} {', '.join(_seconds(s) for s in each)}"
+                for name, each in blip["worker_back_after_redis_s"].items()
+            ),
+            "Celery tries a lost broker again 2, 4, 6 s … apart (at 2, 6, 12 s after the loss), "
+            "so a worker may wait past Redis's return for its next try; the timers worker "
+            "re-arms its timers from the database once connected",
         ),
         Row(
             f"{outages}: answers to openings sent while Redis was away",

@@ -60,6 +60,10 @@ def test_every_session_opened_through_the_blips_closed(figures: dict[str, Any]) 
     assert blips["lateness_all"]["count"] == blips["closed"]
     # Deadlines fall on both sides of the outage: some are due around it.
     assert blips["lateness_around_blips"]["count"] > 0
+    # Every worker found Redis again after each outage.
+    back = blips["worker_back_after_redis_s"]
+    assert set(back) == {"timers", "hosted", "worker"}
+    assert all(len(each) == soak.QUICK.blips and None not in each for each in back.values())
 
 
 def test_the_slow_merchant_held_no_more_than_its_bound(figures: dict[str, Any]) -> None:
