@@ -140,9 +140,10 @@ def held(outages: Iterable[Window], moment: datetime) -> bool:
 
 
 def reconnected_s(connections: Iterable[datetime], outage: Window) -> float | None:
-    """How long after Redis answered again a worker connected to it; None if it never did."""
+    """How long after Redis answered again a worker connected to it; None if it never did.
+    Redis is asked every 50 ms, so a worker may connect just before it is seen to answer: 0."""
     after = [c for c in connections if c >= outage.start]
-    return round((min(after) - outage.end).total_seconds(), 2) if after else None
+    return max(0.0, round((min(after) - outage.end).total_seconds(), 2)) if after else None
 
 
 # Redis blips under load ------------------------------------------------------------------------
