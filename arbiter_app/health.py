@@ -61,8 +61,8 @@ _broker_lock = threading.Lock()
 _broker_connection: Connection | None = None
 
 
-def _depth() -> int:
-    """Tasks waiting in the default queue (not those a worker holds until their ETA)."""
+def _depths() -> dict[str, int]:
+    """Tasks waiting in each queue (not those a worker holds until their ETA)."""
     global _broker_connection  # shared by the probes of this process, one at a time
     with _broker_lock:
         if _broker_connection is None:
@@ -75,31 +75,38 @@ def _depth() -> int:
             _broker_connection.ensure_connection(
                 max_retries=1, interval_start=0, timeout=CHECK_SECONDS
             )
-            # Not passive: Redis forgets an empty queue; declaring the default one is harmless.
-            declared = _broker_connection.default_channel.queue_declare(
-                queue=app.conf.task_default_queue, passive=False
-            )
+            # Not passive: Redis forgets an empty queue; declaring one is harmless.
+            channel = _broker_connection.default_channel
+            return {
+                queue: int(channel.queue_declare(queue=queue, passive=False).message_count)
+                for queue in settings.OANP_QUEUES
+            }
         except Exception:
             _broker_connection.close()  # a fresh connection next time, once the broker is back
             _broker_connection = None
             raise
-        return int(declared.message_count)
 
 
-_depth_probe: Probe[int] = Probe(_depth)
+_depth_probe: Probe[dict[str, int]] = Probe(_depths)
 
 
 def queue_depth(within: float = CHECK_SECONDS) -> int | None:
-    """The default queue's depth, or ``None`` when the broker did not answer ``within``."""
+    """The tasks waiting in all queues, or ``None`` when the broker did not answer
+    ``within``."""
     try:
-        return _depth_probe.ask(within)
+        return sum(_depth_probe.ask(within).values())
     except Exception:  # refused, hung, misconfigured: to a reader all are "unreachable"
         return None
 
 
 def _broker() -> Detail:
-    transport = app.conf.broker_transport or str(app.conf.broker_url).partition("://")[0]
-    return {"transport": transport, "queue_depth": _depth()}
+    # The URL's scheme: the transport classes of oanp_site adapt kombu's for that broker.
+    depths = _depths()
+    return {
+        "transport": str(app.conf.broker_url).partition("://")[0],
+        "queue_depth": sum(depths.values()),
+        "queues": depths,
+    }
 
 
 def _channel_layer() -> Detail:
@@ -333,7 +340,7 @@ def _queue() -> Metric:
     if depth is None:
         raise RuntimeError("the broker did not answer")
     return GaugeMetricFamily(
-        "oanp_queue_depth", "Tasks waiting in the broker's default queue.", value=depth
+        "oanp_queue_depth", "Tasks waiting in the broker's queues.", value=depth
     )
 
 

@@ -12,6 +12,7 @@ from arbiter_app.queue import enqueue
 #: The queue timer tasks travel on (settings.CELERY_TASK_ROUTES).
 QUEUE = "timers"
 
+
 def arm(*, session_id: str, due: datetime) -> None:
     """Ask the worker to close ``session_id`` at ``due``.
 

@@ -332,6 +332,8 @@ OANP_STREAMS_PER_PROCESS = int(os.environ.get("OANP_STREAMS_PER_PROCESS", "1000"
 # queue in files under var/, so the embedded default needs no server and timers still fire.
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    # kombu's Redis transport, made to outlive a Redis restart (see its module).
+    CELERY_BROKER_TRANSPORT = "oanp_site.redis_broker:Transport"
 else:
     # The file transport ignores the host; naming one keeps kombu from warning that it is missing.
     CELERY_BROKER_URL = "filesystem://localhost/"

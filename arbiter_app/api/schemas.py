@@ -270,7 +270,8 @@ SCHEMAS: dict[str, Schema] = {
             "error": {"type": "string", "description": "Why the check failed."},
         },
         "additionalProperties": True,
-        "description": "One dependency. database: vendor; broker: transport, queue_depth; "
+        "description": "One dependency. database: vendor; broker: transport (the URL's scheme), "
+        "queue_depth (every queue's waiting tasks) and queues (each one's); "
         "channel_layer: backend; worker and beat: alive, last_seen, seconds_ago and processes "
         "(name, alive, last_seen, seconds_ago, last_answer, queue_wait_ms, stopped), and for "
         "worker queues_unserved, the queues no worker took beat's heartbeat from lately; "

@@ -85,7 +85,7 @@ def test_a_redis_restart_under_held_timers_keeps_the_worker_and_the_timers(
             redis.wait(5)
             time.sleep(6)
             redis = redis_server()
-            wait_for(lambda: log_path.read_bytes().count(b"Connected to redis") >= 2, 30)
+            wait_for(lambda: log_path.read_bytes().count(b" Connected to ") >= 2, 30)
             assert worker.poll() is None, log_path.read_text()[-3000:]
 
             wait_for(lambda: open_ids(list(due)) == 0, 60)
