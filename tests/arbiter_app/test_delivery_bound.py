@@ -311,9 +311,12 @@ def test_a_claim_counts_the_lease_another_claim_is_taking_at_the_same_moment(
     seen: list[bool] = []
 
     def first_claim() -> None:
-        # Finds room and takes the lease, but has not committed when the second one asks.
+        # Finds room and takes the lease, but has not committed when the second one asks. It
+        # holds the handoff's row first, as a claim does, so a live worker of the session
+        # skips this handoff rather than locking in the opposite order.
         try:
             with transaction.atomic():
+                Handoff.objects.select_for_update().get(pk=delivery.pk)
                 now = timezone.now()
                 seen.append(bound.has_room(origin, now))
                 DeliveryAttempt.objects.create(
