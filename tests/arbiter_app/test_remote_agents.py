@@ -765,20 +765,20 @@ def test_mcp_server_negotiates_terms_over_stdio(
             assert "schema_invalid (400, refused locally)" in malformed.content[0].text
             session_id = await open_session(mcp, seller, commitment, max_rounds=5, issues=ISSUES)
             views: list[dict[str, Any]] = []
-            accepted, countered = None, None
+            accepted = None
             # An LLM's simple policy: 20 more and 3 days slower a round, standard support
             # from round 2, accept a counter at most 380 that delivers within 14 days.
             for _ in range(30):
                 waited = await call(mcp, "wait_for_events", session_id=session_id, timeout_s=10)
-                for event in waited["events"]:
-                    if event["type"] == "offer.counter":
-                        countered = event["payload"]["price"]
                 session = waited["session"]
                 views.append(session["terms"])
                 if session["outcome"] is not None:
                     break
                 if not session["your_turn"]:
                     continue
+                # The price to accept as the view says it on the buyer's turn: the events of
+                # one wait may stop short of the counter the view already stands on.
+                countered = session["allowed"]["accept_price"]
                 round_, theirs = session["round"], session["terms"]["theirs"]
                 if round_ == 1:
                     # Terms are required in such a session: the arbiter says which.
