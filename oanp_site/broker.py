@@ -65,9 +65,16 @@ def _publish(path: Path, data: bytes) -> None:
         raise ChannelError(f"Cannot write {path}") from exc
 
 
-def _in_queue(name: str, queue: str) -> bool:
+def _queue_of(name: str) -> str | None:
     # kombu's rule (``<time>_<uuid>.<queue>.msg``), so files of either transport are read.
-    return name.partition(".")[2] == f"{queue}.msg"
+    rest = name.partition(".")[2]
+    return rest.removesuffix(".msg") if rest.endswith(".msg") else None
+
+
+#: How long one listing of the folder serves a queue found empty. A worker consumes several
+#: queues, and listing the folder for each empty one at every message would read thousands of
+#: names over and over; a new message waits at most this long, less than the polling interval.
+RELIST_SECONDS = 0.05
 
 
 class Channel(filesystem.Channel):
@@ -76,9 +83,11 @@ class Channel(filesystem.Channel):
         # Delivery tag → claimed file, until the message is acknowledged or given back. Acks
         # may come from the pool's threads; single dict operations are atomic under the GIL.
         self._claims: dict[str, Path] = {}
-        # Each queue's names from one listing, taken in order before the folder is listed
-        # again: listing and sorting thousands of names for every message would cost more.
+        # Each queue's names from one listing of the folder, taken in order before it is
+        # listed again: listing and sorting thousands of names for every message would cost
+        # more.
         self._pending: dict[str, deque[str]] = {}
+        self._listed_at = float("-inf")
         # Queues consumed without acknowledgements (Celery's control replies): nothing will
         # ever settle their claims, so they are deleted as soon as they are read.
         self._no_ack_queues: set[str] = set()
@@ -105,12 +114,13 @@ class Channel(filesystem.Channel):
         # reboots (kombu's monotonic milliseconds restart at boot and are not padded).
         name = f"{time.time_ns():020d}_{uuid.uuid4()}.{queue}.msg"
         _publish(Path(self.data_folder_out) / name, str_to_bytes(dumps(payload)))
+        self._listed_at = float("-inf")  # this channel's next take lists it
 
     def _get(self, queue: str) -> Any:
         pending = self._pending.get(queue)
-        if not pending:
-            names = sorted(n for n in os.listdir(self._queue_path) if _in_queue(n, queue))
-            pending = self._pending[queue] = deque(names)
+        if not pending and time.monotonic() - self._listed_at >= RELIST_SECONDS:
+            self._list()
+            pending = self._pending.get(queue)
         while pending:
             name = pending.popleft()
             claimed = self.claimed_folder / f"{os.getpid()}{_PID_SEPARATOR}{name}"
@@ -128,6 +138,16 @@ class Channel(filesystem.Channel):
                 self._claims[delivery_tag] = claimed
             return message
         raise Empty()
+
+    def _list(self) -> None:
+        """Share one listing of the folder out to every queue, oldest first."""
+        found: dict[str, list[str]] = {}
+        for name in os.listdir(self._queue_path):
+            queue = _queue_of(name)
+            if queue is not None:
+                found.setdefault(queue, []).append(name)
+        self._pending = {queue: deque(sorted(names)) for queue, names in found.items()}
+        self._listed_at = time.monotonic()
 
     def _decode(self, claimed: Path) -> tuple[Any, str] | None:
         """The message in ``claimed`` and its delivery tag, or None once a file that holds
@@ -153,6 +173,7 @@ class Channel(filesystem.Channel):
         name = claimed.name.partition(_PID_SEPARATOR)[2]
         with contextlib.suppress(FileNotFoundError):  # another process gave it back first
             os.rename(claimed, self._queue_path / name)
+        self._listed_at = float("-inf")  # the next take lists it again
 
     def _settle(self, delivery_tag: str) -> None:
         claimed = self._claims.pop(delivery_tag, None)

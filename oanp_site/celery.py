@@ -2,9 +2,11 @@
 
 import logging.config
 import os
+from functools import partial
 from typing import Any
 
 from celery import Celery, bootsteps, signals
+from celery.worker import consumer
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oanp_site.settings")
 
@@ -26,6 +28,18 @@ class RearmTimers(bootsteps.StartStopStep):
 
 
 app.steps["consumer"].add(RearmTimers)
+
+
+class Consumer(consumer.Consumer):
+    """Celery's consumer, trying a lost broker again every second, at most two apart: with
+    Celery's 2, 4, 6 … s a worker could wait most of a step past the broker's return, and every
+    timer it should close waits with it (docs/scaling.md, The broker going away)."""
+
+    def ensure_connected(self, conn: Any) -> Any:
+        conn.ensure_connection = partial(
+            conn.ensure_connection, interval_start=1, interval_step=1, interval_max=2
+        )
+        return super().ensure_connected(conn)
 
 
 @signals.setup_logging.connect

@@ -377,6 +377,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker tries a lost broker again every second or two, rather than Celery's growing steps,
+# and for as long as it takes: Celery's 100 tries would then end a worker after 200 s.
+CELERY_WORKER_CONSUMER = "oanp_site.celery:Consumer"
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 

@@ -3,6 +3,8 @@ on every queue, so /readyz can tell each one is served."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.conf import settings
 
@@ -49,3 +51,26 @@ def test_beat_sends_its_heartbeat_on_every_queue() -> None:
         if entry["task"] == "arbiter_app.tasks.heartbeat"
     ]
     assert sorted(heartbeats) == sorted(settings.OANP_QUEUES)
+
+
+def test_a_worker_tries_a_lost_broker_again_every_second_or_two() -> None:
+    """Celery's own steps (2, 4, 6 … s) could leave a worker waiting most of a step past the
+    broker's return, and every timer with it; and with them, its 100 tries would end a
+    worker after 200 s, so it tries for as long as it takes."""
+    from oanp_site.celery import Consumer
+
+    asked: dict[str, Any] = {}
+
+    class Conn:
+        def ensure_connection(self, *args: Any, **kwargs: Any) -> Conn:
+            asked.update(kwargs)
+            return self
+
+    consumer = Consumer.__new__(Consumer)
+    consumer.app = app
+    consumer.first_connection_attempt = False
+    consumer.broker_connection_retry_attempt = 0
+    consumer.ensure_connected(Conn())
+    assert (asked["interval_start"], asked["interval_step"], asked["interval_max"]) == (1, 1, 2)
+    assert app.conf.broker_connection_max_retries is None
+    assert app.conf.worker_consumer == "oanp_site.celery:Consumer"
