@@ -358,9 +358,9 @@ def rows_for(figures: dict[str, Any]) -> list[Row]:
                 f"{name} {', '.join(_seconds(s) for s in each)}"
                 for name, each in blip["worker_back_after_redis_s"].items()
             ),
-            "Celery tries a lost broker again 2, 4, 6 s … apart (at 2, 6, 12 s after the loss), "
-            "so a worker may wait past Redis's return for its next try; the timers worker "
-            "re-arms its timers from the database once connected",
+            "a worker tries a lost broker again every second or two (oanp_site.celery.Consumer; "
+            "Celery's own steps, 2, 4, 6 s …, could miss Redis's return by most of one); the "
+            "timers worker re-arms its timers from the database once connected",
         ),
         Row(
             f"{outages}: answers to openings sent while Redis was away",
