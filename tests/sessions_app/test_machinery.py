@@ -185,7 +185,8 @@ def backlog(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def depth(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(arbiter_health, "_depth_probe", Probe(lambda: 7))
+    # Tasks waiting in each queue: the panel shows them all.
+    monkeypatch.setattr(arbiter_health, "_depth_probe", Probe(lambda: {"timers": 3, "hosted": 4}))
 
 
 def failure(before: timedelta) -> None:
