@@ -47,12 +47,12 @@ from arbiter_app.models import (
     SigningKey,
     TaskFailure,
 )
-from arbiter_app.summary import session_summary
 from oanp.audit import BundleWriter
 from oanp.canonical import JsonObject
 from oanp.errors import UnknownSession
 from oanp.signing import jwks_document
 from oanp.snapshot import load_state
+from oanp.summary import session_summary
 
 
 def _party_filter(agent: AgentCredential, prefix: str = "") -> Q:

@@ -27,7 +27,6 @@ from arbiter_app.models import (
     Role,
     Session,
 )
-from arbiter_app.summary import session_summary
 from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
 from oanp.envelope import Envelope, MessageType
 from oanp.errors import (
@@ -42,6 +41,7 @@ from oanp.machine import Negotiation
 from oanp.profiles import Reason
 from oanp.snapshot import dump_state, load_state
 from oanp.state import Arbiter
+from oanp.summary import session_summary
 
 
 class SenderMismatch(ProtocolError):
