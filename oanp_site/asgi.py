@@ -37,10 +37,10 @@ class SyncMiddlewareHandler(ASGIHandler):
 django.setup(set_prefix=False)
 django_application = SyncMiddlewareHandler()
 
+from arbiter_app.guards import WebsocketGuard  # noqa: E402
 from oanp_site import transport  # noqa: E402
 from oanp_site.checks import refuse_to_start  # noqa: E402
 from oanp_site.forwarded import ForwardedFor  # noqa: E402
-from oanp_site.guards import WebsocketGuard  # noqa: E402
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
 
 # Daphne runs no system checks: a server on development secrets stops here.

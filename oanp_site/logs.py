@@ -135,18 +135,3 @@ def logging_config(*, fmt: str, level: str) -> dict[str, Any]:
             "httpx": {"level": "WARNING"},
         },
     }
-
-
-_REQUEST_FIELDS = "oanp_log_fields"
-
-
-def annotate(request: Any, **fields: str) -> None:
-    """Add fields to the request's log line, such as the session an envelope names. Takes a
-    Django request or DRF's wrapper of one."""
-    target = getattr(request, "_request", request)
-    setattr(target, _REQUEST_FIELDS, {**log_fields(target), **fields})
-
-
-def log_fields(request: Any) -> dict[str, str]:
-    fields = getattr(request, _REQUEST_FIELDS, None)
-    return fields if isinstance(fields, dict) else {}

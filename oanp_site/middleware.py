@@ -18,9 +18,9 @@ from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
 from arbiter_app import metrics
+from arbiter_app.guards import PROBE_PATHS, printable
 from arbiter_app.problems import PROBLEM_TYPE
-from oanp_site.guards import PROBE_PATHS, printable
-from oanp_site.logs import log_fields
+from arbiter_app.request_fields import log_fields
 
 request_log = logging.getLogger("oanp.request")
 

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "django_celery_beat",
+    "oanp_site.apps.SiteConfig",
     "arbiter_app",
     "sessions_app",
 ]
@@ -49,7 +50,7 @@ MIDDLEWARE = [
     # Next, so that every answer carries its Content-Security-Policy, the guard's refusals too.
     "oanp_site.middleware.ContentSecurityPolicyMiddleware",
     # Before anything reads the request: no NUL or lone surrogate reaches the database.
-    "oanp_site.guards.InvalidCharactersMiddleware",
+    "arbiter_app.guards.InvalidCharactersMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

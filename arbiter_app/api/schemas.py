@@ -405,4 +405,4 @@ SCHEMAS: dict[str, Schema] = {
     ),
 }
 
-#: What every endpoint refuses before it reads anything (:mod:`oanp_site.guards`).
+#: What every endpoint refuses before it reads anything (:mod:`arbiter_app.guards`).

@@ -25,7 +25,9 @@ from arbiter_app import limits, selectors, services
 from arbiter_app.api.openapi import json_schema
 from arbiter_app.api.payloads import ENVELOPE_SCHEMA_PATH
 from arbiter_app.api.streams import BadCursor
+from arbiter_app.guards import InvalidCharacters, text_refusal
 from arbiter_app.models import AgentCredential, Listing
+from arbiter_app.request_fields import annotate
 from arbiter_app.selectors import key_history, published_jwks
 from oanp import discovery
 from oanp.canonical import read_json
@@ -36,8 +38,6 @@ from oanp.errors import (
     ProtocolError,
     SchemaInvalid,
 )
-from oanp_site.guards import InvalidCharacters, text_refusal
-from oanp_site.logs import annotate
 
 JSON = "application/json"
 
