@@ -6,11 +6,11 @@ import hmac
 from collections.abc import Mapping
 
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
 from rest_framework.request import Request
 
 from arbiter_app import credential_cache, limits
 from arbiter_app.models import AgentCredential
+from arbiter_app.refusals import WWW_AUTHENTICATE, Unauthorized
 from arbiter_app.services.credentials import KEY_PREFIX, key_digest, record_use
 
 
@@ -60,11 +60,9 @@ class ApiKeyAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[AgentCredential, AgentCredential] | None:
         header = request.META.get("HTTP_AUTHORIZATION", "")
         credential = authenticate(header, client_address(request.META))
-        if credential is not None:
-            return credential, credential
-        if not header:
-            raise NotAuthenticated("send Authorization: Bearer <api key>")
-        raise AuthenticationFailed("the API key is unknown, revoked or expired")
+        if credential is None:
+            raise Unauthorized.of(has_key=bool(header))
+        return credential, credential
 
     def authenticate_header(self, request: Request) -> str:
-        return 'Bearer realm="oanp"'
+        return WWW_AUTHENTICATE

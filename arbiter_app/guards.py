@@ -23,8 +23,8 @@ from django.http.response import HttpResponseBase
 from django.utils.encoding import escape_uri_path
 from django.views import defaults
 
-from arbiter_app.problems import API_PREFIXES, problem_response, protocol_problem
-from oanp.errors import ProtocolError
+from arbiter_app.problems import API_PREFIXES, refusal_response
+from arbiter_app.refusals import InvalidCharacters
 
 #: What no value may hold: NUL (PostgreSQL text) and lone surrogates (no UTF-8 for them).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -35,11 +35,6 @@ _HEADER = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
 
 #: Answered to machines (probes, scrapers) rather than people, so in problem+json.
 PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
-
-
-class InvalidCharacters(ProtocolError):
-    code = "invalid_characters"
-    title = "Invalid characters"
 
 
 def text_refusal(value: str, *, url: bool = False) -> str | None:
@@ -94,8 +89,7 @@ class InvalidCharactersMiddleware:
         if reason is None:
             return self.get_response(request)
         if request.path.startswith(API_PREFIXES) or request.path in PROBE_PATHS:
-            body = protocol_problem(InvalidCharacters(reason), escape_uri_path(request.path))
-            return problem_response(body)
+            return refusal_response(InvalidCharacters(reason), escape_uri_path(request.path))
         return defaults.page_not_found(request, Http404(reason))
 
 

@@ -37,7 +37,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from arbiter_app import events, selectors
 from arbiter_app.api.views import JSON
 from arbiter_app.probes import Probe
-from arbiter_app.problems import problem_body, problem_response
+from arbiter_app.problems import refusal_response
+from arbiter_app.refusals import MetricsForbidden
 
 log = logging.getLogger(__name__)
 
@@ -419,14 +420,9 @@ def _readable(name: str) -> bool:
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     if not _allowed(request):
-        return problem_response(
-            problem_body(
-                status=403,
-                code="metrics_forbidden",
-                title="Metrics forbidden",
-                detail="send the metrics token, or scrape from an allowed network",
-                instance=request.path,
-            )
+        return refusal_response(
+            MetricsForbidden("send the metrics token, or scrape from an allowed network"),
+            request.path,
         )
     registry = CollectorRegistry()
     registry.register(_ProcessFiles(os.environ["PROMETHEUS_MULTIPROC_DIR"]))

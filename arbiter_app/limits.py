@@ -19,7 +19,6 @@ limited, and the budgets are shared again once the cache is back.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import Counter
@@ -31,25 +30,11 @@ from django.core.cache import DEFAULT_CACHE_ALIAS, caches
 from django.core.cache.backends.base import BaseCache
 
 from arbiter_app.breaker import Breaker
-from oanp.errors import ProtocolError
+from arbiter_app.refusals import RateLimited
 
 log = logging.getLogger(__name__)
 
 WINDOW_SECONDS = 60
-
-
-class RateLimited(ProtocolError):
-    code = "rate_limited"
-    status = 429
-    title = "Rate limited"
-
-    def __init__(self, detail: str, *, retry_after: float) -> None:
-        super().__init__(detail)
-        self.retry_after = retry_after
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
 
 
 @cache

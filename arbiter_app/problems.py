@@ -13,8 +13,16 @@ from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.views import defaults
 from rest_framework import exceptions
+from rest_framework.request import Request
 from rest_framework.response import Response
 
+from arbiter_app.refusals import (
+    InternalError,
+    MethodNotAllowed,
+    NotFound,
+    Unauthorized,
+    Unavailable,
+)
 from oanp.errors import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -22,90 +30,81 @@ log = logging.getLogger(__name__)
 PROBLEM_TYPE = "application/problem+json"
 TYPE_BASE = "https://oanp.dev/problems/"
 
-#: DRF's own refusals, with the stable codes clients branch on.
-_DRF_CODES: dict[type[exceptions.APIException], str] = {
-    exceptions.NotAuthenticated: "unauthorized",
-    exceptions.AuthenticationFailed: "unauthorized",
-    exceptions.PermissionDenied: "forbidden",
-    exceptions.NotFound: "not_found",
-    exceptions.MethodNotAllowed: "method_not_allowed",
-    exceptions.NotAcceptable: "not_acceptable",
-    exceptions.UnsupportedMediaType: "unsupported_media_type",
-    exceptions.ParseError: "malformed_json",
-    exceptions.ValidationError: "schema_invalid",
+#: DRF's own refusals, as the catalogue's. Its others (a parser's or a throttle's) cannot happen:
+#: the endpoints read their bodies with the protocol's parser and count their own rate limits.
+DRF_REFUSALS: dict[type[exceptions.APIException], type[ProtocolError]] = {
+    exceptions.NotAuthenticated: Unauthorized,
+    exceptions.AuthenticationFailed: Unauthorized,
+    exceptions.NotFound: NotFound,
+    exceptions.MethodNotAllowed: MethodNotAllowed,
 }
 
 
-def problem_body(
-    *, status: int, code: str, title: str, detail: str, instance: str, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "type": TYPE_BASE + code,
-        "title": title,
-        "status": status,
-        "code": code,
-        "detail": detail,
-        "instance": instance,
-        **extra,
-    }
-
-
-def protocol_problem(error: ProtocolError, instance: str) -> dict[str, Any]:
+def problem(error: ProtocolError, instance: str) -> dict[str, Any]:
+    """The RFC 9457 body of a refusal."""
     return {"type": TYPE_BASE + error.code, **error.as_problem(), "instance": instance}
 
 
-def problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> HttpResponse:
-    """For plain Django views (the event streams), outside DRF's handler."""
-    response = HttpResponse(json.dumps(body), status=body["status"], content_type=PROBLEM_TYPE)
-    for name, value in (headers or {}).items():
+def headers_of(error: ProtocolError) -> dict[str, str]:
+    """The headers a refusal carries: ``WWW-Authenticate``, ``Retry-After``, ``Allow``."""
+    return dict(getattr(error, "headers", {}))
+
+
+def _add_headers(response: HttpResponse, error: ProtocolError) -> None:
+    for name, value in headers_of(error).items():
         response[name] = value
+
+
+def refusal_response(error: ProtocolError, instance: str) -> HttpResponse:
+    """A refusal as problem+json, for plain Django views (the event streams, the probes)."""
+    response = HttpResponse(
+        json.dumps(problem(error, instance)), status=error.status, content_type=PROBLEM_TYPE
+    )
+    _add_headers(response, error)
     return response
+
+
+def _from_drf(exc: exceptions.APIException, context: dict[str, Any]) -> ProtocolError:
+    request: Request = context["request"]
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        return Unauthorized.of(has_key=bool(request.headers.get("Authorization")))
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        return MethodNotAllowed(request.method or "", tuple(context["view"].allowed_methods))
+    refusal = next((r for t, r in DRF_REFUSALS.items() if isinstance(exc, t)), InternalError)
+    return refusal(exc.detail if isinstance(exc.detail, str) else str(exc.detail))
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's exception handler: every refusal as problem+json with a stable ``code``."""
-    request: HttpRequest = context["request"]
-    headers: dict[str, str] = {}
-    if isinstance(exc, ProtocolError):
-        body = protocol_problem(exc, request.path)
-        headers.update(getattr(exc, "headers", {}))
-    elif isinstance(exc, exceptions.APIException):
-        code = next((c for t, c in _DRF_CODES.items() if isinstance(exc, t)), exc.default_code)
-        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-        body = problem_body(
-            status=exc.status_code,
-            code=code,
-            title=code.replace("_", " ").capitalize(),
-            detail=detail,
-            instance=request.path,
-        )
-        if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-            headers["WWW-Authenticate"] = 'Bearer realm="oanp"'
-    else:
+    request: Request = context["request"]
+    if isinstance(exc, exceptions.APIException):
+        exc = _from_drf(exc, context)
+    if not isinstance(exc, ProtocolError):
         return None
-    return Response(body, status=body["status"], headers=headers, content_type=PROBLEM_TYPE)
+    return Response(
+        problem(exc, request.path),
+        status=exc.status,
+        headers=headers_of(exc),
+        content_type=PROBLEM_TYPE,
+    )
 
 
 API_PREFIXES = ("/oanp/", "/.well-known/")
 
 
-def _api_or(default: Any, status: int, code: str, detail: str) -> Any:
+def _api_or(default: Any, refusal: ProtocolError) -> Any:
     """A handler answering problem+json under the API's paths, Django's page elsewhere."""
 
     def handler(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
         if not request.path.startswith(API_PREFIXES):
             return default(request) if exception is None else default(request, exception)
-        title = code.replace("_", " ").capitalize()
-        body = problem_body(
-            status=status, code=code, title=title, detail=detail, instance=request.path
-        )
-        return problem_response(body)
+        return refusal_response(refusal, request.path)
 
     return handler
 
 
-handler404 = _api_or(defaults.page_not_found, 404, "not_found", "no such endpoint")
-_server_error = _api_or(defaults.server_error, 500, "internal_error", "the arbiter failed; retry")
+handler404 = _api_or(defaults.page_not_found, NotFound("no such endpoint"))
+_server_error = _api_or(defaults.server_error, InternalError("the arbiter failed; retry"))
 
 
 # A dependency that is away --------------------------------------------------------------------
@@ -113,8 +112,6 @@ _server_error = _api_or(defaults.server_error, 500, "internal_error", "the arbit
 #: Errors that say the database cannot answer now (refused, gone, the pool's wait ran out, a
 #: serialization failure): the request may succeed when retried, so it is a 503, not a 500.
 UNAVAILABLE_ERRORS = (OperationalError, InterfaceError)
-#: How long a client should wait before it retries; the pool's own wait is a few seconds.
-RETRY_AFTER_SECONDS = 5
 
 
 def unavailable(request: HttpRequest, error: BaseException) -> HttpResponse:
@@ -126,19 +123,12 @@ def unavailable(request: HttpRequest, error: BaseException) -> HttpResponse:
         request.path,
         str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
     )
-    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    refusal = Unavailable("the arbiter's database is unavailable; nothing was changed; retry later")
     if request.path.startswith(API_PREFIXES):
-        body = problem_body(
-            status=503,
-            code="unavailable",
-            title="Unavailable",
-            detail="the arbiter's database is unavailable; nothing was changed; retry later",
-            instance=request.path,
-        )
-        response = problem_response(body, headers)
+        response = refusal_response(refusal, request.path)
     else:
         response = HttpResponse(render_to_string("503.html"), status=503)
-        response["Retry-After"] = headers["Retry-After"]
+        _add_headers(response, refusal)
     # Logged above, once and without a traceback: Django's request logger need not repeat it.
     response._has_been_logged = True  # type: ignore[attr-defined]
     return response

@@ -184,7 +184,7 @@ def parse_reveal(data: bytes | str) -> Reveal:
     """
     size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
     if size > MAX_REVEAL_BYTES:
-        raise EnvelopeTooLarge(f"reveal is {size} bytes; the limit is {MAX_REVEAL_BYTES}")
+        raise EnvelopeTooLarge.over(MAX_REVEAL_BYTES, size=size)
     document = read_json(data)
     errors: list[FieldError] = []
     if not isinstance(document, dict):

@@ -537,7 +537,7 @@ def parse_envelope(data: bytes | str) -> Envelope:
     """Parse one envelope from the wire. Raises only :class:`ProtocolError` subclasses."""
     size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
     if size > MAX_ENVELOPE_BYTES:
-        raise EnvelopeTooLarge(f"envelope is {size} bytes; the limit is {MAX_ENVELOPE_BYTES}")
+        raise EnvelopeTooLarge.over(MAX_ENVELOPE_BYTES, size=size)
     return envelope_from_json(read_json(data))
 
 

@@ -215,6 +215,8 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["arbiter_app.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "EXCEPTION_HANDLER": "arbiter_app.problems.exception_handler",
+    # JSON whatever Accept says: a 406 would come before the 401 (docs/protocol.md §14.5).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "arbiter_app.api.negotiation.JsonAnyway",
     "UNAUTHENTICATED_USER": None,
     # JSON only: the browsable API's HTML page would be sent to a browser labelled with the
     # problem+json or JSON type its body does not have.

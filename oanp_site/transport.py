@@ -28,10 +28,14 @@ from django.conf import settings
 from twisted.internet.interfaces import IDelayedCall
 from twisted.web import http
 
-from arbiter_app.problems import PROBLEM_TYPE, problem_body
+from arbiter_app.problems import PROBLEM_TYPE, headers_of, problem
+from arbiter_app.refusals import Unauthorized
 from oanp.envelope import MAX_ENVELOPE_BYTES
+from oanp.errors import EnvelopeTooLarge
 
 API_PREFIX = b"/oanp/"
+#: The status lines this module writes, in RFC 9110's words.
+REASONS = {401: "Unauthorized", 413: "Content Too Large"}
 
 
 def body_limit(path: bytes) -> int:
@@ -43,35 +47,21 @@ def body_limit(path: bytes) -> int:
 def refusal(path: bytes, *, has_key: bool, limit: int) -> bytes:
     """The whole HTTP response refusing an oversize body; the connection closes after it."""
     instance = path.split(b"?", 1)[0].decode("ascii", "replace")
+    headers: dict[str, str] = {}
     if not path.startswith(API_PREFIX):
-        status, content_type = "413 Content Too Large", "text/plain; charset=utf-8"
+        status, content_type = 413, "text/plain; charset=utf-8"
         content = f"the request body is over {limit} bytes\n".encode()
-    elif not has_key:
-        status, content_type = "401 Unauthorized", PROBLEM_TYPE
-        body = problem_body(
-            status=401,
-            code="unauthorized",
-            title="Unauthorized",
-            detail="send Authorization: Bearer <api key>",
-            instance=instance,
-        )
-        content = json.dumps(body).encode()
     else:
-        status, content_type = "413 Content Too Large", PROBLEM_TYPE
-        body = problem_body(
-            status=413,
-            code="envelope_too_large",
-            title="Envelope too large",
-            detail=f"the body is over {limit} bytes",
-            instance=instance,
-        )
-        content = json.dumps(body).encode()
+        # A request without a key learns that first, as it would from the application.
+        error = EnvelopeTooLarge.over(limit) if has_key else Unauthorized.of(has_key=False)
+        status, content_type = error.status, PROBLEM_TYPE
+        headers = headers_of(error)
+        content = json.dumps(problem(error, instance)).encode()
     head = (
-        f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+        f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: {content_type}\r\n"
         f"Content-Length: {len(content)}\r\nConnection: close\r\n"
     )
-    if status.startswith("401"):
-        head += 'WWW-Authenticate: Bearer realm="oanp"\r\n'
+    head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     return head.encode() + b"\r\n" + content
 
 

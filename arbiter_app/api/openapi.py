@@ -11,79 +11,101 @@ from typing import Any
 
 from arbiter_app.api.payloads import ENVELOPE_SCHEMA_PATH, ID, Schema, object_schema, ref
 from arbiter_app.api.schemas import SCHEMAS
+from arbiter_app.refusals import REFUSALS as SERVER_REFUSALS
+from arbiter_app.refusals import WWW_AUTHENTICATE
 from oanp.discovery import MAX_QUERY_CHARS
 from oanp.envelope import (
     MessageType,
 )
+from oanp.errors import REFUSALS as PROTOCOL_REFUSALS
+from oanp.errors import Refusal
 
-INVALID_CHARACTERS = (
-    "A control character or a lone surrogate in the path, a control character other than tab "
-    "in a header, NUL in the query string or a cookie (`invalid_characters`)."
-)
-#: Why each status happens, with the codes it carries (docs/protocol.md §14).
-PROBLEMS: dict[int, str] = {
-    400: "Malformed or schema-invalid (`malformed_json`, `schema_invalid`, `bad_cursor`); "
-    "`errors` names each bad field. " + INVALID_CHARACTERS,
-    401: "No or bad API key (`unauthorized`).",
-    403: "The key's agent is not the sender (`sender_mismatch`) or not a party (`not_a_party`).",
-    404: "Unknown session, or one the caller is not a party to (`unknown_session`).",
-    409: "Out of turn, terminal session, reused session_id or message_id, timer expired "
-    "(`out_of_turn`, `session_terminal`, `session_exists`, `message_id_reused`, "
-    "`timer_expired`, `reveal_too_early`, `already_revealed`, `nothing_committed`).",
-    413: "Larger than 64 KiB (`envelope_too_large`).",
-    422: "Wrong round, price precision, accept of a price that is not standing, a type the "
-    "role may not send, unknown merchant, deadline out of range, reveal mismatch "
-    "(`wrong_round`, `price_precision`, `price_not_standing`, `role_may_not_send`, "
-    "`unknown_merchant`, `deadline_out_of_range`, `reveal_mismatch`); an open whose buyer "
-    "and merchant are one agent or one owner's, or in a currency the merchant agent's "
-    "listing does not offer (`self_dealing`, `currency_not_offered`); terms outside the "
-    "declared issues or in a session that declares none, an accept of terms that are not "
-    "standing (`bad_terms`, `terms_not_standing`; `errors` names every bad term); settlement "
-    "by reveal the session was not opened for, an unsalted commitment where it needs a "
-    "salted one, a reveal naming no positive limit or made while issues are still open "
-    "(`settlement_not_enabled`, `weak_commitment`, `not_settleable`); a callback URL the "
-    "arbiter will not send to: not http(s), or not a public address (`target_not_allowed`).",
-    429: "Rate limited (`rate_limited`), by key or, for failed authentications, by client "
-    "address; see `Retry-After`. On the event streams also too many streams open with the "
-    "key (`too_many_streams`).",
-    503: "The arbiter's database is unavailable (`unavailable`); nothing was changed; retry "
-    "after `Retry-After` seconds.",
-}
+#: Every refusal an endpoint can answer, by code: the protocol's and the server's catalogues.
+REFUSALS: dict[str, Refusal] = {r.code: r for r in (*PROTOCOL_REFUSALS, *SERVER_REFUSALS)}
 #: The headers a refusal carries, by status.
 RETRY_AFTER: Schema = {
     "description": "Seconds to wait before retrying.",
     "schema": {"type": "integer", "minimum": 1},
 }
 PROBLEM_HEADERS: dict[int, Schema] = {
+    401: {
+        "WWW-Authenticate": {
+            "description": "The challenge: " + WWW_AUTHENTICATE,
+            "schema": {"type": "string"},
+        }
+    },
     429: {"Retry-After": RETRY_AFTER},
     503: {"Retry-After": {**RETRY_AFTER, "required": True}},
 }
+
+#: What every request may meet before its endpoint reads it, and the database being away.
+GUARDED = ("invalid_characters", "unavailable")
+#: What every request with an API key may meet besides.
+KEYED = (*GUARDED, "unauthorized", "rate_limited")
 
 
 def _json(name: str, description: str) -> Schema:
     return {"description": description, "content": {"application/json": {"schema": ref(name)}}}
 
 
-def _problem(status: int, description: str) -> Schema:
-    headers = PROBLEM_HEADERS.get(status)
-    return {
-        "description": description,
-        "content": {"application/problem+json": {"schema": ref("Problem")}},
-        **({"headers": headers} if headers else {}),
-    }
+def _problems(*codes: str) -> Schema:
+    """The responses refusing with ``codes``, by status, each described from the catalogue."""
+    by_status: dict[int, list[Refusal]] = {}
+    for code in codes:
+        refusal = REFUSALS[code]
+        by_status.setdefault(refusal.status, []).append(refusal)
+    responses: Schema = {}
+    for status, refusals in sorted(by_status.items()):
+        headers = PROBLEM_HEADERS.get(status)
+        responses[str(status)] = {
+            "description": "; ".join(f"`{r.code}`: {r.meaning}" for r in refusals) + ".",
+            "content": {"application/problem+json": {"schema": ref("Problem")}},
+            **({"headers": headers} if headers else {}),
+        }
+    return responses
 
 
-def _problems(*statuses: int, **why: str) -> Schema:
-    """The refusals of ``statuses``, each described as :data:`PROBLEMS` says unless ``why``
-    names it (``_404="..."``) for an endpoint whose reason differs."""
-    return {
-        str(status): _problem(status, why.get(f"_{status}", PROBLEMS[status]))
-        for status in statuses
-    }
-
-
-#: The one refusal of the endpoints that read no key and no body.
-GUARDED = {"400": _problem(400, INVALID_CHARACTERS)}
+#: The refusals of the envelopes endpoint besides the keyed ones: every code of the protocol a
+#: move can meet, and the server's checks of an open.
+ENVELOPE_REFUSALS = (
+    *KEYED,
+    "malformed_json",
+    "schema_invalid",
+    "envelope_too_large",
+    "sender_mismatch",
+    "not_a_party",
+    "unknown_session",
+    "session_exists",
+    "message_id_reused",
+    "session_terminal",
+    "timer_expired",
+    "out_of_turn",
+    "role_may_not_send",
+    "deadline_out_of_range",
+    "unknown_merchant",
+    "self_dealing",
+    "currency_not_offered",
+    "wrong_round",
+    "price_precision",
+    "price_not_standing",
+    "bad_terms",
+    "terms_not_standing",
+    "settlement_not_enabled",
+    "weak_commitment",
+    "not_settleable",
+)
+REVEAL_REFUSALS = (
+    *KEYED,
+    "unknown_session",
+    "envelope_too_large",
+    "malformed_json",
+    "schema_invalid",
+    "reveal_too_early",
+    "nothing_committed",
+    "already_revealed",
+    "reveal_mismatch",
+)
+STREAM_REFUSALS = (*KEYED, "bad_cursor", "too_many_streams", "streams_full")
 
 
 SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": ID}
@@ -130,11 +152,6 @@ INBOX_RESUME = (
     "Resume after this event id (also accepted as ?last_event_id=). Without it the inbox "
     "starts at the live head; `c0` reads the agent's whole history first, in bounded pages."
 )
-#: The event streams' 503s: the database, or the server process's cap on open streams.
-STREAMS_503 = (
-    "The arbiter's database is unavailable (`unavailable`), or this server process holds "
-    "as many event streams as it may (`streams_full`); retry after `Retry-After` seconds."
-)
 
 
 def _event_stream(event_id: str) -> Schema:
@@ -177,7 +194,7 @@ PATHS: dict[str, Schema] = {
             {
                 "201": _json("SubmitAnswer", "Applied: its entry, the arbiter's, the session."),
                 "200": _json("SubmitAnswer", "A replay of the same message_id and body."),
-                **_problems(400, 401, 403, 404, 409, 413, 422, 429, 503),
+                **_problems(*ENVELOPE_REFUSALS),
             },
             requestBody={
                 "required": True,
@@ -191,7 +208,7 @@ PATHS: dict[str, Schema] = {
             "Session summary",
             {
                 "200": _json("SessionSummary", "The session."),
-                **_problems(400, 401, 404, 429, 503),
+                **_problems(*KEYED, "unknown_session"),
             },
             parameters=[SESSION_ID],
         )
@@ -202,7 +219,7 @@ PATHS: dict[str, Schema] = {
             "Every entry, in order",
             {
                 "200": _json("SessionLog", "The hash-chained log."),
-                **_problems(400, 401, 404, 429, 503),
+                **_problems(*KEYED, "unknown_session"),
             },
             parameters=[SESSION_ID],
         )
@@ -217,7 +234,7 @@ PATHS: dict[str, Schema] = {
                     "is over.",
                     "content": _event_stream("The entry's seq."),
                 },
-                **_problems(400, 401, 404, 429, 503, _503=STREAMS_503),
+                **_problems(*STREAM_REFUSALS, "unknown_session"),
             },
             parameters=[SESSION_ID, _last_event_id("^[0-9]{1,9}$", SESSION_RESUME)],
         )
@@ -232,7 +249,7 @@ PATHS: dict[str, Schema] = {
                     "starts at the live head: only entries committed after it opened.",
                     "content": _event_stream("An opaque cursor."),
                 },
-                **_problems(400, 401, 429, 503, _503=STREAMS_503),
+                **_problems(*STREAM_REFUSALS),
             },
             parameters=[_last_event_id("^c[0-9]{1,18}$", INBOX_RESUME)],
         )
@@ -243,7 +260,7 @@ PATHS: dict[str, Schema] = {
             "Reveal constraints and salt after the session ended",
             {
                 "200": _json("RevealAnswer", "The reveal opens the commitment."),
-                **_problems(400, 401, 404, 409, 413, 422, 429, 503),
+                **_problems(*REVEAL_REFUSALS),
             },
             parameters=[SESSION_ID],
             requestBody={
@@ -258,7 +275,13 @@ PATHS: dict[str, Schema] = {
             "Register the URL every new entry of the caller's sessions is POSTed to",
             {
                 "200": _json("Callback", "Registered, under a fresh signing secret."),
-                **_problems(400, 401, 413, 422, 429, 503),
+                **_problems(
+                    *KEYED,
+                    "envelope_too_large",
+                    "malformed_json",
+                    "schema_invalid",
+                    "target_not_allowed",
+                ),
             },
             description="Each entry is POSTed once, in seq order per session, its body the "
             "Entry JSON (as in the event streams). 408, 409, 429, 5xx and network errors are "
@@ -274,9 +297,7 @@ PATHS: dict[str, Schema] = {
             "The caller's callback (without its secret)",
             {
                 "200": _json("CallbackInfo", "The callback."),
-                **_problems(
-                    400, 401, 404, 429, 503, _404="The caller has no callback (`no_callback`)."
-                ),
+                **_problems(*KEYED, "no_callback"),
             },
         ),
         "delete": _operation(
@@ -284,7 +305,7 @@ PATHS: dict[str, Schema] = {
             "Stop the caller's callback",
             {
                 "204": {"description": "Removed, or there was none."},
-                **_problems(400, 401, 429, 503),
+                **_problems(*KEYED),
             },
         ),
     },
@@ -308,15 +329,7 @@ PATHS: dict[str, Schema] = {
                         }
                     },
                 },
-                **_problems(
-                    400,
-                    401,
-                    429,
-                    503,
-                    _400="A bad parameter: `q` too long or holding a control character, an "
-                    "unknown or repeated parameter (`schema_invalid`, naming it), an `after` "
-                    "that is not an agent id (`bad_cursor`). " + INVALID_CHARACTERS,
-                ),
+                **_problems(*KEYED, "schema_invalid", "bad_cursor"),
             },
             parameters=MERCHANT_SEARCH,
         )
@@ -327,7 +340,7 @@ PATHS: dict[str, Schema] = {
                 "getDiscovery",
                 "The arbiter's discovery document: versions, profiles, settlement rules, "
                 "endpoints and limits",
-                {"200": _json("Discovery", "The document."), **GUARDED},
+                {"200": _json("Discovery", "The document."), **_problems("invalid_characters")},
             ),
             "security": [],
         }
@@ -343,7 +356,7 @@ PATHS: dict[str, Schema] = {
                         "description": "The schema, its $defs included.",
                         "content": {"application/schema+json": {"schema": {"type": "object"}}},
                     },
-                    **GUARDED,
+                    **_problems("invalid_characters"),
                 },
             ),
             "security": [],
@@ -356,8 +369,7 @@ PATHS: dict[str, Schema] = {
                 "Every signing key ever used, with its state and validity window",
                 {
                     "200": _json("KeyHistory", "Active, retiring and retired public keys."),
-                    **GUARDED,
-                    **_problems(503),
+                    **_problems(*GUARDED),
                 },
             ),
             "security": [],
@@ -368,7 +380,7 @@ PATHS: dict[str, Schema] = {
             **_operation(
                 "getHealth",
                 "Liveness: the process answers (touches no dependency)",
-                {"200": _json("Liveness", "The process is up."), **GUARDED},
+                {"200": _json("Liveness", "The process is up."), **_problems("invalid_characters")},
             ),
             "tags": ["operations"],
             "security": [],
@@ -383,7 +395,7 @@ PATHS: dict[str, Schema] = {
                 {
                     "200": _json("Readiness", "Every check passed (warnings aside)."),
                     "503": _json("Readiness", "At least one check failed; see checks."),
-                    **GUARDED,
+                    **_problems("invalid_characters"),
                 },
             ),
             "tags": ["operations"],
@@ -400,12 +412,7 @@ PATHS: dict[str, Schema] = {
                         "description": "The Prometheus text format.",
                         "content": {"text/plain": {"schema": {"type": "string"}}},
                     },
-                    "403": {
-                        "description": "Not from an allowed network, or without the metrics "
-                        "token (`metrics_forbidden`).",
-                        "content": {"application/problem+json": {"schema": ref("Problem")}},
-                    },
-                    **GUARDED,
+                    **_problems("invalid_characters", "metrics_forbidden"),
                 },
             ),
             "tags": ["operations"],
@@ -417,7 +424,7 @@ PATHS: dict[str, Schema] = {
             **_operation(
                 "getJwks",
                 "Public signing keys",
-                {"200": _json("Jwks", "JWKS."), **GUARDED, **_problems(503)},
+                {"200": _json("Jwks", "JWKS."), **_problems(*GUARDED)},
             ),
             "security": [],
         }
@@ -475,11 +482,25 @@ def _standard(node: Any, refs: list[str]) -> Any:
     return out
 
 
+def _problem_schema() -> Schema:
+    """The Problem component, its ``code`` described by the catalogues: every code a client
+    may meet, with its status and meaning."""
+    problem = SCHEMAS["Problem"]
+    codes = "\n".join(
+        f"- `{r.code}` ({r.status}): {r.meaning}."
+        for r in sorted(REFUSALS.values(), key=lambda r: (r.status, r.code))
+    )
+    code = {**problem["properties"]["code"]}
+    code["description"] = f"{code['description']} Every code, with its status:\n\n{codes}"
+    return {**problem, "properties": {**problem["properties"], "code": code}}
+
+
 def add_streams(result: Schema, generator: Any, request: Any, public: bool) -> Schema:
     """Spectacular post-processing hook: the protocol's paths, schemas and security."""
     result["paths"] = {**result.get("paths", {}), **PATHS}
     components = result.setdefault("components", {})
     components.setdefault("schemas", {}).update(SCHEMAS)
+    components["schemas"]["Problem"] = _problem_schema()
     components.setdefault("securitySchemes", {})["apiKey"] = {
         "type": "http",
         "scheme": "bearer",

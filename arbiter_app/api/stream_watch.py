@@ -30,14 +30,14 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connection
 
 from arbiter_app import selectors
-from oanp.errors import ProtocolError
+from arbiter_app.refusals import RETRY_AFTER_SECONDS, StreamsFull, TooManyStreams
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,6 @@ POLL_SECONDS = 1.0
 GAP_GRACE_SECONDS = 2.0
 #: Pages of ids one scan reads at most, so a burst is caught up over a few polls.
 PAGES_PER_SCAN = 20
-#: What a 503 ``streams_full`` asks the client to wait.
-FULL_RETRY_SECONDS = 5
 
 R = TypeVar("R")
 
@@ -66,19 +64,6 @@ def db(read: Callable[..., R], *args: Any, **kwargs: Any) -> Awaitable[R]:
     """``read`` in a worker thread of its own, not on the one thread every synchronous view
     waits for under ASGI, its database connection given back afterwards."""
     return sync_to_async(_read_and_release, thread_sensitive=False)(read, *args, **kwargs)
-
-
-class TooManyStreams(ProtocolError):
-    code = "too_many_streams"
-    status = 429
-    title = "Too many streams are open with this API key"
-
-
-class StreamsFull(ProtocolError):
-    code = "streams_full"
-    status = 503
-    title = "This server holds as many event streams as it may"
-    headers: ClassVar[dict[str, str]] = {"Retry-After": str(FULL_RETRY_SECONDS)}
 
 
 class Slot:
@@ -137,7 +122,7 @@ class Watch:
         if len(self.slots) >= settings.OANP_STREAMS_PER_PROCESS:
             raise StreamsFull(
                 f"this server process holds {len(self.slots)} event streams, its most; "
-                f"retry in {FULL_RETRY_SECONDS} s (perhaps on another)"
+                f"retry in {RETRY_AFTER_SECONDS} s (perhaps on another)"
             )
         slot = Slot(credential_id)
         self.slots.add(slot)

@@ -29,7 +29,8 @@ from arbiter_app import events, limits, selectors
 from arbiter_app.api.stream_watch import WATCH, Slot, db
 from arbiter_app.auth import authenticate, client_address
 from arbiter_app.models import AgentCredential, Session
-from arbiter_app.problems import problem_body, problem_response, protocol_problem
+from arbiter_app.problems import refusal_response
+from arbiter_app.refusals import BadCursor, MethodNotAllowed, Unauthorized
 from oanp.errors import ProtocolError
 from oanp.state import Phase
 
@@ -44,11 +45,6 @@ LAYER_CALL_SECONDS = 2.0
 #: groups again; while joined, it joins again this often, since a restarted Redis forgets its
 #: groups.
 REJOIN_SECONDS = 30.0
-
-
-class BadCursor(ProtocolError):
-    code = "bad_cursor"
-    title = "Last-Event-ID is not a cursor of this stream"
 
 
 def frame(event_id: str, event: str, data: str) -> bytes:
@@ -195,27 +191,13 @@ async def _authorized(request: HttpRequest) -> AgentCredential | HttpResponse:
     try:
         credential = await db(authenticate, header, client_address(request.META))
     except limits.RateLimited as error:
-        return _refusal(request, error)
+        return refusal_response(error, request.path)
     if credential is None:
-        body = problem_body(
-            status=401,
-            code="unauthorized",
-            title="Authentication required",
-            detail="send Authorization: Bearer <api key>" if not header else "unknown API key",
-            instance=request.path,
-        )
-        return problem_response(body, {"WWW-Authenticate": 'Bearer realm="oanp"'})
+        return refusal_response(Unauthorized.of(has_key=bool(header)), request.path)
     if request.method != "GET":
         # Without this, POST met the CSRF middleware (403 HTML) and OPTIONS or HEAD opened a
         # stream. Checked after the key, as DRF does for the other endpoints.
-        body = problem_body(
-            status=405,
-            code="method_not_allowed",
-            title="Method not allowed",
-            detail=f"{request.method} is not allowed here; use GET",
-            instance=request.path,
-        )
-        return problem_response(body, {"Allow": "GET"})
+        return refusal_response(MethodNotAllowed(request.method or "", ("GET",)), request.path)
     return credential
 
 
@@ -236,10 +218,6 @@ async def _opened(chunks: AsyncIterator[bytes], slot: Slot) -> AsyncIterator[byt
     finally:
         # Freed as the stream ends, not whenever the collector gets to its generator.
         WATCH.release(slot)
-
-
-def _refusal(request: HttpRequest, error: ProtocolError) -> HttpResponse:
-    return problem_response(protocol_problem(error, request.path), getattr(error, "headers", {}))
 
 
 async def _admitted(agent: AgentCredential) -> Slot:
@@ -270,7 +248,7 @@ async def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
         slot = await _admitted(agent)
         return _stream(slot, _session_frames(agent, slot, session, after))
     except ProtocolError as error:
-        return _refusal(request, error)
+        return refusal_response(error, request.path)
 
 
 def _seq_cursor(value: str | None) -> int:
@@ -362,7 +340,7 @@ async def inbox_events(request: HttpRequest) -> HttpResponse:
             skip = await db(selectors.entry_ids_after, after)
         return _stream(slot, _inbox_frames(agent, slot, after, skip))
     except ProtocolError as error:
-        return _refusal(request, error)
+        return refusal_response(error, request.path)
 
 
 async def _inbox_frames(

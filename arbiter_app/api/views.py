@@ -1,10 +1,9 @@
 """The protocol endpoints of docs/protocol.md §14 (the event streams are in :mod:`streams`).
 
-Thin on purpose: read the request, call one service or selector, answer. Every refusal is a
-:class:`~oanp.errors.ProtocolError` or a DRF exception, turned into problem+json by
-:func:`arbiter_app.problems.exception_handler`. A key's rate limit is charged when the request
-arrives and answered last (:mod:`arbiter_app.limits`): each view admits the request once its
-other checks passed, just before it acts.
+Thin on purpose: read the request, call one service or selector, answer. The endpoints of an
+agent's key answer their checks in one order, :mod:`arbiter_app.api.edge`'s: each gives its own
+checks, which return the act. Every refusal is a :class:`~oanp.errors.ProtocolError`, turned
+into problem+json by :func:`arbiter_app.problems.exception_handler`.
 """
 
 from __future__ import annotations
@@ -13,29 +12,26 @@ import json
 from urllib.parse import unquote, urlencode
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, QueryDict
-from django.http.request import RawPostDataException
 from django.urls import reverse
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from arbiter_app import limits, selectors, services
+from arbiter_app import selectors, services
+from arbiter_app.api.edge import Act, AgentEndpoint, admitted, read_body
 from arbiter_app.api.openapi import json_schema
 from arbiter_app.api.payloads import ENVELOPE_SCHEMA_PATH
-from arbiter_app.api.streams import BadCursor
-from arbiter_app.guards import InvalidCharacters, text_refusal
+from arbiter_app.guards import text_refusal
 from arbiter_app.models import AgentCredential, Listing
+from arbiter_app.refusals import BadCursor, InvalidCharacters, NoCallback
 from arbiter_app.request_fields import annotate
 from arbiter_app.selectors import key_history, published_jwks
 from oanp import discovery
 from oanp.canonical import read_json
-from oanp.envelope import MAX_ENVELOPE_BYTES, SETTLEMENTS, is_identifier, parse_envelope
+from oanp.envelope import SETTLEMENTS, is_identifier, parse_envelope
 from oanp.errors import (
-    EnvelopeTooLarge,
     FieldError,
-    ProtocolError,
     SchemaInvalid,
 )
 
@@ -46,77 +42,65 @@ def _json_response(text: str, status: int = 200) -> HttpResponse:
     return HttpResponse(text, status=status, content_type=JSON)
 
 
-def _agent(request: Request) -> AgentCredential:
-    assert isinstance(request.auth, AgentCredential)  # IsAuthenticated ran first
-    return request.auth
+def _outcome(outcome: services.Outcome) -> HttpResponse:
+    return _json_response(outcome.body, outcome.status)
 
 
-def _body(request: Request) -> bytes:
-    """The raw body, refused with 413 before it is read when it says it is too large."""
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    if declared.isdigit() and int(declared) > MAX_ENVELOPE_BYTES:
-        raise EnvelopeTooLarge(f"body is {declared} bytes; the limit is {MAX_ENVELOPE_BYTES}")
-    try:
-        return request.body
-    except (RequestDataTooBig, RawPostDataException) as exc:
-        raise EnvelopeTooLarge(f"body is over {MAX_ENVELOPE_BYTES} bytes") from exc
-
-
-class AgentView(APIView):
-    schema = None  # described in arbiter_app.api.openapi, from docs/protocol.md §14
-    charge = limits.Charge()
-
-    def initial(self, request: Request, *args: object, **kwargs: object) -> None:
-        super().initial(request, *args, **kwargs)  # authenticated by now (401 first)
-        self.charge = limits.charge(_agent(request).prefix)
-
-
-class EnvelopesView(AgentView):
+class EnvelopesView(AgentEndpoint):
     """Submit one envelope."""
 
     def post(self, request: Request) -> HttpResponse:
-        envelope = parse_envelope(_body(request))
-        annotate(request, session_id=envelope.session_id)
-        outcome = services.receive_envelope(
-            agent=_agent(request), envelope=envelope, admit=self.charge.admit
-        )
-        return _json_response(outcome.body, outcome.status)
+        def checks(agent: AgentCredential) -> Act:
+            envelope = parse_envelope(read_body(request))  # 413, then 400
+            annotate(request, session_id=envelope.session_id)
+            services.check_sender(agent=agent, envelope=envelope)  # 403
+            # The service checks the session under its lock, then calls admit before it writes.
+            return lambda admit: _outcome(
+                services.receive_envelope(agent=agent, envelope=envelope, admit=admit)
+            )
+
+        return self.answer(request, checks)
 
 
-class SessionView(AgentView):
+class SessionView(AgentEndpoint):
     """The session summary."""
 
     def get(self, request: Request, session_id: str) -> HttpResponse:
-        session = selectors.visible_session(agent=_agent(request), session_id=session_id)
-        self.charge.admit()
-        return _json_response(json.dumps(selectors.summary_of(session)))
+        def checks(agent: AgentCredential) -> Act:
+            session = selectors.visible_session(agent=agent, session_id=session_id)
+            return admitted(lambda: _json_response(json.dumps(selectors.summary_of(session))))
+
+        return self.answer(request, checks)
 
 
-class SessionLogView(AgentView):
+class SessionLogView(AgentEndpoint):
     """Every entry of the session, in order."""
 
     def get(self, request: Request, session_id: str) -> HttpResponse:
-        session = selectors.visible_session(agent=_agent(request), session_id=session_id)
-        self.charge.admit()
-        return _json_response(selectors.log_text(session))
+        def checks(agent: AgentCredential) -> Act:
+            session = selectors.visible_session(agent=agent, session_id=session_id)
+            return admitted(lambda: _json_response(selectors.log_text(session)))
+
+        return self.answer(request, checks)
 
 
-class RevealView(AgentView):
+class RevealView(AgentEndpoint):
     """A party reveals its constraints and salt after the session ended."""
 
     def post(self, request: Request, session_id: str) -> HttpResponse:
-        agent = _agent(request)
-        session = selectors.visible_session(agent=agent, session_id=session_id)
-        reveal = services.reveal_constraints(
-            session=session, agent=agent, data=_body(request), admit=self.charge.admit
-        )
-        return _json_response(json.dumps(reveal))
+        def checks(agent: AgentCredential) -> Act:
+            session = selectors.visible_session(agent=agent, session_id=session_id)
+            data = read_body(request)
+            # The service parses and checks the reveal, then calls admit before it keeps it.
+            return lambda admit: _json_response(
+                json.dumps(
+                    services.reveal_constraints(
+                        session=session, agent=agent, data=data, admit=admit
+                    )
+                )
+            )
 
-
-class NoCallback(ProtocolError):
-    code = "no_callback"
-    status = 404
-    title = "No callback is registered"
+        return self.answer(request, checks)
 
 
 def _callback_url(data: bytes) -> str:
@@ -136,37 +120,46 @@ def _callback_url(data: bytes) -> str:
     return url
 
 
-class CallbackView(AgentView):
+class CallbackView(AgentEndpoint):
     """The calling agent's callback: the URL every new entry of its sessions is POSTed to."""
 
     def put(self, request: Request) -> HttpResponse:
-        url = _callback_url(_body(request))
-        self.charge.admit()
-        registered = services.register_callback(agent=_agent(request), url=url)
-        return _json_response(json.dumps({"url": url, "secret": registered.secret}))
+        def checks(agent: AgentCredential) -> Act:
+            url = _callback_url(read_body(request))
+            # Where it points is checked after the rate limit: it may ask the DNS.
+            return admitted(lambda: _registered(agent, url))
+
+        return self.answer(request, checks)
 
     def get(self, request: Request) -> HttpResponse:
-        callback = selectors.callback_of(_agent(request))
-        if callback is None:
-            raise NoCallback("this agent has registered no callback")
-        self.charge.admit()
-        disabled_at = callback.disabled_at.isoformat() if callback.disabled_at else None
-        return _json_response(
-            json.dumps(
-                {
-                    "url": callback.url,
-                    "disabled_at": disabled_at,
-                    "disabled_reason": callback.disabled_reason or None,
-                }
-            )
-        )
+        def checks(agent: AgentCredential) -> Act:
+            callback = selectors.callback_of(agent)
+            if callback is None:
+                raise NoCallback("this agent has registered no callback")
+            disabled_at = callback.disabled_at.isoformat() if callback.disabled_at else None
+            shown = {
+                "url": callback.url,
+                "disabled_at": disabled_at,
+                "disabled_reason": callback.disabled_reason or None,
+            }
+            return admitted(lambda: _json_response(json.dumps(shown)))
+
+        return self.answer(request, checks)
 
     def delete(self, request: Request) -> HttpResponse:
-        self.charge.admit()
-        services.remove_callback(agent=_agent(request))
-        response = HttpResponse(status=204)
-        del response["Content-Type"]  # a 204 has no content, so no type of content either
-        return response
+        return self.answer(request, lambda agent: admitted(lambda: _removed(agent)))
+
+
+def _registered(agent: AgentCredential, url: str) -> HttpResponse:
+    registered = services.register_callback(agent=agent, url=url)
+    return _json_response(json.dumps({"url": url, "secret": registered.secret}))
+
+
+def _removed(agent: AgentCredential) -> HttpResponse:
+    services.remove_callback(agent=agent)
+    response = HttpResponse(status=204)
+    del response["Content-Type"]  # a 204 has no content, so no type of content either
+    return response
 
 
 # Discovery (docs/protocol.md §14.10) ----------------------------------------------------------
@@ -209,23 +202,29 @@ def _merchant_entry(row: Listing, profiles: list[str]) -> dict[str, object]:
     )
 
 
-class MerchantsView(AgentView):
+class MerchantsView(AgentEndpoint):
     """The listed merchant agents matching ``?q=``, in agent id order, a page at a time."""
 
     def get(self, request: Request) -> HttpResponse:
-        query, after = _directory_query(request.GET)
-        self.charge.admit()
-        page = selectors.listed_merchants(query=query, after=after, limit=MERCHANTS_PAGE_SIZE + 1)
-        profiles = list(services.arbiter().profiles)
-        shown = page[:MERCHANTS_PAGE_SIZE]
-        response = _json_response(json.dumps([_merchant_entry(row, profiles) for row in shown]))
-        if len(page) > len(shown):
-            following = {"q": query} if query else {}
-            following["after"] = shown[-1].merchant_agent_id
-            # Built from this request, so that following it reaches the server that answered.
-            url = request.build_absolute_uri(f"{request.path}?{urlencode(following)}")
-            response["Link"] = f'<{url}>; rel="next"'
-        return response
+        def checks(agent: AgentCredential) -> Act:
+            query, after = _directory_query(request.GET)
+            return admitted(lambda: _directory_page(request, query, after))
+
+        return self.answer(request, checks)
+
+
+def _directory_page(request: Request, query: str, after: str | None) -> HttpResponse:
+    page = selectors.listed_merchants(query=query, after=after, limit=MERCHANTS_PAGE_SIZE + 1)
+    profiles = list(services.arbiter().profiles)
+    shown = page[:MERCHANTS_PAGE_SIZE]
+    response = _json_response(json.dumps([_merchant_entry(row, profiles) for row in shown]))
+    if len(page) > len(shown):
+        following = {"q": query} if query else {}
+        following["after"] = shown[-1].merchant_agent_id
+        # Built from this request, so that following it reaches the server that answered.
+        url = request.build_absolute_uri(f"{request.path}?{urlencode(following)}")
+        response["Link"] = f'<{url}>; rel="next"'
+    return response
 
 
 #: The endpoints the discovery document names, by their routes.

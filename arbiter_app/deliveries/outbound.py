@@ -28,7 +28,7 @@ from django.db.models import Max, QuerySet
 
 from arbiter_app import keys, metrics
 from arbiter_app.models import DeliveryAttempt
-from oanp.errors import ProtocolError
+from arbiter_app.refusals import HostNotFound, TargetNotAllowed
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 - the Standard Webhooks prefix, not a secret
 #: What an attempt keeps of the answer, and the most of it that is read at all.
@@ -40,19 +40,6 @@ REQUEST_BODY_BYTES = 64 * 1024
 SECRET_HEADERS = frozenset({"authorization", "signature", "webhook-signature", "set-cookie"})
 REDACTED = "[redacted]"
 METHOD = "POST"
-
-
-class TargetNotAllowed(ProtocolError, ValueError):
-    """The URL is not one the arbiter will send to."""
-
-    code = "target_not_allowed"
-    status = 422
-    title = "The arbiter does not send to this address"
-
-
-class HostNotFound(TargetNotAllowed):
-    """The URL's host has no address: mistyped, or not (yet) in the DNS. Its detail is a
-    sentence a merchant can act on, not the resolver's errno."""
 
 
 # Where the arbiter may send ------------------------------------------------------------------

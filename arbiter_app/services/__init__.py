@@ -10,7 +10,7 @@ those abandoned), the first signing key, created on first use (:mod:`arbiter_app
 the integrity check's records (:mod:`arbiter_app.integrity`).
 """
 
-from arbiter_app.deliveries.outbound import HostNotFound
+from arbiter_app.refusals import HostNotFound
 from arbiter_app.services.credentials import (
     KEY_PREFIX,
     IssuedKey,
@@ -32,12 +32,9 @@ from arbiter_app.services.listings import save_listing
 from arbiter_app.services.reveals import reveal_constraints
 from arbiter_app.services.sessions import (
     EXPIRY_BATCH,
-    CurrencyNotOffered,
     Outcome,
-    SelfDealing,
-    SenderMismatch,
-    UnknownMerchant,
     arbiter,
+    check_sender,
     expire_due_sessions,
     expire_session,
     receive_envelope,
@@ -49,14 +46,11 @@ __all__ = [
     "EXPIRY_BATCH",
     "KEY_PREFIX",
     "Configured",
-    "CurrencyNotOffered",
     "HostNotFound",
     "IssuedKey",
     "Outcome",
-    "SelfDealing",
-    "SenderMismatch",
-    "UnknownMerchant",
     "arbiter",
+    "check_sender",
     "configure_handoff",
     "expire_due_sessions",
     "expire_session",

@@ -27,6 +27,7 @@ from arbiter_app.models import (
     Role,
     Session,
 )
+from arbiter_app.refusals import CurrencyNotOffered, SelfDealing, SenderMismatch, UnknownMerchant
 from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
 from oanp.envelope import Envelope, MessageType
 from oanp.errors import (
@@ -42,30 +43,6 @@ from oanp.profiles import Reason
 from oanp.snapshot import dump_state, load_state
 from oanp.state import Arbiter
 from oanp.summary import session_summary
-
-
-class SenderMismatch(ProtocolError):
-    code = "sender_mismatch"
-    status = 403
-    title = "The API key does not speak for this sender"
-
-
-class UnknownMerchant(ProtocolError):
-    code = "unknown_merchant"
-    status = 422
-    title = "No merchant agent with this id is registered"
-
-
-class SelfDealing(ProtocolError):
-    code = "self_dealing"
-    status = 422
-    title = "The buyer and the merchant are one party"
-
-
-class CurrencyNotOffered(ProtocolError):
-    code = "currency_not_offered"
-    status = 422
-    title = "The merchant agent does not negotiate in this currency"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +64,17 @@ def arbiter() -> Arbiter:
 # Sessions ------------------------------------------------------------------------------------
 
 
+def check_sender(*, agent: AgentCredential, envelope: Envelope) -> None:
+    """Refuse (403 ``sender_mismatch``) an envelope whose sender is not the key's agent and
+    role: the edge's check before :func:`receive_envelope`, which trusts it."""
+    if envelope.agent_id != agent.agent_id or envelope.role.value != agent.role:
+        metrics.count_envelope(envelope.type.value, "refused")
+        raise SenderMismatch(
+            f"this key speaks for {agent.role} {agent.agent_id!r}, not "
+            f"{envelope.role.value} {envelope.agent_id!r}"
+        )
+
+
 def receive_envelope(
     *,
     agent: AgentCredential,
@@ -94,7 +82,8 @@ def receive_envelope(
     now: datetime | None = None,
     admit: Callable[[], None] = lambda: None,
 ) -> Outcome:
-    """Apply one party envelope, in docs/protocol.md §14's order of checks.
+    """Apply one party envelope of ``agent`` (its sender, as :func:`check_sender` found), in
+    docs/protocol.md §14's order of checks.
 
     Raises a :class:`~oanp.errors.ProtocolError` and changes nothing when it is refused, except
     that an envelope arriving after its session's timer fell due first lets the timer close
@@ -103,12 +92,6 @@ def receive_envelope(
     section 7's 429, is its to raise.
     """
     refused = partial(metrics.count_envelope, envelope.type.value, "refused")
-    if envelope.agent_id != agent.agent_id or envelope.role.value != agent.role:
-        refused()
-        raise SenderMismatch(
-            f"this key speaks for {agent.role} {agent.agent_id!r}, not "
-            f"{envelope.role.value} {envelope.agent_id!r}"
-        )
     try:
         try:
             with transaction.atomic():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -12,8 +14,10 @@ from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
 from arbiter_app.api.payloads import ENVELOPE_SCHEMA_PATH
+from arbiter_app.refusals import REFUSALS as SERVER_REFUSALS
 from oanp.envelope import SENDERS, MessageType, Role, check_sender, parse_envelope
-from oanp.errors import ProtocolError, SchemaInvalid, Unprocessable
+from oanp.errors import REFUSALS as PROTOCOL_REFUSALS
+from oanp.errors import ProtocolError, SchemaInvalid
 from oanp.settlement import SETTLEMENT_RULE
 from oanp.terms import (
     ISSUE_NAME_PATTERN,
@@ -175,35 +179,50 @@ def test_the_problem_schema_carries_a_stable_code(document: dict[str, Any]) -> N
     assert "errors" in problem["properties"]
 
 
-@pytest.mark.parametrize(
-    "code",
-    [
-        "unauthorized",
-        "sender_mismatch",
-        "not_a_party",
-        "unknown_session",
-        "out_of_turn",
-        "session_terminal",
-        "session_exists",
-        "message_id_reused",
-        "envelope_too_large",
-        "malformed_json",
-        "schema_invalid",
-        "wrong_round",
-        "price_precision",
-        "price_not_standing",
-        "role_may_not_send",
-        "unknown_merchant",
-        "self_dealing",
-        "currency_not_offered",
-        "rate_limited",
-    ],
-)
-def test_every_refusal_code_of_the_submit_endpoint_is_documented(
-    document: dict[str, Any], code: str
+#: Every code a client may meet, with the status it is raised with: both catalogues.
+CATALOGUE = {r.code: r.status for r in (*PROTOCOL_REFUSALS, *SERVER_REFUSALS)}
+
+
+@pytest.mark.parametrize(("code", "status"), sorted(CATALOGUE.items()))
+def test_every_code_is_documented_with_the_status_it_is_raised_with(
+    document: dict[str, Any], code: str, status: int
+) -> None:
+    described = document["components"]["schemas"]["Problem"]["properties"]["code"]
+    assert f"- `{code}` ({status}): " in described["description"]
+    # Wherever an operation names the code, it is under that status and no other.
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            for answer, response in operation["responses"].items():
+                if f"`{code}`" in response.get("description", ""):
+                    assert answer == str(status), (path, method, answer)
+
+
+def test_the_protocol_s_table_of_problems_is_the_catalogue() -> None:
+    """docs/protocol.md §14.4 lists each code under its status, and nothing else."""
+    text = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text()
+    table = text.split("### 14.4 Problems", 1)[1].split("###", 1)[0]
+    listed: dict[str, int] = {}
+    for status, codes in re.findall(r"^\| (\d{3}) \| (.*) \|$", table, flags=re.M):
+        # A code's gloss is in parentheses, and may name a field in backticks.
+        for code in re.findall(r"`([a-z_]+)`", re.sub(r"\([^)]*\)", "", codes)):
+            listed[code] = int(status)
+    assert listed == CATALOGUE
+
+
+def test_the_submit_endpoint_documents_every_refusal_a_move_can_meet(
+    document: dict[str, Any],
 ) -> None:
     responses = document["paths"]["/oanp/v0.1/envelopes"]["post"]["responses"]
-    assert any(f"`{code}`" in r["description"] for r in responses.values())
+    documented = set(
+        re.findall(r"`([a-z_]+)`", " ".join(r["description"] for r in responses.values()))
+    )
+    moves = {r.code for r in PROTOCOL_REFUSALS} - {
+        "reveal_too_early",
+        "nothing_committed",
+        "already_revealed",
+        "reveal_mismatch",
+    }
+    assert moves <= documented
 
 
 def _described(responses: dict[str, Any], status: int, code: str) -> bool:
@@ -577,17 +596,6 @@ def test_the_terms_limits_are_the_parser_s(document: dict[str, Any]) -> None:
     # The summary's declared issues are the open's, with the same schema.
     standing = schemas["SessionSummary"]["properties"]["terms"]["properties"]["issues"]
     assert standing["items"] == issues["items"]
-
-
-def test_every_422_code_is_documented(document: dict[str, Any]) -> None:
-    """Every code the protocol refuses with 422 (oanp.errors), terms/v0.1's included."""
-
-    def codes(cls: type[ProtocolError]) -> set[str]:
-        return {cls.code}.union(*(codes(sub) for sub in cls.__subclasses__()))
-
-    described = document["paths"]["/oanp/v0.1/envelopes"]["post"]["responses"]["422"]
-    for code in codes(Unprocessable) - {Unprocessable.code}:
-        assert f"`{code}`" in described["description"], code
 
 
 @pytest.mark.django_db

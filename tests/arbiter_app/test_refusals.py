@@ -570,28 +570,71 @@ def test_an_address_flooding_made_up_keys_is_refused_before_any_lookup(
 # The order of the checks ---------------------------------------------------------------------
 
 
-def test_no_key_comes_before_a_garbage_or_oversize_body(client: Any) -> None:
-    refused(client, None, b"\xff\xff not json", 401, "unauthorized")
-    refused(client, None, b"x" * (70 * 1024), 401, "unauthorized")
+# The edge's order (arbiter_app.api.edge), step by step. Each row's request fails its own check
+# and every later one: the address has used up its failed authentications, the body is too
+# large and not JSON, the key is throttled, the sender is another agent, the session unknown.
+# The row passes only when the edge makes its check first. The machine's own order, which
+# follows, is walked in tests/oanp/test_machine.py.
+
+EDGE_ORDER = [
+    "invalid_characters",
+    "rate_limited (address)",
+    "unauthorized",
+    "envelope_too_large",
+    "malformed_json",
+    "schema_invalid",
+    "sender_mismatch",
+    "unknown_session",
+    "rate_limited (key)",
+]
+
+OVERSIZE = b"\xff" * (70 * 1024)
 
 
-def test_oversize_comes_before_garbage(client: Any, buyer: Agent) -> None:
-    refused(client, buyer, b"\xff" * (70 * 1024), 413, "envelope_too_large")
+def _edge_row(
+    client: Any, *, key: Agent | None, body: Any, flooded: bool = True, **headers: str
+) -> Any:
+    """POST ``body`` from an address over its failed authentications, or unless ``flooded``
+    is off from one that has not failed, with ``key`` (over its rate limit) and ``headers``."""
+    if not isinstance(body, bytes):
+        body = json.dumps(body)
+    address = "flooded" if flooded else f"clean-{uuid.uuid4()}"
+    headers = {**(key.headers if key is not None else {}), **headers}
+    return client.post(
+        ENVELOPES, data=body, content_type="application/json", headers=headers, REMOTE_ADDR=address
+    )
 
 
-def test_parsing_comes_before_the_sender_check(
-    client: Any, negotiation: ClientNegotiation, merchant: Agent
+def test_the_edge_answers_its_checks_in_the_order_of_section_14_5(
+    client: Any,
+    settings: Any,
+    negotiation: ClientNegotiation,
+    merchant: Agent,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _, propose = negotiation.peek()
-    refused(client, merchant, {**propose, "extra": 1}, 400, "schema_invalid")
-    refused(client, merchant, json.dumps(propose)[:-5], 400, "malformed_json")
-
-
-def test_a_sender_mismatch_comes_before_an_unknown_session(
-    client: Any, negotiation: ClientNegotiation, merchant: Agent
-) -> None:
-    _, propose = negotiation.peek()
-    refused(client, merchant, {**propose, "session_id": "sess-nowhere"}, 403, "sender_mismatch")
+    key, propose = negotiation.peek()  # the buyer's
+    monkeypatch.setattr(limits, "_window", lambda: (0, 30.0))
+    settings.OANP_AUTH_FAILURES_PER_MINUTE = 1
+    problem(_edge_row(client, key=None, body=b"{}"), 401, "unauthorized")  # "flooded" is over
+    settings.OANP_RATE_LIMIT_PER_MINUTE = 0  # and every key over its own
+    elsewhere = {**propose, "session_id": "sess-nowhere"}
+    rows = [
+        ({"key": None, "body": OVERSIZE, "X-Note": "a\x01b"}, "invalid_characters"),
+        ({"key": None, "body": OVERSIZE}, "rate_limited (address)"),
+        ({"key": None, "body": OVERSIZE, "flooded": False}, "unauthorized"),
+        ({"key": key, "body": OVERSIZE, "flooded": False}, "envelope_too_large"),
+        ({"key": merchant, "body": b"{not json", "flooded": False}, "malformed_json"),
+        ({"key": merchant, "body": {**elsewhere, "extra": 1}, "flooded": False}, "schema_invalid"),
+        ({"key": merchant, "body": elsewhere, "flooded": False}, "sender_mismatch"),
+        ({"key": key, "body": elsewhere, "flooded": False}, "unknown_session"),
+        ({"key": key, "body": propose, "flooded": False}, "rate_limited (key)"),
+    ]
+    assert [check for _, check in rows] == EDGE_ORDER
+    for request, check in rows:
+        before = records()
+        answer = _edge_row(client, **request).json()
+        assert answer["code"] == check.split(" ")[0], (check, answer)
+        assert records() == before
 
 
 def test_not_a_party_comes_before_a_type_the_role_may_not_send(

@@ -19,7 +19,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.test import AsyncRequestFactory
 from django.utils import timezone
 
-from arbiter_app import selectors
+from arbiter_app import refusals, selectors
 from arbiter_app.api import stream_watch, streams
 from arbiter_app.api.stream_watch import WATCH
 from arbiter_app.models import AgentCredential
@@ -160,7 +160,7 @@ async def test_a_full_process_answers_503_streams_full(clock: Clock, settings: A
     refused = await open_inbox(agents[2])
     assert refused.status_code == 503
     assert refused["Content-Type"] == "application/problem+json"
-    assert refused["Retry-After"] == str(stream_watch.FULL_RETRY_SECONDS)
+    assert refused["Retry-After"] == str(refusals.RETRY_AFTER_SECONDS)
     assert b'"code": "streams_full"' in refused.content
     # A stream that ends frees its place.
     await inboxes.pop().aclose()  # type: ignore[attr-defined]

@@ -1,0 +1,74 @@
+"""The HTTP edge of the endpoints an agent calls with its key: where docs/protocol.md §14.5's
+order of checks reads, for all of them.
+
+A request is answered at the first check that fails:
+
+1. The body's size, decided as the request arrives, by the server (:mod:`oanp_site.transport`):
+   401 without a key, 413 with one. Behind another server the 413 comes at step 5.
+2. Invalid characters in the path, query, headers or cookies: 400, by the middleware
+   :class:`arbiter_app.guards.InvalidCharactersMiddleware`, before anything reads them.
+3. The client address's failed authentications (429), then 4. the key (401): DRF's
+   authentication, :class:`arbiter_app.auth.ApiKeyAuthentication`, before the view.
+5. The endpoint's own checks, each endpoint's ``checks``: for an envelope the body's size (413),
+   its parse (400), its sender (403), then the service's checks under the session's lock.
+6. The key's rate limit (429): every request counted as it arrived, refused only here.
+7. The act.
+
+:meth:`AgentEndpoint.answer` runs steps 4 to 7; a service that checks under a lock (an envelope,
+a reveal) gets step 6 as its ``admit`` and calls it between its last check and its first write,
+so that a replay, which changes nothing, is never refused for the rate limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpResponse
+from django.http.request import RawPostDataException
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from arbiter_app import limits
+from arbiter_app.models import AgentCredential
+from oanp.envelope import MAX_ENVELOPE_BYTES
+from oanp.errors import EnvelopeTooLarge
+
+#: The rate limit's check: raises the 429, or lets the request act.
+Admit = Callable[[], None]
+#: What a request does once its checks passed, given the rate limit to call first.
+Act = Callable[[Admit], HttpResponse]
+
+
+def admitted(act: Callable[[], HttpResponse]) -> Act:
+    """An act with no check left: the rate limit, then the act."""
+
+    def run(admit: Admit) -> HttpResponse:
+        admit()
+        return act()
+
+    return run
+
+
+def read_body(request: Request) -> bytes:
+    """The raw body, refused with 413 before it is read when it says it is too large."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if declared.isdigit() and int(declared) > MAX_ENVELOPE_BYTES:
+        raise EnvelopeTooLarge.over(MAX_ENVELOPE_BYTES, size=int(declared))
+    try:
+        return request.body
+    except (RequestDataTooBig, RawPostDataException) as exc:
+        raise EnvelopeTooLarge.over(MAX_ENVELOPE_BYTES) from exc
+
+
+class AgentEndpoint(APIView):
+    """An endpoint of an agent's key; each method returns :meth:`answer` of its checks."""
+
+    schema = None  # described in arbiter_app.api.openapi, from docs/protocol.md §14
+
+    def answer(self, request: Request, checks: Callable[[AgentCredential], Act]) -> HttpResponse:
+        agent = request.auth  # steps 1 to 4 passed: DRF authenticated the key
+        assert isinstance(agent, AgentCredential)
+        charge = limits.charge(agent.prefix)  # counted as it arrives (§14.7)
+        act = checks(agent)  # step 5: every refusal of the endpoint but the 429
+        return act(charge.admit)  # steps 6 and 7
