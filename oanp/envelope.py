@@ -38,7 +38,9 @@ INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7")
 ARBITER_ID_PREFIX = "arbiter:"
 _ONE_SECOND = timedelta(seconds=1)
 
-_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+#: What an identifier (a message, session or agent id) may be: the schema's pattern too.
+ID_PATTERN = "[A-Za-z0-9._:-]{1,64}"
+_ID = re.compile(ID_PATTERN)
 _TIMESTAMP = re.compile(
     r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(?:Z|\+00:00)", re.IGNORECASE
 )

@@ -1,7 +1,8 @@
 """The OpenAPI 3 document of docs/protocol.md §14, served by drf-spectacular.
 
 The endpoints read raw envelopes with the protocol's own strict parser rather than DRF
-serializers, so the schemas are written here, once, from docs/protocol.md; :func:`add_streams`
+serializers, so the paths and their refusals are written here, from docs/protocol.md, the
+schemas taken from :mod:`oanp.schema` and :mod:`arbiter_app.api.schemas`; :func:`add_streams`
 (a spectacular post-processing hook) puts them into the generated document.
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from arbiter_app.api.payloads import ENVELOPE_SCHEMA_PATH, ID, Schema, object_schema, ref
 from arbiter_app.api.schemas import SCHEMAS
 from arbiter_app.refusals import REFUSALS as SERVER_REFUSALS
 from arbiter_app.refusals import WWW_AUTHENTICATE
@@ -19,6 +19,7 @@ from oanp.envelope import (
 )
 from oanp.errors import REFUSALS as PROTOCOL_REFUSALS
 from oanp.errors import Refusal
+from oanp.schema.parts import ID, Schema, object_schema, ref
 
 #: Every refusal an endpoint can answer, by code: the protocol's and the server's catalogues.
 REFUSALS: dict[str, Refusal] = {r.code: r for r in (*PROTOCOL_REFUSALS, *SERVER_REFUSALS)}
@@ -107,6 +108,13 @@ REVEAL_REFUSALS = (
 )
 STREAM_REFUSALS = (*KEYED, "bad_cursor", "too_many_streams", "streams_full")
 
+
+#: The protocol's JSON Schemas published on their own, by component name; each path is also
+#: the ``$id`` its document carries.
+SCHEMA_DOCUMENTS = {
+    "Envelope": "/oanp/v0.1/envelope.schema.json",
+    "SessionSummary": "/oanp/v0.1/summary.schema.json",
+}
 
 SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": ID}
 
@@ -345,22 +353,25 @@ PATHS: dict[str, Schema] = {
             "security": [],
         }
     },
-    ENVELOPE_SCHEMA_PATH: {
-        "get": {
-            **_operation(
-                "getEnvelopeSchema",
-                "The envelope's JSON Schema (draft 2020-12) on its own: components.schemas."
-                "Envelope for validators that do not read OpenAPI",
-                {
-                    "200": {
-                        "description": "The schema, its $defs included.",
-                        "content": {"application/schema+json": {"schema": {"type": "object"}}},
+    **{
+        path: {
+            "get": {
+                **_operation(
+                    f"get{name}Schema",
+                    f"The JSON Schema (draft 2020-12) of components.schemas.{name} on its own, "
+                    "for validators that do not read OpenAPI",
+                    {
+                        "200": {
+                            "description": "The schema, its $defs included.",
+                            "content": {"application/schema+json": {"schema": {"type": "object"}}},
+                        },
+                        **_problems("invalid_characters"),
                     },
-                    **_problems("invalid_characters"),
-                },
-            ),
-            "security": [],
+                ),
+                "security": [],
+            }
         }
+        for name, path in SCHEMA_DOCUMENTS.items()
     },
     "/oanp/v0.1/keys": {
         "get": {
@@ -430,56 +441,6 @@ PATHS: dict[str, Schema] = {
         }
     },
 }
-
-
-_COMPONENT = "#/components/schemas/"
-
-
-def json_schema(name: str, schema_id: str) -> Schema:
-    """Component ``name`` as a JSON Schema (draft 2020-12) document of its own, for validators
-    that do not read OpenAPI: ``nullable`` and 3.0's boolean exclusive bounds become the
-    standard keywords, the OpenAPI-only ``discriminator`` goes, and every schema it refers to
-    comes along under ``$defs``."""
-    needed: dict[str, Schema] = {}
-    pending = [name]
-    while pending:
-        current = pending.pop()
-        if current not in needed:
-            needed[current] = _standard(SCHEMAS[current], pending)
-    root = needed.pop(name)
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": schema_id,
-        **root,
-        "$defs": dict(sorted(needed.items())),
-    }
-
-
-def _standard(node: Any, refs: list[str]) -> Any:
-    """One OpenAPI 3.0 schema node in JSON Schema's own keywords; names it refers to are
-    added to ``refs``."""
-    if isinstance(node, list):
-        return [_standard(item, refs) for item in node]
-    if not isinstance(node, dict):
-        return node
-    out: Schema = {}
-    for key, value in node.items():
-        if key == "properties":  # names of fields, not keywords
-            out[key] = {field: _standard(schema, refs) for field, schema in value.items()}
-        elif key != "discriminator":
-            out[key] = _standard(value, refs)
-    if "$ref" in out:
-        target = out["$ref"].removeprefix(_COMPONENT)
-        refs.append(target)
-        out["$ref"] = f"#/$defs/{target}"
-    if out.pop("nullable", False):
-        out["type"] = [out["type"], "null"]
-        if "enum" in out:
-            out["enum"] = [*out["enum"], None]
-    for bound, exclusive in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
-        if out.get(exclusive) is True:
-            out[exclusive] = out.pop(bound)
-    return out
 
 
 def _problem_schema() -> Schema:

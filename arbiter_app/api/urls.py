@@ -15,7 +15,16 @@ urlpatterns = [
     path("callback", views.CallbackView.as_view(), name="callback"),
     path("merchants", views.MerchantsView.as_view(), name="merchants"),
     path("keys", views.KeysView.as_view(), name="keys"),
-    path("envelope.schema.json", views.EnvelopeSchemaView.as_view(), name="envelope-schema"),
+    path(
+        "envelope.schema.json",
+        views.SchemaView.as_view(component="Envelope"),
+        name="envelope-schema",
+    ),
+    path(
+        "summary.schema.json",
+        views.SchemaView.as_view(component="SessionSummary"),
+        name="summary-schema",
+    ),
     path(
         "openapi.json",
         SpectacularJSONAPIView.as_view(authentication_classes=[], permission_classes=[]),

@@ -20,8 +20,7 @@ from rest_framework.views import APIView
 
 from arbiter_app import selectors, services
 from arbiter_app.api.edge import Act, AgentEndpoint, admitted, read_body
-from arbiter_app.api.openapi import json_schema
-from arbiter_app.api.payloads import ENVELOPE_SCHEMA_PATH
+from arbiter_app.api.openapi import SCHEMA_DOCUMENTS
 from arbiter_app.guards import text_refusal
 from arbiter_app.models import AgentCredential, Listing
 from arbiter_app.refusals import BadCursor, InvalidCharacters, NoCallback
@@ -34,6 +33,7 @@ from oanp.errors import (
     FieldError,
     SchemaInvalid,
 )
+from oanp.schema import json_schema
 
 JSON = "application/json"
 
@@ -240,6 +240,7 @@ DISCOVERED = {
     "keys": "oanp:keys",
     "openapi": "oanp:openapi",
     "envelope_schema": "oanp:envelope-schema",
+    "summary_schema": "oanp:summary-schema",
 }
 #: Those of one session, named as URI templates (RFC 6570) over its id.
 PER_SESSION = frozenset({"session", "session_log", "session_events", "reveal"})
@@ -303,16 +304,19 @@ class JwksView(APIView):
         return response
 
 
-class EnvelopeSchemaView(APIView):
-    """The envelope's JSON Schema on its own (draft 2020-12), for validators that do not read
-    OpenAPI; the same schema as the OpenAPI document's ``Envelope``."""
+class SchemaView(APIView):
+    """One of the protocol's JSON Schemas (draft 2020-12) on its own, for validators that do
+    not read OpenAPI; the same schema as the OpenAPI document's component of that name."""
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
     schema = None
+    #: The component this view publishes, set by the URL.
+    component = "Envelope"
 
     def get(self, request: Request) -> HttpResponse:
-        document = json_schema("Envelope", request.build_absolute_uri(ENVELOPE_SCHEMA_PATH))
+        schema_id = request.build_absolute_uri(SCHEMA_DOCUMENTS[self.component])
+        document = json_schema(self.component, schema_id)
         response = HttpResponse(json.dumps(document), content_type="application/schema+json")
         response["Cache-Control"] = "public, max-age=3600"
         return response

@@ -92,6 +92,7 @@ def test_every_endpoint_it_names_is_routed_here(client: Client) -> None:
         "keys": "oanp:keys",
         "openapi": "oanp:openapi",
         "envelope_schema": "oanp:envelope-schema",
+        "summary_schema": "oanp:summary-schema",
     }
     # A session's endpoints are URI templates over its id.
     assert endpoints["session_log"] == (

@@ -13,7 +13,7 @@ import pytest
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
-from arbiter_app.api.payloads import ENVELOPE_SCHEMA_PATH
+from arbiter_app.api.openapi import SCHEMA_DOCUMENTS
 from arbiter_app.refusals import REFUSALS as SERVER_REFUSALS
 from oanp.envelope import SENDERS, MessageType, Role, check_sender, parse_envelope
 from oanp.errors import REFUSALS as PROTOCOL_REFUSALS
@@ -26,7 +26,7 @@ from oanp.terms import (
     MAX_OPTION_CHARS,
     MAX_OPTIONS,
 )
-from tests.support.factories.agents import Agent, ClientNegotiation, read_log
+from tests.support.factories.agents import Agent, ClientNegotiation, make_agent, read_log
 from tests.support.factories.sessions import (
     BUYER_COMMIT,
     MERCHANT_COMMIT,
@@ -62,7 +62,11 @@ STREAMS = [("/oanp/v0.1/sessions/{session_id}/events", "get"), ("/oanp/v0.1/inbo
 #: What operators' probes and scrapers read, outside the protocol; no API key.
 OPERATIONS = [("/healthz", "get"), ("/readyz", "get"), ("/metrics", "get")]
 #: Documents served as they are, touching nothing that could be away.
-DOCUMENTS = [(ENVELOPE_SCHEMA_PATH, "get"), ("/.well-known/oanp.json", "get")]
+ENVELOPE_SCHEMA_PATH = SCHEMA_DOCUMENTS["Envelope"]
+DOCUMENTS = [
+    *((path, "get") for path in SCHEMA_DOCUMENTS.values()),
+    ("/.well-known/oanp.json", "get"),
+]
 
 TERMS_PROFILE = "terms/v0.1"
 #: A value for each of the factory's ISSUES.
@@ -704,3 +708,26 @@ def test_the_standalone_schema_judges_as_the_openapi_one(
     negative = {**verdict, "payload": {**verdict["payload"], "round": 0}}
     assert not standard.is_valid(negative)
     assert not openapi.is_valid(negative)
+
+
+@pytest.mark.django_db
+def test_the_summary_schema_on_its_own_fits_every_summary_of_a_session(client: Any) -> None:
+    """Served beside the envelope's, and built from the same constants: each summary the API
+    answers along a negotiation fits it, and one with a state the machine has not does not."""
+    response = client.get(SCHEMA_DOCUMENTS["SessionSummary"])
+    assert response.status_code == 200
+    schema = json.loads(response.content)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    buyer, merchant = make_agent("buyer-001", "buyer"), make_agent("merchant-sfo", "merchant")
+    run = ClientNegotiation(client, buyer, merchant)
+    run.open()
+    summaries = []
+    while run.outbox:
+        run.step()
+        summary = client.get(f"/oanp/v0.1/sessions/{run.session_id}", headers=buyer.headers)
+        summaries.append(summary.json())
+    for summary in summaries:
+        validator.validate(summary)
+    assert {s["state"] for s in summaries} >= {"NEGOTIATING", "AGREED"}
+    assert not validator.is_valid({**summaries[-1], "state": "haggling"})

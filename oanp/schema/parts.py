@@ -1,16 +1,18 @@
-"""The building blocks of the OpenAPI document's schemas (:mod:`arbiter_app.api.schemas`):
-identifiers, timestamps, prices, commitments, issues and terms, and each message type's
-payload, every bound taken from the protocol's own constants.
+"""The building blocks of the protocol's schemas (:mod:`oanp.schema.components`): identifiers,
+timestamps, prices, commitments, issues and terms, and each message type's payload, every bound
+and pattern taken from the parser's own constants.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from oanp.commitments import SALTED_PATTERN, WEAK_PATTERN
 from oanp.envelope import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_PROFILE,
     DEFAULT_RESPONSE_WINDOW_S,
+    ID_PATTERN,
     INVARIANTS,
     MAX_ROUNDS_LIMIT,
     OANP_VERSION,
@@ -31,10 +33,7 @@ from oanp.terms import (
 
 Schema = dict[str, Any]
 
-#: Where the envelope's JSON Schema is published on its own; also the identifier it carries.
-ENVELOPE_SCHEMA_PATH = "/oanp/v0.1/envelope.schema.json"
-
-ID: Schema = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
+ID: Schema = {"type": "string", "pattern": f"^{ID_PATTERN}$"}
 TIMESTAMP: Schema = {"type": "string", "format": "date-time"}
 #: What an envelope's timestamp may be (oanp.envelope.parse_timestamp): UTC, Z or +00:00.
 UTC_TIMESTAMP: Schema = {
@@ -55,7 +54,7 @@ PRICE: Schema = {
 }
 COMMITMENT: Schema = {
     "type": "string",
-    "pattern": "^(sha256:[0-9a-f]{64}|0x[0-9a-f]{16})$",
+    "pattern": f"^({SALTED_PATTERN.pattern}|{WEAK_PATTERN.pattern})$",
     "description": "Salted commitment, or the weak reference-compatible 0x form.",
 }
 HASH: Schema = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
