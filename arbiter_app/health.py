@@ -35,9 +35,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from arbiter_app import events, selectors
-from arbiter_app.api.views import JSON
 from arbiter_app.probes import Probe
-from arbiter_app.problems import problem_body, problem_response
+from arbiter_app.problems import JSON, problem_body, problem_response
 
 log = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ from arbiter_app.api.openapi import json_schema
 from arbiter_app.api.payloads import ENVELOPE_SCHEMA_PATH
 from arbiter_app.api.streams import BadCursor
 from arbiter_app.models import AgentCredential, Listing
+from arbiter_app.problems import JSON
 from arbiter_app.selectors import key_history, published_jwks
 from oanp import discovery
 from oanp.canonical import read_json
@@ -38,8 +39,6 @@ from oanp.errors import (
 )
 from oanp_site.guards import InvalidCharacters, text_refusal
 from oanp_site.logs import annotate
-
-JSON = "application/json"
 
 
 def _json_response(text: str, status: int = 200) -> HttpResponse:
