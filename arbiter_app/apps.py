@@ -24,13 +24,15 @@ class ArbiterAppConfig(AppConfig):
     def ready(self) -> None:
         from arbiter_app import heartbeats, pools
         from arbiter_app.deliveries.callbacks import on_batch_committed
-        from arbiter_app.events import batch_committed, entries_committed
+        from arbiter_app.events import batch_committed, deadlines_set, entries_committed
         from arbiter_app.metrics import count_verdicts
+        from arbiter_app.timers import on_deadlines_set
 
         # Grants first: the signing key is written over the application's own connection.
         post_migrate.connect(_grant_app_role, sender=self)
         post_migrate.connect(_first_signing_key, sender=self)
         batch_committed.connect(on_batch_committed, dispatch_uid="oanp-callbacks")
+        deadlines_set.connect(on_deadlines_set, dispatch_uid="oanp-timers")
         entries_committed.connect(count_verdicts, dispatch_uid="oanp-verdict-metrics")
         heartbeats.connect()
         pools.connect()

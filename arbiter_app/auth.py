@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping
 
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
@@ -52,14 +51,10 @@ def authenticate(header: str, address: str) -> AgentCredential | None:
     return credential
 
 
-def client_address(meta: Mapping[str, str]) -> str:
-    return meta.get("REMOTE_ADDR") or "unknown"
-
-
 class ApiKeyAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[AgentCredential, AgentCredential] | None:
         header = request.META.get("HTTP_AUTHORIZATION", "")
-        credential = authenticate(header, client_address(request.META))
+        credential = authenticate(header, limits.client_address(request.META))
         if credential is None:
             raise Unauthorized.of(has_key=bool(header))
         return credential, credential

@@ -9,6 +9,8 @@ Nothing here runs inside a transaction: :func:`announce_all` is called from
 - ``batch_committed`` is sent once per commit with ``announcements``, every session's
   :class:`Announcement` of it (one for an envelope, hundreds for a sweep of timers), for
   listeners that answer a whole batch with one query.
+- ``deadlines_set`` is sent once per commit that set timers needing a task now, with
+  ``deadlines``: each such session's ``(session_id, due)``. :mod:`arbiter_app.timers` arms them.
 - Channel-layer groups :func:`session_group` and :func:`agent_group` receive
   ``{"type": "oanp.entries", "session_id", "head_seq"}``: a wake-up, not the data. Streams
   read the entries from the database, so a lost wake-up delays a push but never loses one.
@@ -27,6 +29,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 
 entries_committed = Signal()
 batch_committed = Signal()
+deadlines_set = Signal()
 
 MESSAGE_TYPE = "oanp.entries"
 
@@ -144,6 +148,11 @@ def announce_all(announcements: Sequence[Announcement]) -> None:
         else f"the streams of {len(wakes)} sessions"
     )
     _send(wakes, about=about)
+
+
+def announce_deadlines(deadlines: Sequence[tuple[str, datetime]]) -> None:
+    """Tell the timers which sessions' deadlines, committed, need a task armed."""
+    deadlines_set.send(sender=__name__, deadlines=deadlines)
 
 
 def announce_revocation(*, prefixes: Sequence[str]) -> None:

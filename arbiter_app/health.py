@@ -35,9 +35,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from arbiter_app import events, selectors
-from arbiter_app.api.views import JSON
 from arbiter_app.probes import Probe
-from arbiter_app.problems import refusal_response
+from arbiter_app.problems import JSON, refusal_response
 from arbiter_app.refusals import MetricsForbidden
 
 log = logging.getLogger(__name__)

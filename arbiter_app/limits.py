@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
@@ -110,6 +111,12 @@ def charge(prefix: str) -> Charge:
             retry_after=remaining,
         )
     )
+
+
+def client_address(meta: Mapping[str, str]) -> str:
+    """The address a request's failed authentications count against, API keys and dashboard
+    sign-ins alike: its ``REMOTE_ADDR``, the client as oanp_site.forwarded found it."""
+    return meta.get("REMOTE_ADDR") or "unknown"
 
 
 def check_address(address: str) -> None:

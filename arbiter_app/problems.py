@@ -28,6 +28,8 @@ from oanp.errors import ProtocolError
 log = logging.getLogger(__name__)
 
 PROBLEM_TYPE = "application/problem+json"
+#: The media type of every answer that is not a refusal: the API's and the operator's probes'.
+JSON = "application/json"
 TYPE_BASE = "https://oanp.dev/problems/"
 
 #: DRF's own refusals, as the catalogue's. Its others (a parser's or a throttle's) cannot happen:

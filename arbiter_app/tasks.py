@@ -1,48 +1,29 @@
-"""Celery tasks: thin, each calls one service."""
+"""Celery tasks, thin: each hands its work to the module that owns it (a service, the timers,
+the deliveries); the arbiter's own modules send them by name (:mod:`arbiter_app.queue`)."""
 
 from __future__ import annotations
 
 from celery import Task, shared_task
 from django.utils import timezone
 
-from arbiter_app import heartbeats, integrity, selectors, services, timers
+from arbiter_app import heartbeats, integrity, queue, selectors, services, timers
 from arbiter_app.deliveries import callbacks, handoff, outbound
 
 
-@shared_task
+@shared_task(name=queue.EXPIRE_SESSION)
 def expire_session(session_id: str) -> int:
-    """Close every session whose timer fell due, this one among them, and return how many.
-
-    Deadlines come in crowds (sessions opened together by one buyer's burst), and each due
-    session's own task, run one by one, would close the crowd at the pool's pace: the first task
-    to fire closes the whole crowd in batches and the rest find nothing left. If this session's
-    timer moved since the task was armed (a move started a new response window), the task is
-    armed again for the new due time."""
-    closed = sweep_timers()
-    if services.expire_session(session_id=session_id):
-        return closed + 1  # an envelope held its row while the batches skipped it
-    due = selectors.next_deadline_of(session_id)
-    if due is not None:
-        timers.arm(session_id=session_id, due=due)
-    return closed
+    return timers.fire(session_id)
 
 
 @shared_task
 def sweep_timers() -> int:
-    """Close every session whose timer fell due, however its own task fared: batch after
-    batch, until one comes back short (the rest are due later, or another sweeper's)."""
-    closed = 0
-    while True:
-        batch = services.expire_due_sessions()
-        closed += batch
-        if batch < services.EXPIRY_BATCH:
-            return closed
+    return timers.sweep()
 
 
-@shared_task
+@shared_task(name=queue.REARM_TIMERS)
 def rearm_timers() -> int:
-    """Arm a task for every timer due within the horizon: sent each time a worker of the timers
-    queue connects to the broker, since the tasks it held died with it or with the broker."""
+    """Sent each time a worker of the timers queue connects to the broker, since the timer
+    tasks it held died with it or with the broker."""
     return timers.rearm(now=timezone.now())
 
 
@@ -52,12 +33,12 @@ def maintain_signing_keys() -> str | None:
     return None if rotated is None else rotated.kid
 
 
-@shared_task
+@shared_task(name=queue.DELIVER_HANDOFF)
 def deliver_handoff(handoff_id: int) -> bool:
     return handoff.deliver(handoff_id)
 
 
-@shared_task
+@shared_task(name=queue.DELIVER_CALLBACK)
 def deliver_callback(cursor_id: int) -> int:
     return callbacks.deliver(cursor_id)
 

@@ -7,6 +7,8 @@ where the in-process demo, the agent commands and the hosted demo can all reach 
 
 from __future__ import annotations
 
+from typing import Any
+
 from oanp.log import Entry
 
 
@@ -43,6 +45,20 @@ def describe_entry(entry: Entry) -> str:
             f"digest {payload['session_digest']}, {payload['signature_alg']} kid {payload['kid']}"
         )
     return f"{head}{payload.get('reason')}: {payload.get('detail', '')}"
+
+
+def describe_entry_json(entry: dict[str, Any]) -> str:
+    """One line for a log entry in its JSON form, as the arbiter's API serves it: what the
+    agent commands print and the MCP tools' entries say."""
+    return describe_entry(
+        Entry(
+            entry["seq"],
+            entry["received_at"],
+            entry["envelope"],
+            entry["prev_hash"],
+            entry["entry_hash"],
+        )
+    )
 
 
 def terms_text(terms: object) -> str:

@@ -27,7 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from arbiter_app import events, limits, selectors
 from arbiter_app.api.stream_watch import WATCH, Slot, db
-from arbiter_app.auth import authenticate, client_address
+from arbiter_app.auth import authenticate
 from arbiter_app.models import AgentCredential, Session
 from arbiter_app.problems import refusal_response
 from arbiter_app.refusals import BadCursor, MethodNotAllowed, Unauthorized
@@ -189,7 +189,7 @@ def _last_event_id(request: HttpRequest) -> str | None:
 async def _authorized(request: HttpRequest) -> AgentCredential | HttpResponse:
     header = request.headers.get("Authorization", "")
     try:
-        credential = await db(authenticate, header, client_address(request.META))
+        credential = await db(authenticate, header, limits.client_address(request.META))
     except limits.RateLimited as error:
         return refusal_response(error, request.path)
     if credential is None:

@@ -23,6 +23,7 @@ from arbiter_app.api.edge import Act, AgentEndpoint, admitted, read_body
 from arbiter_app.api.openapi import SCHEMA_DOCUMENTS
 from arbiter_app.guards import text_refusal
 from arbiter_app.models import AgentCredential, Listing
+from arbiter_app.problems import JSON
 from arbiter_app.refusals import BadCursor, InvalidCharacters, NoCallback
 from arbiter_app.request_fields import annotate
 from arbiter_app.selectors import key_history, published_jwks
@@ -34,8 +35,6 @@ from oanp.errors import (
     SchemaInvalid,
 )
 from oanp.schema import json_schema
-
-JSON = "application/json"
 
 
 def _json_response(text: str, status: int = 200) -> HttpResponse:

@@ -22,7 +22,7 @@ from arbiter_app.deliveries import bound, outbound
 from arbiter_app.deliveries.outbound import Answer, Outcome
 from arbiter_app.events import Announcement
 from arbiter_app.models import AgentCallback, CallbackCursor, DeliveryAttempt, Entry, Role, Session
-from arbiter_app.queue import enqueue
+from arbiter_app.queue import DELIVER_CALLBACK, enqueue
 from arbiter_app.selectors import entry_text
 
 log = logging.getLogger(__name__)
@@ -74,10 +74,8 @@ def on_batch_committed(sender: Any, *, announcements: Sequence[Announcement], **
 def send(cursor_id: int, countdown: float | None = None) -> bool:
     """Ask the worker to deliver what the cursor is behind by; whether it was asked. When the
     broker is away, the cursor stays due, and the sweep asks again."""
-    from arbiter_app import tasks
-
     return enqueue(
-        tasks.deliver_callback,
+        DELIVER_CALLBACK,
         args=[cursor_id],
         countdown=countdown,
         about=f"callback cursor {cursor_id}; the sweep will deliver it",

@@ -30,7 +30,7 @@ from arbiter_app.models import (
     HandoffTarget,
     Session,
 )
-from arbiter_app.queue import enqueue
+from arbiter_app.queue import DELIVER_HANDOFF, enqueue
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.envelope import format_timestamp
 from oanp.log import Entry as LogEntry
@@ -62,10 +62,8 @@ def open_handoff(session: Session, entries: Sequence[LogEntry]) -> None:
 def send(handoff_id: int, countdown: float | None = None) -> bool:
     """Ask the worker for the next attempt; whether it was asked. When the broker is away,
     the handoff stays due, and the sweep asks again."""
-    from arbiter_app import tasks
-
     return enqueue(
-        tasks.deliver_handoff,
+        DELIVER_HANDOFF,
         args=[handoff_id],
         countdown=countdown,
         about=f"handoff {handoff_id}; the sweep will deliver it",

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from arbiter_app import events, metrics, timers
+from arbiter_app import events, metrics
 from arbiter_app.deliveries.handoff import open_handoff
 from arbiter_app.keys import ActiveSigner
 from arbiter_app.models import (
@@ -435,7 +435,7 @@ def _stage(
             separators=(",", ":"),
         )
     # A session's next deadline only ever moves later, so the task armed when its first one
-    # was set still fires first, and re-arms itself for the new one (arbiter_app.tasks):
+    # was set still fires first, and re-arms itself for the new one (arbiter_app.timers):
     # only a session that had no deadline needs a task now, not every envelope a publish.
     # With a response window past the timer horizon no task may be pending (queue.enqueue leaves
     # far timers to the sweep) while the session's deadline draws near: those arm every time.
@@ -459,8 +459,8 @@ def _stage(
 
 
 def _after_commit(steps: list[_Staged]) -> None:
-    """Hand off agreements now, in the transaction; announce and arm timers once it commits,
-    the whole batch in one wake-up."""
+    """Hand off agreements now, in the transaction; once it commits, announce the entries, the
+    whole batch in one wake-up, and the deadlines whose timers need a task."""
     for step in steps:
         open_handoff(step.session, step.entries)
     # robust: the commit stands whatever a listener or the broker does afterwards.
@@ -479,13 +479,13 @@ def _after_commit(steps: list[_Staged]) -> None:
         ),
         robust=True,
     )
-    for step in steps:
-        due = step.session.next_deadline
-        if step.arm and due is not None:
-            transaction.on_commit(
-                partial(timers.arm, session_id=step.session.session_id, due=due),
-                robust=True,
-            )
+    deadlines = [
+        (step.session.session_id, due)
+        for step in steps
+        if step.arm and (due := step.session.next_deadline) is not None
+    ]
+    if deadlines:
+        transaction.on_commit(partial(events.announce_deadlines, deadlines), robust=True)
 
 
 def _count_verdicts(session: Session, entries: list[LogEntry]) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from arbiter_app import limits
-from arbiter_app.auth import client_address
-from arbiter_app.limits import RateLimited
+from arbiter_app.limits import RateLimited, client_address
 
 __all__ = ["RateLimited", "admit_sign_in", "count_failed_sign_in"]
 

@@ -26,7 +26,6 @@ from oanp.commitments import Role, encode_salt
 from oanp.discovery import parse_query
 from oanp.errors import ProtocolError
 from oanp.ids import new_ulid
-from oanp.log import Entry
 from oanp.net.arguments import (
     UsageError,
     buyer_vault,
@@ -39,6 +38,7 @@ from oanp.net.arguments import (
     parse_item,
     parse_want,
 )
+from oanp.net.negotiators import Merchant, MerchantState, negotiate
 from oanp.settlement import NEVER_SETTLE, SettlePolicy
 from oanp.strategies import (
     STRATEGIES,
@@ -47,7 +47,7 @@ from oanp.strategies import (
     canonical_name,
     strategy_named,
 )
-from oanp.transcript import describe_entry
+from oanp.transcript import describe_entry_json
 
 #: Exit codes of ``oanp negotiate``: agreed, verification failed, bad input, closed.
 EXIT_AGREED, EXIT_UNVERIFIED, EXIT_USAGE, EXIT_NO_AGREEMENT = 0, 1, 2, 3
@@ -285,23 +285,9 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_USAGE
 
 
-def describe(entry: dict[str, Any]) -> str:
-    """One line for a log entry as the API returns it (see :mod:`oanp.transcript`)."""
-    return describe_entry(
-        Entry(
-            entry["seq"],
-            entry["received_at"],
-            entry["envelope"],
-            entry["prev_hash"],
-            entry["entry_hash"],
-        )
-    )
-
-
 def negotiate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``oanp negotiate``: open a session as a buyer, answer it, verify the outcome."""
     from oanp.net.client import ArbiterClient
-    from oanp.net.negotiators import negotiate
 
     agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
     api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")
@@ -332,7 +318,7 @@ def negotiate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
 
     def show(entry: dict[str, Any]) -> None:
         if not args.quiet:
-            print(describe(entry), file=out, flush=True)
+            print(describe_entry_json(entry), file=out, flush=True)
 
     def refused(error: ProtocolError) -> None:
         print(f"refused: {error}", file=err, flush=True)
@@ -382,7 +368,6 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``oanp merchant``: follow the inbox and answer every session, until SIGTERM/SIGINT."""
     from oanp.net.client import UNREACHABLE, ArbiterClient
-    from oanp.net.negotiators import Merchant, MerchantState
 
     agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
     api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")

@@ -44,6 +44,7 @@ from oanp.money import price_to_json
 from oanp.net.client import ArbiterClient, ProblemError, ServerEvent
 from oanp.profiles import TERMS
 from oanp.terms import Values, read_terms
+from oanp.transcript import describe_entry_json
 
 #: After the first new entry, wait this long for the ones it causes (a verdict, a close).
 SETTLE_SECONDS = 0.3
@@ -450,8 +451,6 @@ def _values(position: Position, terms: dict[str, Any] | None) -> Values:
 
 
 def described(entry: dict[str, Any]) -> dict[str, Any]:
-    from oanp.net.commands import describe
-
     envelope = entry["envelope"]
     return {
         "seq": entry["seq"],
@@ -459,7 +458,7 @@ def described(entry: dict[str, Any]) -> dict[str, Any]:
         "type": envelope["type"],
         "sender": envelope["sender"],
         "payload": envelope["payload"],
-        "summary": describe(entry),
+        "summary": describe_entry_json(entry),
     }
 
 

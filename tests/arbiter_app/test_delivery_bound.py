@@ -33,10 +33,10 @@ class Queued:
     sent: list[tuple[str, list[Any], float | None]] = field(default_factory=list)
     away: bool = False
 
-    def __call__(self, task: Any, *, args: list[Any], about: str, **options: Any) -> bool:
+    def __call__(self, task: str, *, args: list[Any], about: str, **options: Any) -> bool:
         if self.away:
             return False
-        self.sent.append((task.name.rsplit(".", 1)[1], args, options.get("countdown")))
+        self.sent.append((task.rsplit(".", 1)[1], args, options.get("countdown")))
         return True
 
 

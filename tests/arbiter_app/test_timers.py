@@ -1,5 +1,6 @@
 """Timers fire on a real Celery worker: a session left waiting closes on time, exactly once,
-however a late move races the timer and whether or not the worker was up when it fell due."""
+however a late move races the timer and whether or not the worker was up when it fell due;
+and, without one, what firing and re-arming do."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from arbiter_app import timers
 from arbiter_app.models import Entry, Session
 from oanp.audit import verify_log
+from tests.arbiter_app.test_timer_sweep import WINDOW, open_sessions
 from tests.conftest import LiveServer, Worker
 from tests.support.factories.agents import ENVELOPES, Agent, ClientNegotiation
 from tests.support.processes import purge
@@ -188,3 +191,48 @@ def test_two_hundred_deadlines_at_one_instant_close_within_seconds(
         f"200 deadlines at one instant: p50 {lateness[100]:.3f} s, p99 {p99:.3f} s, "
         f"all seen closed {late['all_seen_closed_s']:.3f} s after the deadline"
     )
+
+
+# Firing and re-arming, without a worker ------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_timer_firing_closes_every_session_due_with_its_own() -> None:
+    """Deadlines come in crowds: the first timer to fire closes them all in batches, rather
+    than each waiting for its own task's turn in the pool."""
+    ids = open_sessions(30, prefix="crowd", at=datetime.now(UTC) - timedelta(seconds=WINDOW + 2))
+    assert timers.fire(ids[-1]) == 30
+    assert not Session.objects.filter(session_id__in=ids, ended_at__isnull=True).exists()
+    assert Entry.objects.filter(session__session_id__in=ids, type="session.close").count() == 30
+    # The others' timers then find nothing left to close.
+    assert timers.fire(ids[0]) == 0
+
+
+@pytest.mark.django_db
+def test_re_arming_sends_a_task_for_each_timer_within_the_horizon(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    now = datetime.now(UTC)
+    ids = open_sessions(3, prefix="rearm", at=now)
+    armed: list[tuple[str, datetime]] = []
+    monkeypatch.setattr(
+        timers, "enqueue", lambda task, *, args, eta, about: armed.append((args[0], eta))
+    )
+    assert timers.rearm(now=now) == 3
+    assert armed == [(sid, now + timedelta(seconds=WINDOW)) for sid in ids]
+
+    settings.OANP_TIMER_HORIZON_SECONDS = WINDOW - 1  # beyond it: left to the sweep
+    armed.clear()
+    assert timers.rearm(now=now) == 0
+    assert armed == []
+
+
+def test_only_a_worker_of_the_timers_queue_re_arms_when_it_connects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[str] = []
+    monkeypatch.setattr(timers, "enqueue", lambda task, **options: sent.append(task))
+    timers.connected(serving={"deliveries", "background"})
+    assert sent == []
+    timers.connected(serving={"timers"})
+    assert sent == ["arbiter_app.tasks.rearm_timers"]

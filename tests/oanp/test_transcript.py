@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from oanp.log import Entry
-from oanp.transcript import describe_entry
+from oanp.transcript import describe_entry, describe_entry_json
 from tests.support.factories.logs import NO_DEAL, caught_renege_log, session_log
 from tests.support.factories.sessions import (
     BUYER_COMMIT,
@@ -122,3 +122,8 @@ def test_a_verdict_of_a_round_the_merchant_never_answered():
         "#5   arbiter  session.close  commitment_mismatch: "
         "the buyer's constraints_commit differs from the one it committed"
     )
+
+
+def test_an_entry_as_the_api_serves_it_reads_as_the_same_line():
+    log = session_log()
+    assert [describe_entry_json(entry) for entry in log] == lines(log)

@@ -180,8 +180,11 @@ def test_stop_ends_every_child_and_whatever_it_started(
     supervisor = supervise(
         {"parent": parent, "sleeper": SLEEPER, "stubborn": stubborn}, Backoff(first=0.01)
     )
-    while b"deaf" not in supervisor["stubborn"].output():
-        time.sleep(0.05)
+    wait_for(
+        lambda: b"deaf" in supervisor["stubborn"].output(),
+        10,
+        message=lambda: "\n".join(supervisor["stubborn"].tail()),
+    )
     groups = [child.process.pid for child in supervisor.children.values()]
 
     supervisor.stop()
