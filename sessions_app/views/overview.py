@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from sessions_app import machinery, selectors
-from sessions_app.views import scope_or_denied
+from sessions_app.tenancy import scope_or_denied
 
 
 @login_required
