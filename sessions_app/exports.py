@@ -25,10 +25,10 @@ from django.http import Http404
 from django.utils import timezone
 
 from arbiter_app import selectors as arbiter
-from arbiter_app.queue import enqueue
 from oanp.state import Phase
 from sessions_app import selectors
 from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant
+from sessions_app.queue import RUN_EXPORT, enqueue
 from sessions_app.tenancy import Scope, require_export, scope_of
 
 if TYPE_CHECKING:
@@ -115,12 +115,10 @@ def request_export(
         AuditEvent.objects.create(
             actor=actor, action="export.request", target=f"export {export.pk}", detail=request
         )
-        from sessions_app import tasks  # here, not above: the task module imports this one
-
         transaction.on_commit(
             partial(
                 enqueue,
-                tasks.run_export,
+                RUN_EXPORT,
                 args=[export.pk],
                 about=f"export {export.pk}; it stays queued: ask again when the broker is back",
             )

@@ -5,9 +5,10 @@ from __future__ import annotations
 from celery import shared_task
 
 from sessions_app import exports, runner
+from sessions_app.queue import ANSWER_SESSION, REVEAL_AFTER_END, RUN_EXPORT
 
 
-@shared_task
+@shared_task(name=ANSWER_SESSION)
 def answer_session(session_id: str) -> int:
     return runner.answer(session_id)
 
@@ -17,7 +18,7 @@ def sweep_answers() -> int:
     return runner.sweep_answers()
 
 
-@shared_task
+@shared_task(name=REVEAL_AFTER_END)
 def reveal_after_end(session_id: str) -> bool:
     return runner.reveal_after_end(session_id)
 
@@ -27,6 +28,6 @@ def sweep_reveals() -> int:
     return runner.sweep_reveals()
 
 
-@shared_task
+@shared_task(name=RUN_EXPORT)
 def run_export(export_id: int) -> None:
     exports.run(export_id=export_id)

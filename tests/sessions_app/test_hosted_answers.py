@@ -30,12 +30,12 @@ def negotiation(client: Client) -> HostedNegotiation:
     return HostedNegotiation(client, "hosted-sfo")
 
 
-def sent_and_lost(task: Any, *, args: list[Any], about: str) -> bool:
+def sent_and_lost(name: str, *, args: list[Any], about: str) -> bool:
     """A broker that took the task and forgot it (a Redis restarted without persistence)."""
     return True
 
 
-def broker_away(task: Any, *, args: list[Any], about: str) -> bool:
+def broker_away(name: str, *, args: list[Any], about: str) -> bool:
     return False
 
 

@@ -41,8 +41,8 @@ def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[Any]]]:
     """The tasks the runner queues, by name and arguments, instead of sending them."""
     sent: list[tuple[str, list[Any]]] = []
 
-    def enqueue(task: Any, *, args: list[Any], about: str) -> bool:
-        sent.append((task.name.rsplit(".", 1)[1], args))
+    def enqueue(name: str, *, args: list[Any], about: str) -> bool:
+        sent.append((name.rsplit(".", 1)[1], args))
         return True
 
     monkeypatch.setattr(runner, "enqueue", enqueue)
