@@ -24,7 +24,7 @@ from tests.support.factories.agents import SFO_JFK_TRACE
 pytestmark = pytest.mark.django_db
 
 
-def _types(log: list[dict[str, Any]]) -> list[str]:
+def types(log: list[dict[str, Any]]) -> list[str]:
     return [e["envelope"]["type"] for e in log]
 
 
@@ -32,7 +32,7 @@ def test_a_hosted_agent_settles_the_sfo_jfk_example(client: Client) -> None:
     hosted_agent(merchant("sfo"))
     negotiation = HostedNegotiation(client, "hosted-sfo")
     log = negotiation.play(nudge=lambda: hosted_agents.answer("sess-hosted"))
-    assert _types(log) == SFO_JFK_TRACE
+    assert types(log) == SFO_JFK_TRACE
     prices = [e["envelope"]["payload"].get("price") for e in log]
     assert prices[3] == 370
     assert prices[6] == 340
@@ -75,7 +75,7 @@ def test_running_the_answer_twice_makes_one_move(client: Client) -> None:
     negotiation.open()
     assert tasks.answer_session.apply(args=["sess-hosted"]).get() == 1
     assert tasks.answer_session.apply(args=["sess-hosted"]).get() == 0
-    assert _types(negotiation.log()) == ["session.open", "session.ack"]
+    assert types(negotiation.log()) == ["session.open", "session.ack"]
 
 
 def test_two_racing_runs_submit_the_same_envelope_and_the_second_is_a_replay(
@@ -112,7 +112,7 @@ def test_an_external_agent_gets_no_hosted_answers(client: Client) -> None:
     negotiation = HostedNegotiation(client, "external-sfo")
     negotiation.open()
     assert hosted_agents.answer("sess-hosted") == 0
-    assert _types(negotiation.log()) == ["session.open"]
+    assert types(negotiation.log()) == ["session.open"]
     assert not HostedSession.objects.exists()
 
 
@@ -123,7 +123,7 @@ def test_with_a_real_worker_the_hosted_agent_answers_within_a_fraction_of_a_seco
     hosted_agent(merchant("sfo"))
     negotiation = HostedNegotiation(Client(), "hosted-sfo", session_id="sess-worker")
     log = negotiation.play(timeout=10)
-    assert _types(log) == SFO_JFK_TRACE
+    assert types(log) == SFO_JFK_TRACE
     assert log[-1]["envelope"]["payload"]["final_price"] == 340
     assert len(negotiation.waits) == 3
     # The first answer also waits for the worker's connections to warm up.

@@ -16,6 +16,7 @@ from arbiter_app.models import Session
 from oanp.envelope import parse_timestamp
 from sessions_app import hosted_agents, selectors, services, tasks
 from sessions_app.models import AgentProfile
+from tests.sessions_app.test_hosted_agents import types
 from tests.support.factories.accounts import HostedNegotiation, hosted_agent, merchant
 from tests.support.factories.agents import SFO_JFK_TRACE
 
@@ -37,10 +38,6 @@ def sent_and_lost(name: str, *, args: list[Any], about: str) -> bool:
 
 def broker_away(name: str, *, args: list[Any], about: str) -> bool:
     return False
-
-
-def types(log: list[dict[str, Any]]) -> list[str]:
-    return [entry["envelope"]["type"] for entry in log]
 
 
 def asked_at(negotiation: HostedNegotiation) -> datetime:
