@@ -466,7 +466,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 OANP_INTEGRITY_CHECK_SECONDS = float(os.environ.get("OANP_INTEGRITY_CHECK_SECONDS", "300"))
 OANP_INTEGRITY_FULL_SECONDS = float(os.environ.get("OANP_INTEGRITY_FULL_SECONDS", "86400"))
 
-# How often the sweep makes the hosted answers whose task was lost (sessions_app.runner).
+# How often the sweep makes the hosted answers whose task was lost (sessions_app.hosted_agents).
 OANP_HOSTED_SWEEP_SECONDS = float(os.environ.get("OANP_HOSTED_SWEEP_SECONDS", "5"))
 CELERY_BEAT_SCHEDULE = {
     # Beat's tick and, on each queue, a worker's answer, which /readyz reads
@@ -489,7 +489,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "arbiter_app.tasks.sweep_deliveries",
         "schedule": OANP_TIMER_SWEEP_SECONDS,
     },
-    # Hosted merchants' reveals after the end whose task was lost (sessions_app.runner).
+    # Hosted merchants' reveals after the end whose task was lost (sessions_app.hosted_agents).
     "sweep-hosted-reveals": {
         "task": "sessions_app.tasks.sweep_reveals",
         "schedule": OANP_TIMER_SWEEP_SECONDS,

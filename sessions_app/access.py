@@ -25,6 +25,7 @@ from django.http import Http404
 from arbiter_app.events import send_to_groups
 from sessions_app import selectors
 from sessions_app.models import Membership
+from sessions_app.tenancy import scope_of
 
 ACCESS_TYPE = "oanp.access"
 
@@ -43,7 +44,7 @@ def still_allowed(*, user_id: object, session_key: str | None, session_id: str |
     user = get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]
     if not user.is_authenticated or user.pk != user_id:
         return False
-    scope = selectors.scope_of(user)
+    scope = scope_of(user)
     if scope is None:
         return False
     if session_id is not None:

@@ -7,7 +7,6 @@ its effect.
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from arbiter_app import selectors as arbiter
@@ -15,20 +14,10 @@ from arbiter_app import services
 from arbiter_app.models import KeyState, SigningKey
 from sessions_app import selectors
 from sessions_app.models import AuditEvent
-from sessions_app.selectors import Scope
+from sessions_app.tenancy import Scope, require_admin, require_staff
 
 # What the parties read in the arbiter's session.close when the operator gives no reason.
 DEFAULT_TERMINATE_DETAIL = "terminated by the arbiter's operator"
-
-
-def require_admin(scope: Scope) -> None:
-    if not scope.is_admin:
-        raise PermissionDenied("only admins may do this")
-
-
-def require_staff(scope: Scope) -> None:
-    if not scope.is_staff_role:
-        raise PermissionDenied("only operators and admins may do this")
 
 
 def terminate_session(

@@ -18,9 +18,8 @@ from django import forms
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from sessions_app.actions import require_admin
 from sessions_app.models import AuditEvent
-from sessions_app.selectors import Scope
+from sessions_app.tenancy import Scope, require_admin
 
 PAGE_SIZE = 50
 BROKEN_CURSOR = "This page link is broken; start again from the newest events."

@@ -15,6 +15,7 @@ from django.http import Http404
 
 from arbiter_app import events
 from sessions_app import access, selectors
+from sessions_app.tenancy import scope_of
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ ACCESS_ENDED = 4403
 @database_sync_to_async
 def visible(user: Any, session_id: str) -> bool:
     """Whether ``user`` may see ``session_id`` (the same rule as the pages)."""
-    scope = selectors.scope_of(user)
+    scope = scope_of(user)
     if scope is None:
         return False
     try:

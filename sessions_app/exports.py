@@ -25,11 +25,11 @@ from django.http import Http404
 from django.utils import timezone
 
 from arbiter_app import selectors as arbiter
-from arbiter_app.queue import enqueue
 from oanp.state import Phase
 from sessions_app import selectors
 from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant
-from sessions_app.selectors import Scope
+from sessions_app.queue import RUN_EXPORT, enqueue
+from sessions_app.tenancy import Scope, require_export, scope_of
 
 if TYPE_CHECKING:
     from arbiter_app.models import Session
@@ -65,11 +65,6 @@ class ExportRefused(ValueError):
         self.field = field
 
 
-def _require_export(scope: Scope) -> None:
-    if not scope.may_export:
-        raise PermissionDenied("only admins and merchant members may export")
-
-
 def request_export(
     *,
     actor: AbstractBaseUser,
@@ -84,7 +79,7 @@ def request_export(
 
     A time range is fixed at request time, so the bundle says exactly which window it covers.
     """
-    _require_export(scope)
+    require_export(scope)
     now = now or timezone.now()
     tenant = None
     if scope.is_merchant:
@@ -120,12 +115,10 @@ def request_export(
         AuditEvent.objects.create(
             actor=actor, action="export.request", target=f"export {export.pk}", detail=request
         )
-        from sessions_app import tasks  # here, not above: the task module imports this one
-
         transaction.on_commit(
             partial(
                 enqueue,
-                tasks.run_export,
+                RUN_EXPORT,
                 args=[export.pk],
                 about=f"export {export.pk}; it stays queued: ask again when the broker is back",
             )
@@ -136,7 +129,7 @@ def request_export(
 def exports_of(scope: Scope) -> QuerySet[Export]:
     """Exports the scope may see and download: all for admins; a merchant's members see
     those any of its members requested."""
-    _require_export(scope)
+    require_export(scope)
     exports = Export.objects.select_related("requested_by")
     if scope.is_merchant:
         exports = exports.filter(requested_by__membership__merchant_id=scope.merchant_id)
@@ -172,7 +165,7 @@ def record_download(*, actor: AbstractBaseUser, export: Export, part: str) -> No
 
 def sessions_for(export: Export) -> QuerySet[Session]:
     """The sessions ``export`` holds, chosen through its requester's scope as it is now."""
-    scope = selectors.scope_of(export.requested_by)
+    scope = scope_of(export.requested_by)
     if scope is None or not scope.may_export:
         raise PermissionDenied("the requester may no longer export")
     found = selectors.sessions(scope)

@@ -12,7 +12,7 @@ import base64
 import binascii
 import json
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import django_filters
 from django import forms
@@ -23,10 +23,7 @@ from arbiter_app.models import VERDICT_COUNTS, Session
 from oanp.profiles import PROFILES, VerdictStatus
 from oanp.state import Phase
 from sessions_app.models import AgentProfile
-
-if TYPE_CHECKING:
-    # Only for the annotation: the selectors apply this filter, so they import this module.
-    from sessions_app.selectors import Scope
+from sessions_app.tenancy import Scope
 
 #: The phases a stored session can be in: EVALUATING lasts only within the step ending a round.
 STATES = tuple(phase.value for phase in Phase if phase is not Phase.EVALUATING)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import (
     Avg,
     Case,
@@ -50,62 +49,11 @@ from oanp.snapshot import load_state
 from oanp.state import Phase, SessionState
 from oanp.terms import issues_open, terms_json
 from oanp.transcript import terms_text
+from sessions_app.analytics import plain
 from sessions_app.filters import SORTS, STATES, VIOLATED, SessionFilter, encode_cursor
-from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Membership, Mode, Role
-from sessions_app.templatetags.prices import price
+from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Mode
+from sessions_app.tenancy import Scope
 from sessions_app.vault import unseal
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What one dashboard user may see and do: the one home of the tenant and role rules.
-
-    A merchant member sees its merchant's agents and their sessions, and manages and exports
-    them; an operator sees every session and acts on live ones (terminate, redeliver) but
-    changes no agent and exports nothing; an admin may do everything."""
-
-    role: str
-    merchant_id: int | None
-    #: The merchant agents whose sessions are visible; ``None`` means every session.
-    agent_ids: list[str] | None
-
-    @property
-    def is_merchant(self) -> bool:
-        """Confined to one merchant's agents, sessions and exports."""
-        return self.role == Role.MERCHANT
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == Role.ADMIN
-
-    @property
-    def is_staff_role(self) -> bool:
-        """Sees every tenant, the background work included, and acts on sessions."""
-        return self.role in (Role.OPERATOR, Role.ADMIN)
-
-    @property
-    def may_manage_agents(self) -> bool:
-        return self.role in (Role.MERCHANT, Role.ADMIN)
-
-    @property
-    def may_export(self) -> bool:
-        # Operators watch sessions; exporting them is an admin's job, or a merchant's for its own.
-        return self.role in (Role.ADMIN, Role.MERCHANT)
-
-
-def scope_of(user: AbstractBaseUser | AnonymousUser) -> Scope | None:
-    """What ``user`` may see; ``None`` for a user with no membership (sees nothing)."""
-    membership = Membership.objects.filter(user_id=user.pk).first()
-    if membership is None:
-        return None
-    if membership.role != Role.MERCHANT:
-        return Scope(membership.role, None, None)
-    agent_ids = list(
-        AgentProfile.objects.filter(merchant_id=membership.merchant_id).values_list(
-            "agent_id", flat=True
-        )
-    )
-    return Scope(membership.role, membership.merchant_id, agent_ids)
 
 
 def sessions(scope: Scope) -> QuerySet[Session]:
@@ -247,7 +195,7 @@ def _outcome(found: Session, state: SessionState) -> str:
     phase = Phase(found.phase)
     party = state.turn.value if state.turn else "nobody"
     if phase is Phase.AGREED:
-        agreed = f"agreed at {price(found.final_price)} {found.currency}"
+        agreed = f"agreed at {plain(found.final_price)} {found.currency}"
         if state.issues and state.merchant_terms is not None:
             # An agreement leaves both sides standing on the terms it accepted.
             agreed += " with " + terms_text(terms_json(state.issues, state.merchant_terms))

@@ -5,17 +5,6 @@ operators' actions on one), agents (merchants' own agents and keys), and the adm
 from __future__ import annotations
 
 from django import forms
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
-
-from sessions_app import selectors
-
-
-def scope_or_denied(request: HttpRequest) -> selectors.Scope:
-    scope = selectors.scope_of(request.user)
-    if scope is None:
-        raise PermissionDenied("this account has no role yet; ask an admin")
-    return scope
 
 
 def refusal(reason: str) -> forms.Form:

@@ -17,9 +17,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from arbiter_app import selectors as arbiter
 from arbiter_app.models import KeyState
-from sessions_app import actions, audit_log, exports, selectors
+from sessions_app import actions, audit_log, exports
 from sessions_app.models import Export, Merchant
-from sessions_app.views import scope_or_denied
+from sessions_app.tenancy import Scope, require_admin, scope_or_denied
 
 # Signing keys ----------------------------------------------------------------------------
 
@@ -42,7 +42,7 @@ class RotateForm(forms.Form):
 
 
 def _keys_page(
-    request: HttpRequest, scope: selectors.Scope, form: RotateForm, status: int = 200
+    request: HttpRequest, scope: Scope, form: RotateForm, status: int = 200
 ) -> HttpResponse:
     return render(
         request,
@@ -61,7 +61,7 @@ def _keys_page(
 @require_GET
 def keys_page(request: HttpRequest) -> HttpResponse:
     scope = scope_or_denied(request)
-    actions.require_admin(scope)
+    require_admin(scope)
     return _keys_page(request, scope, RotateForm(auto_id="%s"))
 
 
@@ -72,7 +72,7 @@ def rotate_key(request: HttpRequest) -> HttpResponse:
     every agent onto a new key, so it takes a second, deliberate click. An algorithm the
     arbiter cannot sign with is sent back to the keys page's form, where it was chosen."""
     scope = scope_or_denied(request)
-    actions.require_admin(scope)
+    require_admin(scope)
     form = RotateForm(request.POST if request.method == "POST" else request.GET, auto_id="%s")
     if not form.is_valid():
         return _keys_page(request, scope, form, status=400)
@@ -114,7 +114,7 @@ class ExportForm(forms.Form):
         self.fields["merchant"].choices = merchants
 
 
-def _merchant_choices(scope: selectors.Scope) -> list[tuple[str, str]]:
+def _merchant_choices(scope: Scope) -> list[tuple[str, str]]:
     merchants = Merchant.objects.all()
     if scope.is_merchant:
         merchants = merchants.filter(pk=scope.merchant_id)

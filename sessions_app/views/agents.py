@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -24,14 +23,14 @@ from sessions_app import forms, selectors, services
 from sessions_app.models import AgentProfile, Merchant, Mode
 from sessions_app.preview import Preview, preview_form, preview_saved
 from sessions_app.strategy_forms import tactics_initial
+from sessions_app.tenancy import Scope, require_agent_manager, scope_or_denied
 from sessions_app.vault import seal_text, unseal_text
-from sessions_app.views import refusal, scope_or_denied
+from sessions_app.views import refusal
 
 
-def _manager(request: HttpRequest) -> selectors.Scope:
+def _manager(request: HttpRequest) -> Scope:
     scope = scope_or_denied(request)
-    if not scope.may_manage_agents:
-        raise PermissionDenied("operators watch sessions; agents are their merchants' to change")
+    require_agent_manager(scope)
     return scope
 
 
@@ -55,7 +54,7 @@ AGENT_PAGE_DELIVERIES = 10
 
 def _agent_page(
     request: HttpRequest,
-    scope: selectors.Scope,
+    scope: Scope,
     agent_id: str,
     *,
     issued: str | None = None,
@@ -125,7 +124,7 @@ def agent_page(request: HttpRequest, agent_id: str) -> HttpResponse:
     )
 
 
-def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) -> HttpResponse:
+def _edit(request: HttpRequest, scope: Scope, agent_id: str | None) -> HttpResponse:
     profile = None if agent_id is None else selectors.agent(scope, agent_id)
     merchants = Merchant.objects.all() if profile is None and scope.merchant_id is None else None
     options = {"creating": profile is None, "merchants": merchants}
@@ -186,7 +185,7 @@ def _edit(request: HttpRequest, scope: selectors.Scope, agent_id: str | None) ->
 
 def _save(
     request: HttpRequest,
-    scope: selectors.Scope,
+    scope: Scope,
     form: forms.AgentForm,
     limits: PriceList | None,
     profile: AgentProfile | None,

@@ -14,7 +14,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from arbiter_app import selectors as arbiter
 from sessions_app import actions, selectors
-from sessions_app.views import refusal, scope_or_denied
+from sessions_app.tenancy import Scope, require_staff, scope_or_denied
+from sessions_app.views import refusal
 
 PAGE_SIZE = 50
 
@@ -36,7 +37,7 @@ class DeliveryFilterForm(forms.Form):
     target = forms.CharField(label="Target URL contains", max_length=200, required=False)
     after = forms.CharField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, data: QueryDict, *, scope: selectors.Scope) -> None:
+    def __init__(self, data: QueryDict, *, scope: Scope) -> None:
         super().__init__(data)
         agent_ids = selectors.agents(scope).values_list("agent_id", flat=True)
         self.fields["agent"].choices = _choices(tuple(agent_ids), "any agent")
@@ -106,7 +107,7 @@ def bulk_redeliver(request: HttpRequest) -> HttpResponse:
     """Without ``confirm``, the page asking to confirm the selection; with it, the redelivery.
     Either way the selection is checked first: only failed handoffs in scope."""
     scope = scope_or_denied(request)
-    actions.require_staff(scope)
+    require_staff(scope)
     ids = request.POST.getlist("handoff")
     selected: list[arbiter.Delivery] = []
     error = ""

@@ -10,8 +10,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from sessions_app import machinery, selectors
-from sessions_app.views import scope_or_denied
+from sessions_app import background, selectors
+from sessions_app.tenancy import scope_or_denied
 
 
 @login_required
@@ -40,6 +40,6 @@ def overview(request: HttpRequest) -> HttpResponse:
             "recent": selectors.sessions(scope).order_by("-opened_at")[:10],
             "by_strategy": selectors.by_strategy(scope),
             # Hostnames and every tenant's failures are the operators' business, not a merchant's.
-            "machinery": machinery.health() if scope.is_staff_role else None,
+            "machinery": background.health() if scope.is_staff_role else None,
         },
     )

@@ -17,7 +17,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from sessions_app import selectors
-from sessions_app.views import scope_or_denied
+from sessions_app.tenancy import scope_or_denied
 
 TEMPLATE = "sessions_app/replay.html"
 

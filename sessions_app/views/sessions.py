@@ -22,8 +22,9 @@ from sessions_app import actions, selectors
 from sessions_app.analytics import analyse, analyse_terms
 from sessions_app.filters import PROFILE_NAMES, RANGES, SORTS, STATES, VERDICTS
 from sessions_app.models import Merchant
+from sessions_app.tenancy import Scope, require_staff, scope_or_denied
 from sessions_app.timeline import timeline
-from sessions_app.views import refusal, scope_or_denied
+from sessions_app.views import refusal
 
 PAGE_SIZE = 50
 
@@ -93,7 +94,7 @@ class RowIdsForm(forms.Form):
         return ids
 
 
-def _rows_by_id(request: HttpRequest, scope: selectors.Scope) -> HttpResponse:
+def _rows_by_id(request: HttpRequest, scope: Scope) -> HttpResponse:
     """The live list's rows of the sessions ``ids`` names (comma-separated), as they stand
     now: those in scope, the others left out as unknown ones."""
     form = RowIdsForm(request.GET)
@@ -197,7 +198,7 @@ class TerminateForm(forms.Form):
 def terminate(request: HttpRequest, session_id: str) -> HttpResponse:
     """GET asks to confirm; POST terminates."""
     scope = scope_or_denied(request)
-    actions.require_staff(scope)
+    require_staff(scope)
     found = selectors.session(scope, session_id)
     form = TerminateForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():

@@ -17,7 +17,7 @@ import pytest
 
 from oanp_site import supervisor as supervisor_module
 from oanp_site.supervisor import Backoff, Program, Supervisor
-from sessions_app.management.commands.demo import programs
+from sessions_app.demo.deployment import programs
 from tests.support.waiting import wait_for
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]

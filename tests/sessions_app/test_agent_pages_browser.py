@@ -12,7 +12,7 @@ from django.test import Client
 
 from arbiter_app import selectors as arbiter
 from arbiter_app.models import Session
-from sessions_app import runner
+from sessions_app import hosted_agents
 from sessions_app.models import Role
 from tests.arbiter_app.test_deliveries import Receiver
 from tests.conftest import LiveServer
@@ -67,9 +67,9 @@ def test_a_hosted_reveal_after_the_end_fills_the_zone_panel(live_arbiter: LiveSe
     hosted_agent(shop, reveal_after_end=True)
     client = Client()
     negotiation = HostedNegotiation(client, "hosted-sfo", session_id="sess-revealed")
-    negotiation.play(nudge=lambda: runner.answer("sess-revealed"))
+    negotiation.play(nudge=lambda: hosted_agents.answer("sess-revealed"))
     # The end queued the reveal; a worker of the suite may have sent it already.
-    runner.reveal_after_end("sess-revealed")
+    hosted_agents.reveal_after_end("sess-revealed")
     session = Session.objects.get(session_id="sess-revealed")
     assert "merchant" in arbiter.revealed_constraints(session)
     buyer = client.post(

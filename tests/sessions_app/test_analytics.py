@@ -11,7 +11,7 @@ from django.template.loader import render_to_string
 from django.test import Client
 
 from arbiter_app.models import Session
-from sessions_app import runner
+from sessions_app import hosted_agents
 from sessions_app.analytics import analyse
 from sessions_app.models import AgentProfile, Merchant, Role
 from tests.support.factories.accounts import (
@@ -153,7 +153,7 @@ def test_no_zone_is_said_so() -> None:
 
 def hosted_session(client: Client, agent_id: str, session_id: str, **play: Any) -> Session:
     negotiation = HostedNegotiation(client, agent_id, session_id=session_id)
-    negotiation.play(nudge=lambda: runner.answer(session_id), **play)
+    negotiation.play(nudge=lambda: hosted_agents.answer(session_id), **play)
     return Session.objects.get(session_id=session_id)
 
 

@@ -15,7 +15,7 @@ from django.test import Client
 
 from arbiter_app import tasks
 from arbiter_app.models import AgentCallback, CallbackCursor, Handoff, HandoffState
-from sessions_app import actions, selectors
+from sessions_app import actions, tenancy
 from sessions_app.models import AuditEvent, Merchant, Role
 from sessions_app.templatetags.ago import when
 from sessions_app.views import deliveries as deliveries_view
@@ -221,11 +221,11 @@ def test_bulk_redeliver_is_audited_and_for_staff_only(failed: Handoff, shop: Mer
     alice = member("alice", Role.MERCHANT, shop)
     with pytest.raises(PermissionDenied):
         actions.redeliver_handoffs(
-            actor=alice, scope=selectors.scope_of(alice), handoff_ids=[failed.pk]
+            actor=alice, scope=tenancy.scope_of(alice), handoff_ids=[failed.pk]
         )
     assert not AuditEvent.objects.filter(action="handoff.redeliver").exists()
     olga = member("olga", Role.OPERATOR)
-    scope = selectors.scope_of(olga)
+    scope = tenancy.scope_of(olga)
     assert scope is not None
     with pytest.raises(ValueError, match="not a failed handoff"):
         actions.redeliver_handoffs(actor=olga, scope=scope, handoff_ids=[failed.pk, 999_999])

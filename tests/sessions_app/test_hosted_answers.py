@@ -14,8 +14,9 @@ from django.utils import timezone
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import Session
 from oanp.envelope import parse_timestamp
-from sessions_app import runner, selectors, services, tasks
+from sessions_app import hosted_agents, selectors, services, tasks
 from sessions_app.models import AgentProfile
+from tests.sessions_app.test_hosted_agents import types
 from tests.support.factories.accounts import HostedNegotiation, hosted_agent, merchant
 from tests.support.factories.agents import SFO_JFK_TRACE
 
@@ -30,17 +31,13 @@ def negotiation(client: Client) -> HostedNegotiation:
     return HostedNegotiation(client, "hosted-sfo")
 
 
-def sent_and_lost(task: Any, *, args: list[Any], about: str) -> bool:
+def sent_and_lost(name: str, *, args: list[Any], about: str) -> bool:
     """A broker that took the task and forgot it (a Redis restarted without persistence)."""
     return True
 
 
-def broker_away(task: Any, *, args: list[Any], about: str) -> bool:
+def broker_away(name: str, *, args: list[Any], about: str) -> bool:
     return False
-
-
-def types(log: list[dict[str, Any]]) -> list[str]:
-    return [entry["envelope"]["type"] for entry in log]
 
 
 def asked_at(negotiation: HostedNegotiation) -> datetime:
@@ -59,7 +56,7 @@ def test_the_sweep_makes_every_answer_whose_task_was_lost(
     # Nothing runs the hooks after a commit here (the test's transaction never commits), so
     # no answer task is ever sent: the sweep is all the hosted agent has. No grace: the
     # buyer moves as soon as it sees an answer, so the sweep meets fresh turns.
-    monkeypatch.setattr(runner, "ANSWER_GRACE", timedelta(0))
+    monkeypatch.setattr(hosted_agents, "ANSWER_GRACE", timedelta(0))
     log = negotiation.play(nudge=lambda: tasks.sweep_answers.apply().get(), timeout=5)
     assert types(log) == SFO_JFK_TRACE
     assert log[-1]["envelope"]["payload"]["final_price"] == 340
@@ -73,13 +70,13 @@ def test_the_sweep_leaves_a_fresh_turn_to_its_task_and_answers_a_turn_once(
     with django_assert_num_queries(1):
         assert selectors.hosted_turns_waiting(asked_before=asked, limit=10) == [SESSION]
     # Within the grace the turn is its own task's.
-    assert runner.sweep_answers(asked + timedelta(seconds=1)) == 0
+    assert hosted_agents.sweep_answers(asked + timedelta(seconds=1)) == 0
     assert types(negotiation.log()) == ["session.open"]
-    later = asked + runner.ANSWER_GRACE
-    assert runner.sweep_answers(later) == 1
+    later = asked + hosted_agents.ANSWER_GRACE
+    assert hosted_agents.sweep_answers(later) == 1
     # Answered: neither the sweep nor the task that was only late takes a second move.
-    assert runner.sweep_answers(later) == 0
-    assert runner.answer(SESSION) == 0
+    assert hosted_agents.sweep_answers(later) == 0
+    assert hosted_agents.answer(SESSION) == 0
     assert types(negotiation.log()) == ["session.open", "session.ack"]
     # Now it is the buyer's turn: nothing for the host to do.
     assert selectors.hosted_turns_waiting(asked_before=later, limit=10) == []
@@ -100,13 +97,13 @@ def test_while_the_broker_is_away_the_answer_is_made_at_once(
     negotiation.open()
     log = negotiation.log()
     # The hook as the arbiter calls it after the buyer's commit.
-    monkeypatch.setattr(runner, "enqueue", sent_and_lost)
-    runner.on_entries_committed(
+    monkeypatch.setattr(hosted_agents, "enqueue", sent_and_lost)
+    hosted_agents.on_entries_committed(
         None, session_id=SESSION, merchant_agent_id="hosted-sfo", entries=log
     )
     assert types(negotiation.log()) == ["session.open"]
-    monkeypatch.setattr(runner, "enqueue", broker_away)
-    runner.on_entries_committed(
+    monkeypatch.setattr(hosted_agents, "enqueue", broker_away)
+    hosted_agents.on_entries_committed(
         None, session_id=SESSION, merchant_agent_id="hosted-sfo", entries=log
     )
     assert types(negotiation.log()) == ["session.open", "session.ack"]
@@ -118,7 +115,7 @@ def test_a_window_the_arbiter_let_run_out_ends_the_session_as_its_own_fault(
     negotiation.open()
     # The workers were away past the merchant's 300 s: the sweep is the first to run again.
     late = asked_at(negotiation) + timedelta(seconds=300)
-    assert runner.sweep_answers(late) == 0
+    assert hosted_agents.sweep_answers(late) == 0
     assert closed() == ("CLOSED", "operator_terminated")
     close = negotiation.log()[-1]["envelope"]
     assert types(negotiation.log()) == ["session.open", "session.close"]
@@ -133,8 +130,8 @@ def test_an_answer_task_run_too_late_ends_the_session_as_the_arbiters_fault(
 ) -> None:
     negotiation.open()
     # Less than the margin left: an answer might reach the arbiter after the due moment.
-    late = asked_at(negotiation) + timedelta(seconds=300) - runner.ANSWER_MARGIN / 2
-    assert runner.answer(SESSION, now=late) == 0
+    late = asked_at(negotiation) + timedelta(seconds=300) - hosted_agents.ANSWER_MARGIN / 2
+    assert hosted_agents.answer(SESSION, now=late) == 0
     assert closed() == ("CLOSED", "operator_terminated")
 
 
@@ -152,7 +149,7 @@ def test_a_passed_deadline_is_nobodys_fault_and_the_timer_closes_it(client: Clie
             deadline=opened + timedelta(seconds=60),
         )
     )
-    assert runner.answer(SESSION, now=opened + timedelta(seconds=61)) == 0
+    assert hosted_agents.answer(SESSION, now=opened + timedelta(seconds=61)) == 0
     assert closed() == ("CLOSED", "deadline_expired")
 
 

@@ -13,7 +13,7 @@ from django.test import Client
 from arbiter_app import selectors as arbiter
 from oanp import discovery
 from oanp.pricelist import PriceLimits, PriceList
-from sessions_app import runner, services
+from sessions_app import hosted_agents, services
 from sessions_app.models import HostedSession, Merchant
 from tests.support.factories.accounts import (
     HostedNegotiation,
@@ -32,14 +32,14 @@ LAX_ONLY = PriceList((PriceLimits("SFO-LAX", "USD", Decimal(120), Decimal(190)),
 def test_the_same_limits_are_not_read_in_another_currency(client: Client, shop_a: Merchant) -> None:
     hosted_agent(shop_a, "hosted-sfo")  # floor 280, ideal 400, in USD
     usd = HostedNegotiation(client, "hosted-sfo", session_id="in-usd")
-    assert usd.play(nudge=lambda: runner.answer("in-usd"))[-1]["envelope"]["type"] == (
+    assert usd.play(nudge=lambda: hosted_agents.answer("in-usd"))[-1]["envelope"]["type"] == (
         "session.agree"
     )
     for currency in ("JPY", "VND"):
         asked = HostedNegotiation(
             client, "hosted-sfo", session_id=f"in-{currency}", currency=currency
         )
-        log = asked.play(nudge=lambda s=asked.session_id: runner.answer(s))
+        log = asked.play(nudge=lambda s=asked.session_id: hosted_agents.answer(s))
         # No ack, no counter, no agreement: the agent withdrew before acking.
         assert [(e["envelope"]["sender"]["role"], e["envelope"]["type"]) for e in log] == [
             ("buyer", "session.open"),
@@ -58,13 +58,15 @@ def test_an_agent_of_listed_items_only_declines_the_others(
 ) -> None:
     profile = hosted_agent(shop_a, "hosted-sfo")
     price_limits(profile, LAX_ONLY)
-    log = HostedNegotiation(client, "hosted-sfo").play(nudge=lambda: runner.answer("sess-hosted"))
+    log = HostedNegotiation(client, "hosted-sfo").play(
+        nudge=lambda: hosted_agents.answer("sess-hosted")
+    )
     assert log[-1]["envelope"]["payload"]["reason"] == "withdrawn_by_merchant"
     assert HostedSession.objects.get().declined == (
         "it negotiates only the items it priced, not the item 'SFO-JFK'"
     )
     lax = HostedNegotiation(client, "hosted-sfo", session_id="to-lax", item={"route": "SFO-LAX"})
-    assert lax.play(nudge=lambda: runner.answer("to-lax"))[-1]["envelope"]["type"] == (
+    assert lax.play(nudge=lambda: hosted_agents.answer("to-lax"))[-1]["envelope"]["type"] == (
         "session.agree"
     )
 
@@ -74,7 +76,7 @@ def test_the_session_page_and_the_agent_page_say_why(
 ) -> None:
     hosted_agent(shop_a, "hosted-a")
     asked = HostedNegotiation(client, "hosted-a", session_id="in-jpy", currency="JPY")
-    asked.play(nudge=lambda: runner.answer("in-jpy"))
+    asked.play(nudge=lambda: hosted_agents.answer("in-jpy"))
     session_page = browser.get("/sessions/in-jpy/").content.decode()
     assert "it holds no limits in JPY" in session_page.split('id="declined"', 1)[1]
     agent_page = browser.get("/agents/hosted-a/").content.decode()
@@ -89,7 +91,7 @@ def test_a_long_item_key_is_quoted_short_in_the_reason(client: Client, shop_a: M
     profile = hosted_agent(shop_a, "hosted-sfo")
     price_limits(profile, LAX_ONLY)
     asked = HostedNegotiation(client, "hosted-sfo", item={"sku": "X" * 3000})
-    log = asked.play(nudge=lambda: runner.answer("sess-hosted"))
+    log = asked.play(nudge=lambda: hosted_agents.answer("sess-hosted"))
     assert log[-1]["envelope"]["payload"]["reason"] == "withdrawn_by_merchant"
     declined = HostedSession.objects.get().declined
     assert declined.startswith("it negotiates only the items it priced, not the item 'XXX")
@@ -121,5 +123,5 @@ def test_a_listed_agent_asked_in_a_currency_it_does_not_list_is_refused_by_the_a
     assert response.json()["code"] == "currency_not_offered"
     # Nothing logged, nothing for the hosted agent to answer or decline.
     assert arbiter.session_named(asked.session_id) is None
-    assert runner.answer(asked.session_id) == 0
+    assert hosted_agents.answer(asked.session_id) == 0
     assert not HostedSession.objects.exists()

@@ -14,7 +14,7 @@ from arbiter_app import services as arbiter_services
 from arbiter_app.models import Session
 from oanp.canonical import canonical_bytes
 from oanp.errors import AlreadyRevealed
-from sessions_app import runner, services, tasks
+from sessions_app import hosted_agents, services, tasks
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Role
 from tests.sessions_app.test_agents import agent_form
 from tests.support.factories.accounts import (
@@ -41,17 +41,17 @@ def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[Any]]]:
     """The tasks the runner queues, by name and arguments, instead of sending them."""
     sent: list[tuple[str, list[Any]]] = []
 
-    def enqueue(task: Any, *, args: list[Any], about: str) -> bool:
-        sent.append((task.name.rsplit(".", 1)[1], args))
+    def enqueue(name: str, *, args: list[Any], about: str) -> bool:
+        sent.append((name.rsplit(".", 1)[1], args))
         return True
 
-    monkeypatch.setattr(runner, "enqueue", enqueue)
+    monkeypatch.setattr(hosted_agents, "enqueue", enqueue)
     return sent
 
 
 def played(client: Client) -> HostedNegotiation:
     negotiation = HostedNegotiation(client, "hosted-sfo")
-    negotiation.play(nudge=lambda: runner.answer(SESSION))
+    negotiation.play(nudge=lambda: hosted_agents.answer(SESSION))
     return negotiation
 
 
@@ -83,11 +83,11 @@ def test_the_end_queues_the_reveal_which_goes_in_once_and_fills_the_zone(
     log = negotiation.log()
     assert log[-1]["envelope"]["type"] == "session.agree"
     # The hook as the arbiter calls it after the commits: the ending commit queues the reveal.
-    runner.on_entries_committed(
+    hosted_agents.on_entries_committed(
         None, session_id=SESSION, merchant_agent_id="hosted-sfo", entries=log[:1]
     )
     assert ("reveal_after_end", [SESSION]) not in queued
-    runner.on_entries_committed(
+    hosted_agents.on_entries_committed(
         None, session_id=SESSION, merchant_agent_id="hosted-sfo", entries=log[-2:]
     )
     assert ("reveal_after_end", [SESSION]) in queued
@@ -122,12 +122,12 @@ def test_without_the_merchants_choice_there_is_no_reveal(
     hosted_agent(shop)
     negotiation = played(client)
     log = negotiation.log()
-    runner.on_entries_committed(
+    hosted_agents.on_entries_committed(
         None, session_id=SESSION, merchant_agent_id="hosted-sfo", entries=log[-2:]
     )
     assert [name for name, _ in queued if name == "reveal_after_end"] == []
-    assert runner.reveal_after_end(SESSION) is False
-    assert runner.sweep_reveals() == 0
+    assert hosted_agents.reveal_after_end(SESSION) is False
+    assert hosted_agents.sweep_reveals() == 0
     assert "merchant" not in arbiter.revealed_constraints(Session.objects.get(session_id=SESSION))
     buyer_reveals(client, negotiation)
     html = session_page(shop)
@@ -139,10 +139,10 @@ def test_a_choice_withdrawn_before_the_end_is_respected(client: Client, shop: Me
     profile = hosted_agent(shop, reveal_after_end=True)
     negotiation = HostedNegotiation(client, "hosted-sfo")
     negotiation.open()
-    runner.answer(SESSION)
+    hosted_agents.answer(SESSION)
     AgentProfile.objects.filter(pk=profile.pk).update(reveal_after_end=False)
-    negotiation.play(nudge=lambda: runner.answer(SESSION))
-    assert runner.reveal_after_end(SESSION) is False
+    negotiation.play(nudge=lambda: hosted_agents.answer(SESSION))
+    assert hosted_agents.reveal_after_end(SESSION) is False
     assert "merchant" not in arbiter.revealed_constraints(Session.objects.get(session_id=SESSION))
 
 
@@ -152,10 +152,10 @@ def test_a_choice_made_mid_session_waits_for_the_next_session(
     profile = hosted_agent(shop)
     negotiation = HostedNegotiation(client, "hosted-sfo")
     negotiation.open()
-    runner.answer(SESSION)
+    hosted_agents.answer(SESSION)
     AgentProfile.objects.filter(pk=profile.pk).update(reveal_after_end=True)
-    negotiation.play(nudge=lambda: runner.answer(SESSION))
-    assert runner.sweep_reveals() == 0
+    negotiation.play(nudge=lambda: hosted_agents.answer(SESSION))
+    assert hosted_agents.sweep_reveals() == 0
     assert "merchant" not in arbiter.revealed_constraints(Session.objects.get(session_id=SESSION))
 
 
@@ -163,13 +163,13 @@ def test_the_sweep_sends_a_reveal_whose_task_was_lost(client: Client, shop: Merc
     hosted_agent(shop, reveal_after_end=True)
     negotiation = HostedNegotiation(client, "hosted-sfo")
     negotiation.open()
-    runner.answer(SESSION)
+    hosted_agents.answer(SESSION)
     # Not ended yet: nothing to reveal.
-    assert runner.sweep_reveals() == 0
-    assert runner.reveal_after_end(SESSION) is False
-    negotiation.play(nudge=lambda: runner.answer(SESSION))
-    assert runner.sweep_reveals() == 1
-    assert runner.sweep_reveals() == 0
+    assert hosted_agents.sweep_reveals() == 0
+    assert hosted_agents.reveal_after_end(SESSION) is False
+    negotiation.play(nudge=lambda: hosted_agents.answer(SESSION))
+    assert hosted_agents.sweep_reveals() == 1
+    assert hosted_agents.sweep_reveals() == 0
     revealed = arbiter.revealed_constraints(Session.objects.get(session_id=SESSION))
     assert revealed["merchant"]["floor_price"] == 280
 

@@ -15,7 +15,7 @@ from oanp.net import commands
 from oanp.net.client import ArbiterClient
 from oanp.settlement import SettlePolicy
 from oanp.strategies import ParameterError, UnknownStrategy
-from sessions_app import runner, services
+from sessions_app import hosted_agents, services
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession
 from tests.arbiter_app.test_remote_agents import LIMIT_FLAGS, negotiate
 from tests.conftest import LiveServer, Worker
@@ -40,7 +40,9 @@ def _moves(log: list[dict[str, Any]]) -> list[tuple[str, str, object]]:
 def test_a_hosted_agent_plays_its_parameters(client: Client) -> None:
     # Stock to clear: half of what the reference tactic holds back, 370 + (280 - 370) / 2.
     hosted_agent(merchant("sfo"), parameters={"inventory_pressure": "0.5"})
-    log = HostedNegotiation(client, "hosted-sfo").play(nudge=lambda: runner.answer("sess-hosted"))
+    log = HostedNegotiation(client, "hosted-sfo").play(
+        nudge=lambda: hosted_agents.answer("sess-hosted")
+    )
     assert _moves(log)[2:] == [
         ("buyer", "offer.propose", 320),
         ("merchant", "offer.counter", 325),
@@ -53,7 +55,7 @@ def test_a_hosted_agent_reveals_its_floor_by_its_settle_policy(client: Client) -
     hosted_agent(merchant("sfo"), settle=SettlePolicy("round", 2))
     # The buyer opens for settlement and would reveal from round 4: the merchant goes first.
     negotiation = HostedNegotiation(client, "hosted-sfo", settle=SettlePolicy("round", 4))
-    log = negotiation.play(nudge=lambda: runner.answer("sess-hosted"))
+    log = negotiation.play(nudge=lambda: hosted_agents.answer("sess-hosted"))
     assert _moves(log)[2:] == [
         ("buyer", "offer.propose", 320),
         ("merchant", "offer.counter", 370),
@@ -71,7 +73,7 @@ def test_a_session_keeps_the_tactics_it_opened_with(client: Client) -> None:
     profile = hosted_agent(merchant("sfo"), strategy="linear", parameters={"exponent": "2"})
     negotiation = HostedNegotiation(client, "hosted-sfo")
     negotiation.open()
-    runner.answer("sess-hosted")
+    hosted_agents.answer("sess-hosted")
     # Mid-session the merchant switches to stock clearing and settling from round 1.
     services.update_agent(
         actor=admin(),
@@ -89,7 +91,7 @@ def test_a_session_keeps_the_tactics_it_opened_with(client: Client) -> None:
         "2",
         "never",
     )
-    log = negotiation.play(nudge=lambda: runner.answer("sess-hosted"))
+    log = negotiation.play(nudge=lambda: hosted_agents.answer("sess-hosted"))
     # Linear with e = 2 counters 400, then would name 340, which the buyer's 340 meets; the
     # edited agent would have revealed its floor in round 1.
     assert _moves(log)[2:] == [

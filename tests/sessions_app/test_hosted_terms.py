@@ -16,7 +16,7 @@ from oanp.audit import verify_log
 from oanp.net import commands
 from oanp.net.client import ArbiterClient
 from oanp.tradeoffs import IssueLimits, TermsVault
-from sessions_app import runner
+from sessions_app import hosted_agents
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant
 from sessions_app.vault import unseal, unseal_session_vault
 from tests.arbiter_app.test_remote_agents import BUYER_TERMS_FLAGS, LIMIT_FLAGS, negotiate
@@ -148,7 +148,7 @@ def test_bad_terms_are_refused_with_a_message_and_nothing_is_saved(
 def test_a_hosted_agent_trades_off_its_terms_within_its_limits(client: Client) -> None:
     hosted_agent(merchant("sfo"), terms=MERCHANT_TERMS)
     negotiation = HostedNegotiation(client, "hosted-sfo", issues=ISSUES, terms=BUYER_TERMS)
-    log = negotiation.play(nudge=lambda: runner.answer("sess-hosted"))
+    log = negotiation.play(nudge=lambda: hosted_agents.answer("sess-hosted"))
     agreement = log[-1]["envelope"]["payload"]["agreement"]
     assert within_merchant_limits(agreement["final_terms"])
     assert all(within_merchant_limits(offer["terms"]) for offer in _offers(log, "merchant"))
@@ -160,7 +160,7 @@ def test_a_hosted_agent_trades_off_its_terms_within_its_limits(client: Client) -
 def test_a_hosted_agent_without_terms_takes_the_buyers(client: Client) -> None:
     hosted_agent(merchant("sfo"))
     negotiation = HostedNegotiation(client, "hosted-sfo", issues=ISSUES, terms=BUYER_TERMS)
-    log = negotiation.play(nudge=lambda: runner.answer("sess-hosted"))
+    log = negotiation.play(nudge=lambda: hosted_agents.answer("sess-hosted"))
     assert log[-1]["envelope"]["type"] == "session.agree"
     proposed = [offer["terms"] for offer in _offers(log, "buyer")]
     countered = [offer["terms"] for offer in _offers(log, "merchant")]
@@ -177,8 +177,8 @@ def test_a_hosted_agent_whose_terms_do_not_fit_the_issues_declines_at_once(
     hosted_agent(merchant("sfo"), terms=unfit)
     negotiation = HostedNegotiation(client, "hosted-sfo", issues=ISSUES, terms=BUYER_TERMS)
     negotiation.open()
-    assert runner.answer("sess-hosted") == 1
-    assert runner.answer("sess-hosted") == 0  # a second run has nothing left to say
+    assert hosted_agents.answer("sess-hosted") == 1
+    assert hosted_agents.answer("sess-hosted") == 0  # a second run has nothing left to say
     log = negotiation.log()
     assert [(e["envelope"]["sender"]["role"], e["envelope"]["type"]) for e in log] == [
         ("buyer", "session.open"),

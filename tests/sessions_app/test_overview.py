@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from sessions_app import selectors
+from sessions_app import selectors, tenancy
 from tests.sessions_app import test_session_list as listing
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sessions")]
@@ -19,8 +19,8 @@ operator = listing.operator
 sessions = listing.sessions
 
 
-def scope_of(browser: Client) -> selectors.Scope:
-    found = selectors.scope_of(browser.get("/").wsgi_request.user)
+def scope_of(browser: Client) -> tenancy.Scope:
+    found = tenancy.scope_of(browser.get("/").wsgi_request.user)
     assert found is not None
     return found
 

@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from arbiter_app.models import Session
-from sessions_app import selectors
+from sessions_app import selectors, tenancy
 from sessions_app.filters import SessionFilter, encode_cursor
 from sessions_app.models import AgentProfile, Membership, Merchant, Role
 from sessions_app.templatetags.ago import when
@@ -280,19 +280,19 @@ def elsewhere(client: Client, sessions: None) -> None:
     )
 
 
-def scope_of(role: str, merchant: str | None = None) -> selectors.Scope:
+def scope_of(role: str, merchant: str | None = None) -> tenancy.Scope:
     user = User.objects.create_user(f"{role}-{merchant}", password="pw")
     Membership.objects.create(
         user=user,
         role=role,
         merchant=None if merchant is None else Merchant.objects.get(slug=merchant),
     )
-    found = selectors.scope_of(user)
+    found = tenancy.scope_of(user)
     assert found is not None
     return found
 
 
-def filtered(scope: selectors.Scope, query: str) -> SessionFilter:
+def filtered(scope: tenancy.Scope, query: str) -> SessionFilter:
     return selectors.session_filter(scope, QueryDict(query))
 
 

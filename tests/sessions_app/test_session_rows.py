@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from sessions_app.models import Role
-from tests.sessions_app.test_runner import _types
+from tests.sessions_app.test_hosted_agents import types
 from tests.support.factories.accounts import (
     HostedNegotiation,
     hosted_agent,
@@ -24,7 +24,7 @@ def opened(client: Client) -> HostedNegotiation:
     hosted_agent(merchant("sfo"))
     negotiation = HostedNegotiation(client, "hosted-sfo", session_id="sess-row")
     negotiation.open()
-    assert _types(negotiation.log()) == ["session.open"]
+    assert types(negotiation.log()) == ["session.open"]
     return negotiation
 
 

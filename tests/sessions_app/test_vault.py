@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import Client, override_settings
 
 from oanp.pricelist import PriceLimits, PriceList
-from sessions_app import runner
+from sessions_app import hosted_agents
 from sessions_app.models import AgentProfile, HostedSession, Role
 from sessions_app.vault import seal, seal_text, unseal, unseal_text
 from tests.sessions_app.test_agents import agent_form
@@ -105,7 +105,7 @@ def test_a_floor_of_280_is_nowhere_in_clear_after_a_hosted_negotiation(
     assert "shown this once" in issued.content.decode()
 
     negotiation = HostedNegotiation(Client(), "hosted-sfo", session_id="sess-vault")
-    log = negotiation.play(nudge=lambda: runner.answer("sess-vault"))
+    log = negotiation.play(nudge=lambda: hosted_agents.answer("sess-vault"))
     assert log[-1]["envelope"]["type"] == "session.agree"
     assert HostedSession.objects.filter(session_id="sess-vault").exists()
 

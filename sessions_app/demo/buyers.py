@@ -52,7 +52,7 @@ class Route:
     merchant_agent_id: str
     route: str
     list_price: Decimal
-    #: The currencies its merchant lists (seed_demo), the first its list price's.
+    #: The currencies its merchant lists (demo.seed), the first its list price's.
     currencies: tuple[str, ...] = ("USD",)
 
 
@@ -69,7 +69,7 @@ FLIGHT_ISSUES: list[JsonObject] = [
     },
     {"name": "fare_class", "kind": "choice", "options": ["flexible", "standard", "basic"]},
 ]
-#: The merchant that weighs :data:`FLIGHT_ISSUES` (seed_demo gives it the terms to).
+#: The merchant that weighs :data:`FLIGHT_ISSUES` (demo.seed gives it the terms to).
 TERMS_MERCHANT = "merchant-sfo"
 #: The weights a terms buyer draws from for each issue, the fare weighing 1: so buyers differ
 #: in what they give up first.

@@ -14,7 +14,7 @@ from arbiter_app.models import Entry
 from oanp.canonical import canonical_bytes
 from oanp.envelope import parse_envelope
 from oanp.pricelist import PriceLimits, PriceList
-from sessions_app import runner, services, tasks
+from sessions_app import hosted_agents, services, tasks
 from sessions_app.models import AgentProfile, HostedSession
 from sessions_app.vault import unseal_session_vault
 from tests.conftest import Worker
@@ -24,15 +24,15 @@ from tests.support.factories.agents import SFO_JFK_TRACE
 pytestmark = pytest.mark.django_db
 
 
-def _types(log: list[dict[str, Any]]) -> list[str]:
+def types(log: list[dict[str, Any]]) -> list[str]:
     return [e["envelope"]["type"] for e in log]
 
 
 def test_a_hosted_agent_settles_the_sfo_jfk_example(client: Client) -> None:
     hosted_agent(merchant("sfo"))
     negotiation = HostedNegotiation(client, "hosted-sfo")
-    log = negotiation.play(nudge=lambda: runner.answer("sess-hosted"))
-    assert _types(log) == SFO_JFK_TRACE
+    log = negotiation.play(nudge=lambda: hosted_agents.answer("sess-hosted"))
+    assert types(log) == SFO_JFK_TRACE
     prices = [e["envelope"]["payload"].get("price") for e in log]
     assert prices[3] == 370
     assert prices[6] == 340
@@ -49,7 +49,7 @@ def test_the_session_keeps_the_limits_and_salt_it_opened_with(client: Client) ->
     profile = hosted_agent(merchant("sfo"))
     negotiation = HostedNegotiation(client, "hosted-sfo")
     negotiation.open()
-    runner.answer("sess-hosted")
+    hosted_agents.answer("sess-hosted")
     hosted = HostedSession.objects.get(session_id="sess-hosted")
     assert unseal_session_vault(hosted.sealed_limits).floor_price == Decimal(280)
     # The merchant edits its agent mid-session: the running session's commitment must hold.
@@ -61,7 +61,7 @@ def test_the_session_keeps_the_limits_and_salt_it_opened_with(client: Client) ->
         strategy="boulware",
         limits=PriceList((PriceLimits(None, "USD", Decimal(300), Decimal(500)),)),
     )
-    log = negotiation.play(nudge=lambda: runner.answer("sess-hosted"))
+    log = negotiation.play(nudge=lambda: hosted_agents.answer("sess-hosted"))
     assert log[-1]["envelope"]["type"] == "session.agree"
     verdicts = [
         e["envelope"]["payload"]["status"] for e in log if e["envelope"]["type"] == "round.verdict"
@@ -75,7 +75,7 @@ def test_running_the_answer_twice_makes_one_move(client: Client) -> None:
     negotiation.open()
     assert tasks.answer_session.apply(args=["sess-hosted"]).get() == 1
     assert tasks.answer_session.apply(args=["sess-hosted"]).get() == 0
-    assert _types(negotiation.log()) == ["session.open", "session.ack"]
+    assert types(negotiation.log()) == ["session.open", "session.ack"]
 
 
 def test_two_racing_runs_submit_the_same_envelope_and_the_second_is_a_replay(
@@ -90,7 +90,9 @@ def test_two_racing_runs_submit_the_same_envelope_and_the_second_is_a_replay(
         profile=profile, session_id="sess-hosted", item={"route": "SFO-JFK"}, currency="USD"
     )
     # Both runs read the log before either submits.
-    first, second = (runner.pending_answers(hosted, arbiter.session_entries(session)) for _ in "ab")
+    first, second = (
+        hosted_agents.pending_answers(hosted, arbiter.session_entries(session)) for _ in "ab"
+    )
     assert first == second
     assert len(first) == 1
     credential = services.hosted_credential("hosted-sfo")
@@ -109,8 +111,8 @@ def test_an_external_agent_gets_no_hosted_answers(client: Client) -> None:
     services.hosted_credential("external-sfo")
     negotiation = HostedNegotiation(client, "external-sfo")
     negotiation.open()
-    assert runner.answer("sess-hosted") == 0
-    assert _types(negotiation.log()) == ["session.open"]
+    assert hosted_agents.answer("sess-hosted") == 0
+    assert types(negotiation.log()) == ["session.open"]
     assert not HostedSession.objects.exists()
 
 
@@ -121,7 +123,7 @@ def test_with_a_real_worker_the_hosted_agent_answers_within_a_fraction_of_a_seco
     hosted_agent(merchant("sfo"))
     negotiation = HostedNegotiation(Client(), "hosted-sfo", session_id="sess-worker")
     log = negotiation.play(timeout=10)
-    assert _types(log) == SFO_JFK_TRACE
+    assert types(log) == SFO_JFK_TRACE
     assert log[-1]["envelope"]["payload"]["final_price"] == 340
     assert len(negotiation.waits) == 3
     # The first answer also waits for the worker's connections to warm up.

@@ -36,7 +36,6 @@ from django.utils import timezone
 
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
-from arbiter_app.queue import enqueue
 from oanp.agents import AgentStateError, LimitGuard, MerchantAgent
 from oanp.canonical import JsonObject, canonical_bytes
 from oanp.envelope import parse_envelope, parse_timestamp
@@ -45,6 +44,7 @@ from oanp.pricelist import PriceList
 from oanp.state import Phase
 from sessions_app import selectors, services
 from sessions_app.models import AgentProfile, HostedSession, Mode
+from sessions_app.queue import ANSWER_SESSION, REVEAL_AFTER_END, enqueue
 from sessions_app.vault import unseal_session_vault, unseal_text
 
 log = logging.getLogger(__name__)
@@ -75,10 +75,8 @@ def on_entries_committed(
         profile = AgentProfile.objects.filter(agent_id=merchant_agent_id, mode=Mode.HOSTED).first()
         if profile is None:
             return
-        from sessions_app import tasks
-
         if asked and not enqueue(
-            tasks.answer_session,
+            ANSWER_SESSION,
             args=[session_id],
             about=f"the hosted answer in session {session_id}; it is made here instead",
         ):
@@ -87,7 +85,7 @@ def on_entries_committed(
             answer(session_id)
         if ended and profile.reveal_after_end:
             enqueue(
-                tasks.reveal_after_end,
+                REVEAL_AFTER_END,
                 args=[session_id],
                 about=f"the hosted reveal in session {session_id}; the reveal sweep will send it",
             )

@@ -1,6 +1,6 @@
-"""The machinery on the dashboard: operators read a health panel on the overview; every signed-in
-page says when no worker answers, and so does an export that waits for one; it costs a page at
-most one query, and the login page none."""
+"""The background work on the dashboard: operators read a health panel on the overview; every
+signed-in page says when no worker answers, and so does an export that waits for one; it costs
+a page at most one query, and the login page none."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from arbiter_app import health as arbiter_health
 from arbiter_app import selectors as arbiter
 from arbiter_app.models import Heartbeat, ProcessKind, TaskFailure
 from arbiter_app.probes import Probe
-from sessions_app import machinery
+from sessions_app import background
 from sessions_app.models import Export, Role
 from sessions_app.templatetags.ago import ago
 from tests.support.factories.accounts import member, merchant, signed_in
@@ -66,20 +66,20 @@ def staff(role: str = Role.OPERATOR) -> Client:
 def test_a_worker_seen_lately_means_no_outage() -> None:
     heartbeat("lost@a", timedelta(minutes=5))
     heartbeat("fresh@b", timedelta(seconds=3))
-    assert machinery.worker_outage() is None
+    assert background.worker_outage() is None
 
 
 def test_workers_stale_or_stopped_are_an_outage_since_the_last_seen() -> None:
     heartbeat("lost@a", timedelta(minutes=5))
     heartbeat("stopped@b", timedelta(seconds=2), stopped_at=timezone.now())
-    outage = machinery.worker_outage()
+    outage = background.worker_outage()
     assert outage is not None
     assert outage.last_seen == Heartbeat.objects.get(name="stopped@b").seen_at
 
 
 def test_no_worker_in_the_last_day_is_an_outage_since_no_known_time() -> None:
     heartbeat("ancient@a", timedelta(days=2))
-    assert machinery.worker_outage() == machinery.Outage(last_seen=None)
+    assert background.worker_outage() == background.Outage(last_seen=None)
 
 
 # The banner -------------------------------------------------------------------------------------
@@ -251,10 +251,10 @@ def test_a_broker_that_hangs_costs_the_page_one_second_not_the_hang(
     monkeypatch.setattr(arbiter_health, "_depth_probe", Probe(hangs))
     started = time.monotonic()
     try:
-        assert machinery.health().queue_depth is None
+        assert background.health().queue_depth is None
     finally:
         release.set()
-    assert time.monotonic() - started < machinery.QUEUE_DEPTH_SECONDS + 0.5
+    assert time.monotonic() - started < background.QUEUE_DEPTH_SECONDS + 0.5
 
 
 def test_merchants_see_no_health_panel() -> None:

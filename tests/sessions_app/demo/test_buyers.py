@@ -13,7 +13,7 @@ from django.test import Client
 from arbiter_app import selectors as arbiter
 from oanp.audit import verify_log
 from oanp.net.client import ArbiterClient
-from sessions_app.demo_buyers import (
+from sessions_app.demo.buyers import (
     FLIGHT_ISSUES,
     UNOFFERED_CURRENCY,
     BackgroundBuyers,
@@ -22,7 +22,7 @@ from sessions_app.demo_buyers import (
     TakeBack,
     flight_terms,
 )
-from sessions_app.management.commands.seed_demo import (
+from sessions_app.demo.seed import (
     DEMO_BUYERS,
     SKYFARE_TERMS,
     issue_buyer_keys,

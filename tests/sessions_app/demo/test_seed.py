@@ -14,7 +14,7 @@ from django.test import Client
 
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import AgentCredential
-from sessions_app.management.commands.seed_demo import (
+from sessions_app.demo.seed import (
     DEMO_BUYERS,
     HOSTED_AGENTS,
     SKYFARE_TERMS,

@@ -1,6 +1,6 @@
-"""What the dashboard says about the background machinery: the health panel operators read on
-the overview, and the outage every signed-in page announces while no worker answers (timers,
-hosted agents and exports all wait for one)."""
+"""What the dashboard says about the background work: the health panel ("Background work")
+operators read on the overview, and the outage every signed-in page announces while no worker
+answers (timers, hosted agents and exports all wait for one)."""
 
 from __future__ import annotations
 

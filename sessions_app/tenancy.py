@@ -1,0 +1,94 @@
+"""Who may see and do what on the dashboard: :class:`Scope`, the one home of the tenant and
+role rules, and the guards that refuse (403) whoever the rules leave out.
+
+A merchant member is confined to its merchant's agents, their sessions and its exports; an
+operator sees every session and acts on live ones (terminate, redeliver) but changes no agent
+and exports nothing; an admin may do everything. Reads narrow what they return to a scope
+(the selectors, the exports); actions and pages call a guard first, so no view or command
+skips the check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest
+
+from sessions_app.models import AgentProfile, Membership, Role
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one dashboard user may see and do."""
+
+    role: str
+    merchant_id: int | None
+    #: The merchant agents whose sessions are visible; ``None`` means every session.
+    agent_ids: list[str] | None
+
+    @property
+    def is_merchant(self) -> bool:
+        """Confined to one merchant's agents, sessions and exports."""
+        return self.role == Role.MERCHANT
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == Role.ADMIN
+
+    @property
+    def is_staff_role(self) -> bool:
+        """Sees every tenant, the background work included, and acts on sessions."""
+        return self.role in (Role.OPERATOR, Role.ADMIN)
+
+    @property
+    def may_manage_agents(self) -> bool:
+        return self.role in (Role.MERCHANT, Role.ADMIN)
+
+    @property
+    def may_export(self) -> bool:
+        # Operators watch sessions; exporting them is an admin's job, or a merchant's for its own.
+        return self.role in (Role.ADMIN, Role.MERCHANT)
+
+
+def scope_of(user: AbstractBaseUser | AnonymousUser) -> Scope | None:
+    """What ``user`` may see; ``None`` for a user with no membership (sees nothing)."""
+    membership = Membership.objects.filter(user_id=user.pk).first()
+    if membership is None:
+        return None
+    if membership.role != Role.MERCHANT:
+        return Scope(membership.role, None, None)
+    agent_ids = list(
+        AgentProfile.objects.filter(merchant_id=membership.merchant_id).values_list(
+            "agent_id", flat=True
+        )
+    )
+    return Scope(membership.role, membership.merchant_id, agent_ids)
+
+
+def scope_or_denied(request: HttpRequest) -> Scope:
+    scope = scope_of(request.user)
+    if scope is None:
+        raise PermissionDenied("this account has no role yet; ask an admin")
+    return scope
+
+
+def require_admin(scope: Scope) -> None:
+    if not scope.is_admin:
+        raise PermissionDenied("only admins may do this")
+
+
+def require_staff(scope: Scope) -> None:
+    if not scope.is_staff_role:
+        raise PermissionDenied("only operators and admins may do this")
+
+
+def require_agent_manager(scope: Scope) -> None:
+    if not scope.may_manage_agents:
+        raise PermissionDenied("operators watch sessions; agents are their merchants' to change")
+
+
+def require_export(scope: Scope) -> None:
+    if not scope.may_export:
+        raise PermissionDenied("only admins and merchant members may export")
