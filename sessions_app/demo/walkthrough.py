@@ -22,10 +22,12 @@ from oanp.net.client import ArbiterClient
 from oanp.transcript import describe_entry
 from oanp.vaults import BuyerVault
 from sessions_app.demo.buyers import Stalled, buyer_agent, negotiate
-from sessions_app.demo.deployment import STARTUP_SECONDS
 
 # The timer demo's session ends this long after it opens, with nobody moving.
 DEADLINE_SECONDS = 5
+#: How long the walkthrough waits for an answer before it blames the worker: the first moves
+#: wait for a worker that has just started.
+ANSWER_SECONDS = 30
 WALKTHROUGH_BUYER = "buyer-demo"
 WALKTHROUGH_MERCHANT = "merchant-sfo"
 SFO_JFK = {"route": "SFO-JFK", "date": "2026-04-28"}
@@ -92,7 +94,7 @@ class Walkthrough:
         opening: dict[str, Any],
         *,
         moves: int | None = None,
-        patience: float = STARTUP_SECONDS,
+        patience: float = ANSWER_SECONDS,
     ) -> list[dict[str, Any]]:
         try:
             return negotiate(
@@ -128,7 +130,7 @@ class Walkthrough:
             deadline=deadline,
         )
         # The task fires at the deadline; the sweep would catch it within one period anyway.
-        patience = DEADLINE_SECONDS + settings.OANP_TIMER_SWEEP_SECONDS + STARTUP_SECONDS
+        patience = DEADLINE_SECONDS + settings.OANP_TIMER_SWEEP_SECONDS + ANSWER_SECONDS
         with client:
             log = self._drive(client, buyer, opening, moves=1, patience=patience)
         close = log[-1]

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from oanp_site import supervisor as supervisor_module
+from oanp_site.demo.deployment import programs
 from oanp_site.supervisor import Backoff, Program, Supervisor
-from sessions_app.demo.deployment import programs
 from tests.support.waiting import wait_for
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -73,17 +73,22 @@ def supervise(tmp_path: Path, console: Console) -> Iterator[Callable[..., Superv
         supervisor.stop()
 
 
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group is still running (zombies waiting for a reaper that
+def group_members(pgid: int) -> int:
+    """How many processes of the group are still running (zombies waiting for a reaper that
     is not ours count as gone)."""
+    members = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (FileNotFoundError, ProcessLookupError):
             continue
         if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+            members += 1
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    return group_members(pgid) > 0
 
 
 def test_an_exit_is_reported_with_the_name_the_status_and_the_last_lines_of_the_log(
@@ -186,10 +191,14 @@ def test_stop_ends_every_child_and_whatever_it_started(
         message=lambda: "\n".join(supervisor["stubborn"].tail()),
     )
     groups = [child.process.pid for child in supervisor.children.values()]
+    # Stopped only once the parent has started its own child, or that child could be forked
+    # after the group was signalled and outlive it.
+    wait_for(lambda: group_members(supervisor["parent"].process.pid) == 2, 10)
 
     supervisor.stop()
 
-    assert not any(group_alive(pgid) for pgid in groups)
+    # A signalled process takes a moment to go; one that outlived its group's signals would not.
+    wait_for(lambda: not any(group_alive(pgid) for pgid in groups), 10)
     assert console.messages.empty()  # exits on the way out are neither reported nor restarted
 
 

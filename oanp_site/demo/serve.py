@@ -13,14 +13,14 @@ from types import FrameType
 from django.conf import settings
 from django.core.management import call_command
 
-from oanp_site.supervisor import Supervisor
-from sessions_app.demo.buyers import BackgroundBuyers
-from sessions_app.demo.deployment import (
+from oanp_site.demo.deployment import (
     forget_earlier_metrics,
     programs,
     wait_until_ready,
     wait_until_up,
 )
+from oanp_site.supervisor import Supervisor
+from sessions_app.demo.buyers import BackgroundBuyers
 from sessions_app.demo.seed import DEMO_BUYERS, Seeded, accounts_table, issue_buyer_keys, seed
 from sessions_app.demo.walkthrough import WALKTHROUGH_BUYER, Walkthrough
 

@@ -1,5 +1,5 @@
 """``manage.py demo`` (``make demo``): the arbiter served with its worker and beat, the demo
-seeded and played live (:mod:`sessions_app.demo.serve`)."""
+seeded and played live (:mod:`oanp_site.demo.serve`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from sessions_app.demo import serve
+from oanp_site.demo import serve
 
 
 class Command(BaseCommand):
