@@ -1,20 +1,18 @@
 """Every refusal of docs/protocol.md §14: its status, its stable code, problem+json, and a log
-left exactly as it was. Then the order of the checks, where two faults meet in one request."""
+left exactly as it was. Then the order of the machine's checks, where two faults meet in one
+request; the edge's, up to the rate limit, are test_edge's."""
 
 from __future__ import annotations
 
 import copy
 import json
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 
-from arbiter_app import limits, services
+from arbiter_app import services
 from arbiter_app.models import AgentCredential, Entry, Session
-from tests.support.api import problem
+from tests.support.api import problem, records, refused, variant
 from tests.support.factories.agents import (
     ENVELOPES,
     Agent,
@@ -24,52 +22,9 @@ from tests.support.factories.agents import (
     post,
 )
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_throttle")]
 
 SESSION = "sess-sfo-jfk"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttle() -> Iterator[None]:
-    # The per-key throttle counts in the shared cache; start and end every test at zero.
-    cache.clear()
-    yield
-    cache.clear()
-
-
-def records() -> tuple[Any, ...]:
-    """Everything a refusal must leave alone: every session's head and state, every entry."""
-    sessions = tuple(
-        Session.objects.order_by("session_id").values_list(
-            "session_id", "phase", "round", "head_seq", "head_hash", "state", "reveals"
-        )
-    )
-    return sessions, Entry.objects.count()
-
-
-def refused(client: Any, agent: Agent | None, body: Any, status: int, code: str) -> dict[str, Any]:
-    """Post ``body``, expect the refusal, and check it changed nothing."""
-    before = records()
-    answer = problem(post(client, agent, body), status, code)
-    assert records() == before
-    return answer
-
-
-def variant(envelope: dict[str, Any], message_id: str, **payload: Any) -> dict[str, Any]:
-    """A copy of ``envelope`` under a new message id, with payload fields replaced."""
-    changed = copy.deepcopy(envelope)
-    changed["message_id"] = message_id
-    changed["payload"].update(payload)
-    return changed
-
-
-@pytest.fixture
-def negotiation(client: Any, buyer: Agent, merchant: Agent) -> ClientNegotiation:
-    """The SFO→JFK session, opened and acknowledged: the buyer's round-1 propose is next."""
-    run = ClientNegotiation(client, buyer, merchant)
-    run.open()
-    run.run_until("offer.propose", 320)
-    return run
 
 
 @pytest.fixture
@@ -495,146 +450,7 @@ def test_opening_with_an_unregistered_merchant(client: Any, buyer: Agent) -> Non
     refused(client, buyer, opening, 422, "unknown_merchant")
 
 
-# 429 -----------------------------------------------------------------------------------------
-
-
-def test_rate_limited_per_key(
-    client: Any, negotiation: ClientNegotiation, settings: Any, merchant: Agent
-) -> None:
-    settings.OANP_RATE_LIMIT_PER_MINUTE = 2
-    key, propose = negotiation.peek()
-    summary = f"/oanp/v0.1/sessions/{SESSION}"
-    cache.clear()
-    assert client.get(summary, headers=key.headers).status_code == 200
-    assert client.get(summary, headers=key.headers).status_code == 200
-    before = records()
-    response = post(client, key, propose)
-    problem(response, 429, "rate_limited")
-    assert 1 <= int(response["Retry-After"]) <= 60
-    assert records() == before
-    problem(client.get(summary, headers=key.headers), 429, "rate_limited")
-    # Another key has its own allowance.
-    assert client.get(summary, headers=merchant.headers).status_code == 200
-
-
-def test_a_throttled_key_gets_every_other_refusal_first(
-    client: Any, negotiation: ClientNegotiation, settings: Any, merchant: Agent
-) -> None:
-    """Section 7 lists 429 last: a throttled key's bad requests are answered as such, its
-    replays as replays, and only a request that would act is refused for the rate."""
-    key, propose = negotiation.peek()
-    assert negotiation.step().status_code == 201
-    _, counter = negotiation.peek()
-    settings.OANP_RATE_LIMIT_PER_MINUTE = 0  # every request from now on is over the budget
-    before = records()
-    problem(post(client, key, b"{not json"), 400, "malformed_json")
-    problem(post(client, key, {"oanp_version": "0.1"}), 400, "schema_invalid")
-    assert post(client, key, propose).status_code == 200  # a replay: the first answer again
-    problem(post(client, key, variant(propose, "other-id", price=321)), 409, "out_of_turn")
-    problem(client.get("/oanp/v0.1/sessions/nope", headers=key.headers), 404, "unknown_session")
-    problem(post(client, key, counter), 403, "sender_mismatch")  # the buyer's key, not hers
-    # Only what would act or answer is refused for the rate, last.
-    problem(client.get(f"/oanp/v0.1/sessions/{SESSION}", headers=key.headers), 429, "rate_limited")
-    response = post(client, merchant, counter)
-    problem(response, 429, "rate_limited")
-    assert int(response["Retry-After"]) >= 1
-    assert records() == before
-
-
-def test_an_address_flooding_made_up_keys_is_refused_before_any_lookup(
-    client: Any,
-    settings: Any,
-    buyer: Agent,
-    django_assert_num_queries: Any,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # One minute for the whole test, and an address no other test fails from: the count is
-    # this test's alone.
-    monkeypatch.setattr(limits, "_window", lambda: (0, 30.0))
-    address = f"flood-{uuid.uuid4()}"
-    settings.OANP_AUTH_FAILURES_PER_MINUTE = 3
-    made_up = {"Authorization": "Bearer oanp_0123456789ab_" + "x" * 32}
-    summary = f"/oanp/v0.1/sessions/{SESSION}"
-    for _ in range(3):
-        problem(client.get(summary, headers=made_up, REMOTE_ADDR=address), 401, "unauthorized")
-    with django_assert_num_queries(0):
-        response = client.get(summary, headers=made_up, REMOTE_ADDR=address)
-    problem(response, 429, "rate_limited")
-    assert response["Retry-After"] == "30"
-    # No key at all counts too; another address is not affected.
-    problem(client.get(summary, REMOTE_ADDR=address), 429, "rate_limited")
-    other = client.get(summary, headers=buyer.headers, REMOTE_ADDR=f"{address}-other")
-    problem(other, 404, "unknown_session")
-
-
-# The order of the checks ---------------------------------------------------------------------
-
-
-# The edge's order (arbiter_app.api.edge), step by step. Each row's request fails its own check
-# and every later one: the address has used up its failed authentications, the body is too
-# large and not JSON, the key is throttled, the sender is another agent, the session unknown.
-# The row passes only when the edge makes its check first. The machine's own order, which
-# follows, is walked in tests/oanp/test_machine.py.
-
-EDGE_ORDER = [
-    "invalid_characters",
-    "rate_limited (address)",
-    "unauthorized",
-    "envelope_too_large",
-    "malformed_json",
-    "schema_invalid",
-    "sender_mismatch",
-    "unknown_session",
-    "rate_limited (key)",
-]
-
-OVERSIZE = b"\xff" * (70 * 1024)
-
-
-def _edge_row(
-    client: Any, *, key: Agent | None, body: Any, flooded: bool = True, **headers: str
-) -> Any:
-    """POST ``body`` from an address over its failed authentications, or unless ``flooded``
-    is off from one that has not failed, with ``key`` (over its rate limit) and ``headers``."""
-    if not isinstance(body, bytes):
-        body = json.dumps(body)
-    address = "flooded" if flooded else f"clean-{uuid.uuid4()}"
-    headers = {**(key.headers if key is not None else {}), **headers}
-    return client.post(
-        ENVELOPES, data=body, content_type="application/json", headers=headers, REMOTE_ADDR=address
-    )
-
-
-def test_the_edge_answers_its_checks_in_the_order_of_section_14_5(
-    client: Any,
-    settings: Any,
-    negotiation: ClientNegotiation,
-    merchant: Agent,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    key, propose = negotiation.peek()  # the buyer's
-    monkeypatch.setattr(limits, "_window", lambda: (0, 30.0))
-    settings.OANP_AUTH_FAILURES_PER_MINUTE = 1
-    problem(_edge_row(client, key=None, body=b"{}"), 401, "unauthorized")  # "flooded" is over
-    settings.OANP_RATE_LIMIT_PER_MINUTE = 0  # and every key over its own
-    elsewhere = {**propose, "session_id": "sess-nowhere"}
-    rows = [
-        ({"key": None, "body": OVERSIZE, "X-Note": "a\x01b"}, "invalid_characters"),
-        ({"key": None, "body": OVERSIZE}, "rate_limited (address)"),
-        ({"key": None, "body": OVERSIZE, "flooded": False}, "unauthorized"),
-        ({"key": key, "body": OVERSIZE, "flooded": False}, "envelope_too_large"),
-        ({"key": merchant, "body": b"{not json", "flooded": False}, "malformed_json"),
-        ({"key": merchant, "body": {**elsewhere, "extra": 1}, "flooded": False}, "schema_invalid"),
-        ({"key": merchant, "body": elsewhere, "flooded": False}, "sender_mismatch"),
-        ({"key": key, "body": elsewhere, "flooded": False}, "unknown_session"),
-        ({"key": key, "body": propose, "flooded": False}, "rate_limited (key)"),
-    ]
-    assert [check for _, check in rows] == EDGE_ORDER
-    for request, check in rows:
-        before = records()
-        answer = _edge_row(client, **request).json()
-        assert answer["code"] == check.split(" ")[0], (check, answer)
-        assert records() == before
+# The machine's order, where two faults meet in one request ----------------------------------------
 
 
 def test_not_a_party_comes_before_a_type_the_role_may_not_send(

@@ -8,11 +8,12 @@ included, each under its sender's key.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from typing import Any
 
-from arbiter_app.models import Entry
+from arbiter_app.models import Entry, Session
 from oanp.commitments import commit, encode_salt
 from tests.support.factories.agents import Agent, post, read_log
 from tests.support.factories.sessions import ITEM, envelope_json
@@ -82,3 +83,29 @@ def problem(response: Any, status: int, code: str) -> dict[str, Any]:
 def entry_hashes() -> list[str]:
     """Every entry's hash on the record, of every session: what a refusal must leave alone."""
     return list(Entry.objects.values_list("entry_hash", flat=True))
+
+
+def records() -> tuple[Any, ...]:
+    """Everything a refusal must leave alone: every session's head and state, every entry."""
+    sessions = tuple(
+        Session.objects.order_by("session_id").values_list(
+            "session_id", "phase", "round", "head_seq", "head_hash", "state", "reveals"
+        )
+    )
+    return sessions, Entry.objects.count()
+
+
+def refused(client: Any, agent: Agent | None, body: Any, status: int, code: str) -> dict[str, Any]:
+    """Post ``body``, expect the refusal, and check it changed nothing."""
+    before = records()
+    answer = problem(post(client, agent, body), status, code)
+    assert records() == before
+    return answer
+
+
+def variant(envelope: dict[str, Any], message_id: str, **payload: Any) -> dict[str, Any]:
+    """A copy of ``envelope`` under a new message id, with payload fields replaced."""
+    changed = copy.deepcopy(envelope)
+    changed["message_id"] = message_id
+    changed["payload"].update(payload)
+    return changed
