@@ -30,6 +30,7 @@ from arbiter_app.delivery_log import (  # noqa: F401 - the dashboard's reads of 
 from arbiter_app.models import (
     AgentCallback,
     AgentCredential,
+    AgentRole,
     CallbackCursor,
     DeliveryAttempt,
     Entry,
@@ -42,7 +43,6 @@ from arbiter_app.models import (
     KeyState,
     Listing,
     ProcessKind,
-    Role,
     Session,
     SigningKey,
     TaskFailure,
@@ -56,7 +56,7 @@ from oanp.summary import session_summary
 
 
 def _party_filter(agent: AgentCredential, prefix: str = "") -> Q:
-    field = "buyer_agent_id" if agent.role == Role.BUYER else "merchant_agent_id"
+    field = "buyer_agent_id" if agent.role == AgentRole.BUYER else "merchant_agent_id"
     return Q(**{f"{prefix}{field}": agent.agent_id})
 
 
@@ -294,7 +294,7 @@ def listed_merchants(*, query: str, after: str | None, limit: int) -> list[Listi
     (:func:`arbiter_app.services.receive_envelope` refuses any other as ``unknown_merchant``).
     """
     registered = AgentCredential.objects.filter(
-        agent_id=OuterRef("merchant_agent_id"), role=Role.MERCHANT
+        agent_id=OuterRef("merchant_agent_id"), role=AgentRole.MERCHANT
     )
     found = Listing.objects.filter(Exists(registered), listed=True)
     if query:

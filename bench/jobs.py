@@ -224,10 +224,10 @@ def operator() -> dict[str, Any]:
     from django.contrib.auth.models import User
     from django.test import Client
 
-    from sessions_app.models import Membership, Role
+    from sessions_app.models import MemberRole, Membership
 
     user, _ = User.objects.get_or_create(username="bench-operator")
-    Membership.objects.get_or_create(user=user, defaults={"role": Role.OPERATOR})
+    Membership.objects.get_or_create(user=user, defaults={"role": MemberRole.OPERATOR})
     client = Client()
     client.force_login(user)
     return {

@@ -22,9 +22,9 @@ from arbiter_app.keys import ActiveSigner
 from arbiter_app.models import (
     VERDICT_COUNTS,
     AgentCredential,
+    AgentRole,
     Entry,
     Listing,
-    Role,
     Session,
 )
 from arbiter_app.refusals import CurrencyNotOffered, SelfDealing, SenderMismatch, UnknownMerchant
@@ -308,7 +308,7 @@ def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> Outco
     negotiation, entries = Negotiation.open(envelope, received_at=now, arbiter=arbiter())
     state = negotiation.state
     if not AgentCredential.objects.filter(
-        agent_id=state.merchant_agent_id, role=Role.MERCHANT
+        agent_id=state.merchant_agent_id, role=AgentRole.MERCHANT
     ).exists():
         raise UnknownMerchant(f"no merchant agent {state.merchant_agent_id!r} is registered")
     _refuse_self_dealing(state.buyer_agent_id, state.merchant_agent_id)
@@ -333,12 +333,12 @@ def _refuse_self_dealing(buyer: str, merchant: str) -> None:
             f"buyer {buyer!r} and merchant {merchant!r} are one agent: a session needs two parties"
         )
     buyer_owners = (
-        AgentCredential.objects.filter(agent_id=buyer, role=Role.BUYER)
+        AgentCredential.objects.filter(agent_id=buyer, role=AgentRole.BUYER)
         .exclude(owner="")
         .values("owner")
     )
     if AgentCredential.objects.filter(
-        agent_id=merchant, role=Role.MERCHANT, owner__in=buyer_owners
+        agent_id=merchant, role=AgentRole.MERCHANT, owner__in=buyer_owners
     ).exists():
         # The detail never names the owner: the wire knows agents, not who runs them.
         raise SelfDealing(
