@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from arbiter_app.deliveries import bound, outbound
-from arbiter_app.deliveries.outbound import Answer, Outcome
+from arbiter_app.deliveries.outbound import Answer, AttemptOutcome
 from arbiter_app.events import Announcement
 from arbiter_app.models import (
     AgentCallback,
@@ -169,16 +169,16 @@ def _settle(cursor_id: int, attempt: DeliveryAttempt, answer: Answer) -> bool:
         ):
             return False  # the callback was registered again meanwhile
         cursor.next_attempt_at = None
-        if answer.outcome in (Outcome.DELIVERED, Outcome.REJECTED):
+        if answer.outcome in (AttemptOutcome.DELIVERED, AttemptOutcome.REJECTED):
             cursor.delivered_seq, cursor.attempts = cursor.delivered_seq + 1, 0
             cursor.save()
             return True
         wait = None
-        if answer.outcome is Outcome.RETRY:
+        if answer.outcome is AttemptOutcome.RETRY:
             wait = outbound.retry_wait(cursor.attempts, answer.retry_after)
         if wait is None:
             reason = answer.error or f"the callback answered {answer.status_code}"
-            if answer.outcome is Outcome.RETRY:
+            if answer.outcome is AttemptOutcome.RETRY:
                 reason = f"no delivery after {cursor.attempts} attempts: {reason}"
             AgentCallback.objects.filter(pk=cursor.callback_id, disabled_at__isnull=True).update(
                 disabled_at=now, disabled_reason=reason[:300]

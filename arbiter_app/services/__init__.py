@@ -32,7 +32,7 @@ from arbiter_app.services.listings import save_listing
 from arbiter_app.services.reveals import reveal_constraints
 from arbiter_app.services.sessions import (
     EXPIRY_BATCH,
-    Outcome,
+    EnvelopeAnswer,
     arbiter,
     check_sender,
     expire_due_sessions,
@@ -46,9 +46,9 @@ __all__ = [
     "EXPIRY_BATCH",
     "KEY_PREFIX",
     "Configured",
+    "EnvelopeAnswer",
     "HostNotFound",
     "IssuedKey",
-    "Outcome",
     "arbiter",
     "check_sender",
     "configure_handoff",

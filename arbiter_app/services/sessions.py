@@ -46,7 +46,7 @@ from oanp.summary import session_summary
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class EnvelopeAnswer:
     """The answer to a submitted envelope: 201 when it was applied, 200 for a replay."""
 
     status: int
@@ -81,7 +81,7 @@ def receive_envelope(
     envelope: Envelope,
     now: datetime | None = None,
     admit: Callable[[], None] = lambda: None,
-) -> Outcome:
+) -> EnvelopeAnswer:
     """Apply one party envelope of ``agent`` (its sender, as :func:`check_sender` found), in
     docs/protocol.md §14's order of checks.
 
@@ -115,7 +115,7 @@ def receive_envelope(
 
 def _receive(
     envelope: Envelope, now: datetime | None, admit: Callable[[], None]
-) -> Outcome | TimerExpired:
+) -> EnvelopeAnswer | TimerExpired:
     session = Session.objects.select_for_update().filter(session_id=envelope.session_id).first()
     # The clock is read once the row is ours: an envelope that waited for the lock while a
     # timer closed the session is judged by when it was applied, and entries keep log order.
@@ -304,7 +304,7 @@ def terminate_session(*, session_id: str, detail: str, now: datetime | None = No
     return True
 
 
-def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> Outcome:
+def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> EnvelopeAnswer:
     negotiation, entries = Negotiation.open(envelope, received_at=now, arbiter=arbiter())
     state = negotiation.state
     if not AgentCredential.objects.filter(
@@ -361,7 +361,7 @@ def _refuse_unoffered_currency(merchant: str, currency: str) -> None:
         )
 
 
-def _replay(session: Session, envelope: Envelope) -> Outcome:
+def _replay(session: Session, envelope: Envelope) -> EnvelopeAnswer:
     """The first answer again for a retried envelope; 409 for a reused ``message_id``."""
     first = (
         Entry.objects.filter(session=session, message_id=envelope.message_id)
@@ -374,7 +374,7 @@ def _replay(session: Session, envelope: Envelope) -> Outcome:
         or first.sender_agent_id != envelope.agent_id
     ):
         raise MessageIdReused(f"message_id {envelope.message_id!r} was used with another body")
-    return Outcome(200, first.answer)
+    return EnvelopeAnswer(200, first.answer)
 
 
 def _digest(envelope: Envelope) -> str:
@@ -388,14 +388,14 @@ def _append(
     *,
     now: datetime,
     envelope: Envelope | None = None,
-) -> Outcome:
+) -> EnvelopeAnswer:
     """Store ``entries`` and the state they lead to; the party's entry keeps its answer."""
     staged = _stage(session, negotiation, entries, now=now, envelope=envelope)
     # A new row is inserted whole; an existing one writes only what a step changes.
     session.save(update_fields=None if session._state.adding else _STEP_FIELDS)
     Entry.objects.bulk_create(staged.rows)
     _after_commit([staged])
-    return Outcome(201, staged.answer)
+    return EnvelopeAnswer(201, staged.answer)
 
 
 @dataclass(frozen=True, slots=True)
