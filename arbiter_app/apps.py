@@ -12,7 +12,7 @@ def _grant_app_role(sender: AppConfig, using: str, **kwargs: Any) -> None:
 
 def _first_signing_key(sender: AppConfig, **kwargs: Any) -> None:
     # A fresh install can sign agreements without a manual step.
-    from arbiter_app.keys import ensure_active_key
+    from arbiter_app.signing_keys import ensure_active_key
 
     ensure_active_key()
 

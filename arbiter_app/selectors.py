@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from arbiter_app import keys
+from arbiter_app import signing_keys
 from arbiter_app.delivery_log import KINDS as DELIVERY_KINDS  # noqa: F401 - for the dashboard
 from arbiter_app.delivery_log import STATES as DELIVERY_STATES  # noqa: F401 - for the dashboard
 from arbiter_app.delivery_log import (  # noqa: F401 - the dashboard's reads of deliveries
@@ -430,19 +430,19 @@ def sessions_by_phase() -> dict[str, int]:
 # Signing keys --------------------------------------------------------------------------------
 
 #: The algorithms an admin may rotate to.
-SIGNING_ALGORITHMS = keys.ALGORITHMS
+SIGNING_ALGORITHMS = signing_keys.ALGORITHMS
 
 
 def published_jwks() -> dict[str, list[dict[str, object]]]:
     """``/.well-known/jwks.json``: the active key and the retiring ones."""
-    keys.ensure_active_key()
+    signing_keys.ensure_active_key()
     rows = SigningKey.objects.filter(state__in=[KeyState.ACTIVE, KeyState.RETIRING])
     return jwks_document(row.public_jwk for row in rows)
 
 
 def key_history() -> list[dict[str, object]]:
     """Every public key the arbiter ever signed with, and when it was valid."""
-    keys.ensure_active_key()
+    signing_keys.ensure_active_key()
     return [
         {
             **row.public_jwk,
@@ -457,7 +457,7 @@ def key_history() -> list[dict[str, object]]:
 
 def every_public_jwk() -> dict[str, list[dict[str, object]]]:
     """A JWKS of every key ever used, retired ones included: what old agreements need."""
-    keys.ensure_active_key()
+    signing_keys.ensure_active_key()
     return jwks_document(row.public_jwk for row in SigningKey.objects.order_by("activated_at"))
 
 
@@ -468,7 +468,7 @@ def audit_bundle_writer(out: IO[bytes], *, prefixes: Sequence[JsonObject] = ()) 
     return BundleWriter(
         out,
         jwks=every_public_jwk(),
-        key=keys.active_key(),
+        key=signing_keys.active_key(),
         arbiter_id=settings.OANP_ARBITER_ID,
         prefixes=prefixes,
     )

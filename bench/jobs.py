@@ -75,8 +75,8 @@ def timers_sweep(open_count: int, due_count: int, lead_s: float) -> dict[str, An
     from django.utils import timezone
 
     from arbiter_app import events, services, tasks
-    from arbiter_app.keys import ensure_active_key
     from arbiter_app.models import Session
+    from arbiter_app.signing_keys import ensure_active_key
 
     call_command("migrate", verbosity=0, interactive=False)
     ensure_active_key()

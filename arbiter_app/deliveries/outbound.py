@@ -26,7 +26,7 @@ import httpx
 from django.conf import settings
 from django.db.models import Max, QuerySet
 
-from arbiter_app import keys, metrics
+from arbiter_app import metrics, signing_keys
 from arbiter_app.models import DeliveryAttempt
 from arbiter_app.refusals import HostNotFound, TargetNotAllowed
 
@@ -155,11 +155,11 @@ def pin(url: str) -> Pinned:
 
 
 def seal(secret: str) -> bytes:
-    return keys.cipher().encrypt(secret.encode())
+    return signing_keys.cipher().encrypt(secret.encode())
 
 
 def unseal(sealed: bytes | memoryview) -> str:
-    return keys.cipher().decrypt(bytes(sealed)).decode()
+    return signing_keys.cipher().decrypt(bytes(sealed)).decode()
 
 
 def new_webhook_secret() -> str:

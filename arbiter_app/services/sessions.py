@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from arbiter_app import events, metrics
 from arbiter_app.deliveries.handoff import open_handoff
-from arbiter_app.keys import ActiveSigner
 from arbiter_app.models import (
     VERDICT_COUNTS,
     AgentCredential,
@@ -28,6 +27,7 @@ from arbiter_app.models import (
     Session,
 )
 from arbiter_app.refusals import CurrencyNotOffered, SelfDealing, SenderMismatch, UnknownMerchant
+from arbiter_app.signing_keys import ActiveSigner
 from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
 from oanp.envelope import Envelope, MessageType
 from oanp.errors import (
