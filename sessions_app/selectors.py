@@ -310,7 +310,7 @@ def agent(scope: Scope, agent_id: str) -> AgentProfile:
     return found
 
 
-def keys_of(profile: AgentProfile) -> QuerySet[AgentCredential]:
+def api_keys_of(profile: AgentProfile) -> QuerySet[AgentCredential]:
     return arbiter.credentials_of(agent_id=profile.agent_id, role="merchant")
 
 

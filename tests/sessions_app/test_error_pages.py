@@ -26,7 +26,7 @@ def test_debug_is_off_so_the_pages_are_the_ones_people_see() -> None:
     assert settings.DEBUG is False
 
 
-def test_a_merchant_member_refused_the_admins_keys_page_gets_a_403_with_the_navigation() -> None:
+def test_a_merchant_refused_the_admins_signing_keys_page_gets_a_403_with_the_navigation() -> None:
     browser = signed_in(member("mia", MemberRole.MERCHANT, merchant("skyways")))
     response = browser.get("/keys/")
     page = response.content.decode()
