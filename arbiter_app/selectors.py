@@ -17,9 +17,9 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from arbiter_app import signing_keys
-from arbiter_app.delivery_log import KINDS as DELIVERY_KINDS  # noqa: F401 - for the dashboard
-from arbiter_app.delivery_log import STATES as DELIVERY_STATES  # noqa: F401 - for the dashboard
-from arbiter_app.delivery_log import (  # noqa: F401 - the dashboard's reads of deliveries
+from arbiter_app.delivery_history import KINDS as DELIVERY_KINDS  # noqa: F401 - for the dashboard
+from arbiter_app.delivery_history import STATES as DELIVERY_STATES  # noqa: F401 - for the dashboard
+from arbiter_app.delivery_history import (  # noqa: F401 - the dashboard's reads of deliveries
     BadPosition,
     Delivery,
     Position,
