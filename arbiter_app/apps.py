@@ -5,7 +5,7 @@ from django.db.models.signals import post_migrate
 
 
 def _grant_app_role(sender: AppConfig, using: str, **kwargs: Any) -> None:
-    from arbiter_app.grants import after_migrate
+    from arbiter_app.db_privileges import after_migrate
 
     after_migrate(using)
 
