@@ -47,7 +47,7 @@ from oanp.summary import session_summary
 
 @dataclass(frozen=True, slots=True)
 class EnvelopeAnswer:
-    """The answer to a submitted envelope: 201 when it was applied, 200 for a replay."""
+    """The answer to a submitted envelope: 201 when it was applied, 200 when it repeats one."""
 
     status: int
     body: str
@@ -126,7 +126,7 @@ def _receive(
     try:
         entries = negotiation.feed(envelope, received_at=now)
     except MessageIdSeen:
-        return _replay(session, envelope)
+        return _answer_again(session, envelope)
     except TimerExpired as late:
         (expiry,) = _expiries([negotiation], now)
         if expiry:  # else a timer's close is already logged
@@ -361,7 +361,7 @@ def _refuse_unoffered_currency(merchant: str, currency: str) -> None:
         )
 
 
-def _replay(session: Session, envelope: Envelope) -> EnvelopeAnswer:
+def _answer_again(session: Session, envelope: Envelope) -> EnvelopeAnswer:
     """The first answer again for a retried envelope; 409 for a reused ``message_id``."""
     first = (
         Entry.objects.filter(session=session, message_id=envelope.message_id)

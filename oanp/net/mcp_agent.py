@@ -223,7 +223,7 @@ class McpAgent:
             "entry": answer.entry,
             "arbiter": answer.arbiter,
             "session": answer.session,
-            "replayed": answer.replayed,
+            "replayed": answer.repeated,
         }
 
     def offer(

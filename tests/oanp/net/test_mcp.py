@@ -69,7 +69,7 @@ class SummaryOnly:
 
     def submit(self, body: bytes) -> Any:
         self.submitted.append(json.loads(body))
-        return SimpleNamespace(entry={}, arbiter=[], session=self.answer, replayed=False)
+        return SimpleNamespace(entry={}, arbiter=[], session=self.answer, repeated=False)
 
 
 def summary(profile: str = "terms/v0.1", **extra: Any) -> dict[str, Any]:

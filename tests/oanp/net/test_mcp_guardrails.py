@@ -67,7 +67,7 @@ class InProcess:
         self.submitted.append(json.loads(body))
         new = [entry.as_json() for entry in self.session.feed(parse_envelope(body))]
         return SimpleNamespace(
-            entry=new[0], arbiter=new[1:], session=self.summary(SESSION), replayed=False
+            entry=new[0], arbiter=new[1:], session=self.summary(SESSION), repeated=False
         )
 
     def types(self) -> list[str]:
