@@ -5,14 +5,14 @@ from django.db.models.signals import post_migrate
 
 
 def _grant_app_role(sender: AppConfig, using: str, **kwargs: Any) -> None:
-    from arbiter_app.grants import after_migrate
+    from arbiter_app.db_privileges import after_migrate
 
     after_migrate(using)
 
 
 def _first_signing_key(sender: AppConfig, **kwargs: Any) -> None:
     # A fresh install can sign agreements without a manual step.
-    from arbiter_app.keys import ensure_active_key
+    from arbiter_app.signing_keys import ensure_active_key
 
     ensure_active_key()
 

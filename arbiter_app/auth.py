@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from arbiter_app import credential_cache, limits
 from arbiter_app.models import AgentCredential
 from arbiter_app.refusals import WWW_AUTHENTICATE, Unauthorized
-from arbiter_app.services.credentials import KEY_PREFIX, key_digest, record_use
+from arbiter_app.services.api_keys import KEY_PREFIX, key_digest, record_use
 
 
 def credential_for(header: str) -> AgentCredential | None:

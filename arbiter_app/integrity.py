@@ -62,14 +62,14 @@ class Finding:
 
 
 @dataclass
-class Report:
+class IntegrityReport:
     full: bool
     sessions: int
     entries_rehashed: int
     findings: list[Finding] = field(default_factory=list)
 
 
-def check(*, now: datetime | None = None, full: bool | None = None) -> Report:
+def check(*, now: datetime | None = None, full: bool | None = None) -> IntegrityReport:
     """Run one check, record it and its alarms. ``full`` forces (or skips) recomputing every
     entry's hash; by default it is due every ``OANP_INTEGRITY_FULL_SECONDS``."""
     now = now or timezone.now()
@@ -87,7 +87,7 @@ def check(*, now: datetime | None = None, full: bool | None = None) -> Report:
     findings = [*_heads(), *_links()]
     rehashed = Counter[str]()
     findings += _hashes(Entry.objects.filter(id__gt=since, id__lte=upto), rehashed)
-    report = Report(
+    report = IntegrityReport(
         full=full,
         sessions=Session.objects.count(),
         entries_rehashed=rehashed["entries"],

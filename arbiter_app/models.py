@@ -12,7 +12,9 @@ from oanp.profiles import VerdictStatus
 from oanp.state import Phase
 
 
-class Role(models.TextChoices):
+class AgentRole(models.TextChoices):
+    """The side an agent negotiates on, as its API keys and callbacks record it."""
+
     BUYER = "buyer"
     MERCHANT = "merchant"
 
@@ -24,7 +26,7 @@ class AgentCredential(models.Model):
     """
 
     agent_id = models.CharField(max_length=64, db_index=True)
-    role = models.CharField(max_length=16, choices=Role.choices)
+    role = models.CharField(max_length=16, choices=AgentRole.choices)
     prefix = models.CharField(max_length=16, unique=True)
     digest = models.CharField(max_length=64)
     label = models.CharField(max_length=200, blank=True)
@@ -246,7 +248,7 @@ class AgentCallback(models.Model):
     """An agent's URL that receives every new entry of its sessions, signed with ``secret``."""
 
     agent_id = models.CharField(max_length=64)
-    role = models.CharField(max_length=16, choices=Role.choices)
+    role = models.CharField(max_length=16, choices=AgentRole.choices)
     url = models.URLField(max_length=2000)
     secret_encrypted = models.BinaryField()
     created_at = models.DateTimeField(auto_now_add=True)

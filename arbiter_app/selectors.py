@@ -16,10 +16,10 @@ from django.conf import settings
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from arbiter_app import keys
-from arbiter_app.delivery_log import KINDS as DELIVERY_KINDS  # noqa: F401 - for the dashboard
-from arbiter_app.delivery_log import STATES as DELIVERY_STATES  # noqa: F401 - for the dashboard
-from arbiter_app.delivery_log import (  # noqa: F401 - the dashboard's reads of deliveries
+from arbiter_app import signing_keys
+from arbiter_app.delivery_history import KINDS as DELIVERY_KINDS  # noqa: F401 - for the dashboard
+from arbiter_app.delivery_history import STATES as DELIVERY_STATES  # noqa: F401 - for the dashboard
+from arbiter_app.delivery_history import (  # noqa: F401 - the dashboard's reads of deliveries
     BadPosition,
     Delivery,
     Position,
@@ -30,6 +30,7 @@ from arbiter_app.delivery_log import (  # noqa: F401 - the dashboard's reads of 
 from arbiter_app.models import (
     AgentCallback,
     AgentCredential,
+    AgentRole,
     CallbackCursor,
     DeliveryAttempt,
     Entry,
@@ -42,7 +43,6 @@ from arbiter_app.models import (
     KeyState,
     Listing,
     ProcessKind,
-    Role,
     Session,
     SigningKey,
     TaskFailure,
@@ -56,7 +56,7 @@ from oanp.summary import session_summary
 
 
 def _party_filter(agent: AgentCredential, prefix: str = "") -> Q:
-    field = "buyer_agent_id" if agent.role == Role.BUYER else "merchant_agent_id"
+    field = "buyer_agent_id" if agent.role == AgentRole.BUYER else "merchant_agent_id"
     return Q(**{f"{prefix}{field}": agent.agent_id})
 
 
@@ -294,7 +294,7 @@ def listed_merchants(*, query: str, after: str | None, limit: int) -> list[Listi
     (:func:`arbiter_app.services.receive_envelope` refuses any other as ``unknown_merchant``).
     """
     registered = AgentCredential.objects.filter(
-        agent_id=OuterRef("merchant_agent_id"), role=Role.MERCHANT
+        agent_id=OuterRef("merchant_agent_id"), role=AgentRole.MERCHANT
     )
     found = Listing.objects.filter(Exists(registered), listed=True)
     if query:
@@ -430,19 +430,19 @@ def sessions_by_phase() -> dict[str, int]:
 # Signing keys --------------------------------------------------------------------------------
 
 #: The algorithms an admin may rotate to.
-SIGNING_ALGORITHMS = keys.ALGORITHMS
+SIGNING_ALGORITHMS = signing_keys.ALGORITHMS
 
 
 def published_jwks() -> dict[str, list[dict[str, object]]]:
     """``/.well-known/jwks.json``: the active key and the retiring ones."""
-    keys.ensure_active_key()
+    signing_keys.ensure_active_key()
     rows = SigningKey.objects.filter(state__in=[KeyState.ACTIVE, KeyState.RETIRING])
     return jwks_document(row.public_jwk for row in rows)
 
 
 def key_history() -> list[dict[str, object]]:
     """Every public key the arbiter ever signed with, and when it was valid."""
-    keys.ensure_active_key()
+    signing_keys.ensure_active_key()
     return [
         {
             **row.public_jwk,
@@ -457,7 +457,7 @@ def key_history() -> list[dict[str, object]]:
 
 def every_public_jwk() -> dict[str, list[dict[str, object]]]:
     """A JWKS of every key ever used, retired ones included: what old agreements need."""
-    keys.ensure_active_key()
+    signing_keys.ensure_active_key()
     return jwks_document(row.public_jwk for row in SigningKey.objects.order_by("activated_at"))
 
 
@@ -468,7 +468,7 @@ def audit_bundle_writer(out: IO[bytes], *, prefixes: Sequence[JsonObject] = ()) 
     return BundleWriter(
         out,
         jwks=every_public_jwk(),
-        key=keys.active_key(),
+        key=signing_keys.active_key(),
         arbiter_id=settings.OANP_ARBITER_ID,
         prefixes=prefixes,
     )

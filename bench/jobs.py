@@ -75,8 +75,8 @@ def timers_sweep(open_count: int, due_count: int, lead_s: float) -> dict[str, An
     from django.utils import timezone
 
     from arbiter_app import events, services, tasks
-    from arbiter_app.keys import ensure_active_key
     from arbiter_app.models import Session
+    from arbiter_app.signing_keys import ensure_active_key
 
     call_command("migrate", verbosity=0, interactive=False)
     ensure_active_key()
@@ -224,10 +224,10 @@ def operator() -> dict[str, Any]:
     from django.contrib.auth.models import User
     from django.test import Client
 
-    from sessions_app.models import Membership, Role
+    from sessions_app.models import MemberRole, Membership
 
     user, _ = User.objects.get_or_create(username="bench-operator")
-    Membership.objects.get_or_create(user=user, defaults={"role": Role.OPERATOR})
+    Membership.objects.get_or_create(user=user, defaults={"role": MemberRole.OPERATOR})
     client = Client()
     client.force_login(user)
     return {

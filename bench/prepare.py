@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     from django.db import connection
 
     from arbiter_app import services
-    from arbiter_app.keys import ensure_active_key
+    from arbiter_app.signing_keys import ensure_active_key
     from bench.peer import CREATE_TABLE
 
     call_command("migrate", verbosity=0, interactive=False)

@@ -92,7 +92,8 @@ VAR_DIR.mkdir(exist_ok=True)
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 # The tables' owner, when the application connects as a role of its own: `migrate --database
 # owner` runs as it and then grants DATABASE_URL's role only what the code needs
-# (arbiter_app.grants). Without it the application owns its tables and can undo the log's guards.
+# (arbiter_app.db_privileges). Without it the application owns its tables and can undo the
+# log's guards.
 DATABASE_OWNER_URL = os.environ.get("DATABASE_OWNER_URL", "")
 # DATABASE_URL names PgBouncer in transaction mode, which bounds the server's connections
 # itself (docs/scaling.md, Connections).

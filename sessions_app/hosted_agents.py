@@ -108,7 +108,7 @@ class _AnswerIds:
         return f"hosted.{self.seq}.{self._n}"
 
 
-def _replayed(
+def _rebuilt(
     hosted: HostedSession, entries: Sequence[JsonObject]
 ) -> tuple[MerchantAgent, list[JsonObject]]:
     """The hosted agent rebuilt and fed ``entries`` (the whole log), and all it answered."""
@@ -133,7 +133,7 @@ def _replayed(
 
 def pending_answers(hosted: HostedSession, entries: Sequence[JsonObject]) -> list[JsonObject]:
     """The envelopes the hosted agent has still to submit after ``entries`` (the whole log)."""
-    agent, answers = _replayed(hosted, entries)
+    agent, answers = _rebuilt(hosted, entries)
     if agent.declined is not None:
         services.note_declined(hosted=hosted, why=agent.declined)
     if agent.finished:
@@ -251,7 +251,7 @@ def reveal_after_end(session_id: str) -> bool:
         return False
     revealed = False
     try:
-        agent, _ = _replayed(hosted, arbiter.session_entries(session))
+        agent, _ = _rebuilt(hosted, arbiter.session_entries(session))
         arbiter_services.reveal_constraints(
             session=session,
             agent=services.hosted_credential(hosted.agent.agent_id),

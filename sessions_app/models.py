@@ -28,7 +28,9 @@ class Merchant(models.Model):
         return self.name
 
 
-class Role(models.TextChoices):
+class MemberRole(models.TextChoices):
+    """What a person may do in the dashboard, as their membership records it."""
+
     MERCHANT = "merchant", "Merchant member"
     OPERATOR = "operator", "Operator"
     ADMIN = "admin", "Admin"
@@ -41,7 +43,7 @@ class Membership(models.Model):
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership"
     )
-    role = models.CharField(max_length=16, choices=Role.choices)
+    role = models.CharField(max_length=16, choices=MemberRole.choices)
     merchant = models.ForeignKey(
         Merchant, on_delete=models.CASCADE, null=True, blank=True, related_name="members"
     )

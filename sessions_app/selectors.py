@@ -34,6 +34,7 @@ from django.http import Http404, QueryDict
 from arbiter_app import selectors as arbiter
 from arbiter_app.models import (
     AgentCredential,
+    AgentRole,
     DeliveryAttempt,
     Entry,
     Handoff,
@@ -41,7 +42,6 @@ from arbiter_app.models import (
     Listing,
     Session,
 )
-from arbiter_app.models import Role as PartyRole
 from oanp.pricelist import PriceList
 from oanp.replay import Frame
 from oanp.replay import replay as replay_log
@@ -120,7 +120,7 @@ def hosted_turns_waiting(*, asked_before: datetime, limit: int) -> list[str]:
         Session.objects.filter(merchant_agent_id__in=hosted)
         .exclude(phase__in=[phase.value for phase in Phase if phase.is_terminal])
         .annotate(asked_by=_head("sender_role"), asked_at=_head_time())
-        .filter(asked_by=PartyRole.BUYER, asked_at__lte=asked_before)
+        .filter(asked_by=AgentRole.BUYER, asked_at__lte=asked_before)
         .order_by("next_deadline")
         .values_list("session_id", flat=True)
     )
@@ -310,7 +310,7 @@ def agent(scope: Scope, agent_id: str) -> AgentProfile:
     return found
 
 
-def keys_of(profile: AgentProfile) -> QuerySet[AgentCredential]:
+def api_keys_of(profile: AgentProfile) -> QuerySet[AgentCredential]:
     return arbiter.credentials_of(agent_id=profile.agent_id, role="merchant")
 
 

@@ -16,7 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
-from sessions_app.models import AgentProfile, Membership, Role
+from sessions_app.models import AgentProfile, MemberRole, Membership
 
 
 @dataclass(frozen=True)
@@ -31,25 +31,25 @@ class Scope:
     @property
     def is_merchant(self) -> bool:
         """Confined to one merchant's agents, sessions and exports."""
-        return self.role == Role.MERCHANT
+        return self.role == MemberRole.MERCHANT
 
     @property
     def is_admin(self) -> bool:
-        return self.role == Role.ADMIN
+        return self.role == MemberRole.ADMIN
 
     @property
     def is_staff_role(self) -> bool:
         """Sees every tenant, the background work included, and acts on sessions."""
-        return self.role in (Role.OPERATOR, Role.ADMIN)
+        return self.role in (MemberRole.OPERATOR, MemberRole.ADMIN)
 
     @property
     def may_manage_agents(self) -> bool:
-        return self.role in (Role.MERCHANT, Role.ADMIN)
+        return self.role in (MemberRole.MERCHANT, MemberRole.ADMIN)
 
     @property
     def may_export(self) -> bool:
         # Operators watch sessions; exporting them is an admin's job, or a merchant's for its own.
-        return self.role in (Role.ADMIN, Role.MERCHANT)
+        return self.role in (MemberRole.ADMIN, MemberRole.MERCHANT)
 
 
 def scope_of(user: AbstractBaseUser | AnonymousUser) -> Scope | None:
@@ -57,7 +57,7 @@ def scope_of(user: AbstractBaseUser | AnonymousUser) -> Scope | None:
     membership = Membership.objects.filter(user_id=user.pk).first()
     if membership is None:
         return None
-    if membership.role != Role.MERCHANT:
+    if membership.role != MemberRole.MERCHANT:
         return Scope(membership.role, None, None)
     agent_ids = list(
         AgentProfile.objects.filter(merchant_id=membership.merchant_id).values_list(

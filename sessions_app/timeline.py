@@ -86,7 +86,7 @@ def terms_rows(issues: tuple[Issue, ...], entries: list[dict[str, Any]]) -> list
 
 
 @dataclass
-class Check:
+class InvariantCheck:
     invariant: str
     status: str
     why: list[str] = field(default_factory=list)
@@ -179,7 +179,7 @@ def log_rows(entries: list[dict[str, Any]]) -> list[LogRow]:
 @dataclass
 class Timeline:
     rounds: list[RoundRow]
-    checks: list[Check]
+    checks: list[InvariantCheck]
     commitments: list[tuple[str, str, bool]]
     agreement: dict[str, Any] | None
     agreement_valid: bool | None
@@ -266,7 +266,7 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
             close = payload
     audit = audit_log(entries, jwks) if entries else None
     checks = [
-        Check(
+        InvariantCheck(
             i,
             audit.results[i].status.value if audit else "n/a",
             (audit.results[i].problems or audit.results[i].notes) if audit else [],

@@ -41,7 +41,7 @@ def _json_response(text: str, status: int = 200) -> HttpResponse:
     return HttpResponse(text, status=status, content_type=JSON)
 
 
-def _outcome(outcome: services.Outcome) -> HttpResponse:
+def _outcome(outcome: services.EnvelopeAnswer) -> HttpResponse:
     return _json_response(outcome.body, outcome.status)
 
 

@@ -19,9 +19,16 @@ from django.db.models import Q
 from django.utils import timezone
 
 from arbiter_app.deliveries import bound, outbound
-from arbiter_app.deliveries.outbound import Answer, Outcome
+from arbiter_app.deliveries.outbound import Answer, AttemptOutcome
 from arbiter_app.events import Announcement
-from arbiter_app.models import AgentCallback, CallbackCursor, DeliveryAttempt, Entry, Role, Session
+from arbiter_app.models import (
+    AgentCallback,
+    AgentRole,
+    CallbackCursor,
+    DeliveryAttempt,
+    Entry,
+    Session,
+)
 from arbiter_app.queue import DELIVER_CALLBACK, enqueue
 from arbiter_app.selectors import entry_text
 
@@ -37,15 +44,18 @@ def on_batch_committed(sender: Any, *, announcements: Sequence[Announcement], **
             return
         wanted = Q()
         for a in parties:
-            wanted |= Q(agent_id=a.buyer_agent_id, role=Role.BUYER)
-            wanted |= Q(agent_id=a.merchant_agent_id, role=Role.MERCHANT)
+            wanted |= Q(agent_id=a.buyer_agent_id, role=AgentRole.BUYER)
+            wanted |= Q(agent_id=a.merchant_agent_id, role=AgentRole.MERCHANT)
         live = AgentCallback.objects.filter(wanted, disabled_at__isnull=True)
         callbacks = {(c.agent_id, c.role): c.pk for c in live.only("pk", "agent_id", "role")}
         if not callbacks:
             return
         by_session: dict[str, list[int]] = {}
         for a in parties:
-            owners = [(a.buyer_agent_id, Role.BUYER), (a.merchant_agent_id, Role.MERCHANT)]
+            owners = [
+                (a.buyer_agent_id, AgentRole.BUYER),
+                (a.merchant_agent_id, AgentRole.MERCHANT),
+            ]
             found = [callbacks[o] for o in owners if o in callbacks]
             if found:
                 by_session.setdefault(a.session_id, []).extend(found)
@@ -159,16 +169,16 @@ def _settle(cursor_id: int, attempt: DeliveryAttempt, answer: Answer) -> bool:
         ):
             return False  # the callback was registered again meanwhile
         cursor.next_attempt_at = None
-        if answer.outcome in (Outcome.DELIVERED, Outcome.REJECTED):
+        if answer.outcome in (AttemptOutcome.DELIVERED, AttemptOutcome.REJECTED):
             cursor.delivered_seq, cursor.attempts = cursor.delivered_seq + 1, 0
             cursor.save()
             return True
         wait = None
-        if answer.outcome is Outcome.RETRY:
+        if answer.outcome is AttemptOutcome.RETRY:
             wait = outbound.retry_wait(cursor.attempts, answer.retry_after)
         if wait is None:
             reason = answer.error or f"the callback answered {answer.status_code}"
-            if answer.outcome is Outcome.RETRY:
+            if answer.outcome is AttemptOutcome.RETRY:
                 reason = f"no delivery after {cursor.attempts} attempts: {reason}"
             AgentCallback.objects.filter(pk=cursor.callback_id, disabled_at__isnull=True).update(
                 disabled_at=now, disabled_reason=reason[:300]

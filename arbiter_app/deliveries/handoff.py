@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from arbiter_app.deliveries import bound, outbound
-from arbiter_app.deliveries.outbound import Answer, Outcome
+from arbiter_app.deliveries.outbound import Answer, AttemptOutcome
 from arbiter_app.models import (
     DeliveryAttempt,
     Handoff,
@@ -213,18 +213,18 @@ def _settle(handoff_id: int, number: int, answer: Answer) -> None:
         ):
             return  # an operator redelivered meanwhile; this answer stays on record only
         handoff.next_attempt_at = None
-        if answer.outcome is Outcome.DELIVERED:
+        if answer.outcome is AttemptOutcome.DELIVERED:
             handoff.state, handoff.delivered_at = HandoffState.DELIVERED, now
             handoff.checkout_id, handoff.flag_reason = read_checkout(handoff.body, answer.body)
             handoff.flagged = bool(handoff.flag_reason)
-        elif answer.outcome is Outcome.RETRY:
+        elif answer.outcome is AttemptOutcome.RETRY:
             wait = outbound.retry_wait(handoff.attempts, answer.retry_after)
             if wait is None:
                 handoff.state = HandoffState.FAILED
             else:
                 handoff.next_attempt_at = now + timedelta(seconds=wait)
                 transaction.on_commit(partial(send, handoff.pk, countdown=wait), robust=True)
-        elif answer.outcome is Outcome.GONE:
+        elif answer.outcome is AttemptOutcome.GONE:
             handoff.state = HandoffState.DISABLED
             reason = answer.error or f"the endpoint answered {answer.status_code}"
             HandoffTarget.objects.filter(pk=handoff.target_id, disabled_at__isnull=True).update(

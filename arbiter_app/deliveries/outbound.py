@@ -26,7 +26,7 @@ import httpx
 from django.conf import settings
 from django.db.models import Max, QuerySet
 
-from arbiter_app import keys, metrics
+from arbiter_app import metrics, signing_keys
 from arbiter_app.models import DeliveryAttempt
 from arbiter_app.refusals import HostNotFound, TargetNotAllowed
 
@@ -155,11 +155,11 @@ def pin(url: str) -> Pinned:
 
 
 def seal(secret: str) -> bytes:
-    return keys.cipher().encrypt(secret.encode())
+    return signing_keys.cipher().encrypt(secret.encode())
 
 
 def unseal(sealed: bytes | memoryview) -> str:
-    return keys.cipher().decrypt(bytes(sealed)).decode()
+    return signing_keys.cipher().decrypt(bytes(sealed)).decode()
 
 
 def new_webhook_secret() -> str:
@@ -195,7 +195,7 @@ def signature_headers(
 # One attempt ---------------------------------------------------------------------------------
 
 
-class Outcome(StrEnum):
+class AttemptOutcome(StrEnum):
     DELIVERED = "delivered"
     #: Worth trying again later: 408, 409, 429, 5xx, no answer.
     RETRY = "retry"
@@ -209,7 +209,7 @@ class Outcome(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    outcome: Outcome
+    outcome: AttemptOutcome
     status_code: int | None = None
     latency_ms: int | None = None
     body: bytes = b""
@@ -234,14 +234,14 @@ def redacted(headers: Any) -> dict[str, str]:
     return kept
 
 
-def classify(status: int) -> Outcome:
+def classify(status: int) -> AttemptOutcome:
     if 200 <= status < 300:
-        return Outcome.DELIVERED
+        return AttemptOutcome.DELIVERED
     if status in (408, 409, 429) or status >= 500:
-        return Outcome.RETRY
+        return AttemptOutcome.RETRY
     if status == 410:
-        return Outcome.GONE
-    return Outcome.REJECTED
+        return AttemptOutcome.GONE
+    return AttemptOutcome.REJECTED
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -316,9 +316,9 @@ def deliver(
         target = pin(url)
     except HostNotFound as missing:
         # No answer rather than a refusal: the name may be published yet; retried as one.
-        return Answer(Outcome.RETRY, error=missing.detail)
+        return Answer(AttemptOutcome.RETRY, error=missing.detail)
     except TargetNotAllowed as refused:
-        return Answer(Outcome.GONE, error=f"target not allowed: {refused.detail}")
+        return Answer(AttemptOutcome.GONE, error=f"target not allowed: {refused.detail}")
     signed = signature_headers(
         secret=secret, message_id=message_id, body=body, timestamp=int(time.time())
     )
@@ -332,7 +332,7 @@ def deliver(
     except httpx.HTTPError as exc:
         latency = round((time.monotonic() - started) * 1000)
         return Answer(
-            Outcome.RETRY,
+            AttemptOutcome.RETRY,
             latency_ms=latency,
             error=failure(exc, host=target.url.host, timeout=timeout),
             request_headers=redacted(request_headers),
@@ -433,9 +433,9 @@ def abandon_dead(
         ("handoff", dead.filter(handoff__in=handoffs)),
         ("callback", dead.filter(cursor__in=cursors)),
     ):
-        count = attempts.update(outcome=Outcome.ABANDONED.value, error=error)
+        count = attempts.update(outcome=AttemptOutcome.ABANDONED.value, error=error)
         if count:
-            metrics.DELIVERIES.labels(kind=kind, outcome=Outcome.ABANDONED.value).inc(count)
+            metrics.DELIVERIES.labels(kind=kind, outcome=AttemptOutcome.ABANDONED.value).inc(count)
         closed += count
     return closed
 

@@ -4,7 +4,7 @@ and no replication roles), and the integrity check gets its records.
 - TRUNCATE of entries or sessions is refused by a statement trigger. ``manage.py flush`` (so the
   test suite's flush too) lifts it for its own statement by setting ``oanp.allow_truncate``,
   which the trigger honours only for the tables' owner or a superuser: the application's role
-  has no TRUNCATE privilege at all (arbiter_app.grants).
+  has no TRUNCATE privilege at all (arbiter_app.db_privileges).
 - Both guards fire ``ALWAYS``, so ``SET session_replication_role = replica`` (a superuser's way
   to skip ordinary triggers) no longer silences them.
 """

@@ -1,17 +1,17 @@
 """Writes to the arbiter's records, by area: sessions (envelopes, timers, terminations),
-credentials (API keys), deliveries (handoff targets, callbacks, redelivery), reveals, signing
+API keys, deliveries (handoff targets, callbacks, redelivery), reveals, signing
 keys (rotation) and listings (the directory of merchant agents). Views,
 commands and tasks call these; each runs in one transaction and announces what it committed
 only after the commit.
 
 Some rows are written elsewhere, by the code that owns their life cycle: delivery attempts
 (:mod:`arbiter_app.deliveries`: the handoff, callbacks, and the outbound request, which closes
-those abandoned), the first signing key, created on first use (:mod:`arbiter_app.keys`), and
+those abandoned), the first signing key, created on first use (:mod:`arbiter_app.signing_keys`), and
 the integrity check's records (:mod:`arbiter_app.integrity`).
 """
 
 from arbiter_app.refusals import HostNotFound
-from arbiter_app.services.credentials import (
+from arbiter_app.services.api_keys import (
     KEY_PREFIX,
     IssuedKey,
     issue_credential,
@@ -27,12 +27,11 @@ from arbiter_app.services.deliveries import (
     remove_callback,
     send_test_handoff,
 )
-from arbiter_app.services.keys import maintain_signing_keys, rotate_signing_key
 from arbiter_app.services.listings import save_listing
 from arbiter_app.services.reveals import reveal_constraints
 from arbiter_app.services.sessions import (
     EXPIRY_BATCH,
-    Outcome,
+    EnvelopeAnswer,
     arbiter,
     check_sender,
     expire_due_sessions,
@@ -41,14 +40,15 @@ from arbiter_app.services.sessions import (
     runs_agents,
     terminate_session,
 )
+from arbiter_app.services.signing_keys import maintain_signing_keys, rotate_signing_key
 
 __all__ = [
     "EXPIRY_BATCH",
     "KEY_PREFIX",
     "Configured",
+    "EnvelopeAnswer",
     "HostNotFound",
     "IssuedKey",
-    "Outcome",
     "arbiter",
     "check_sender",
     "configure_handoff",

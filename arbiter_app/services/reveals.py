@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from arbiter_app.models import (
     AgentCredential,
+    AgentRole,
     Entry,
-    Role,
     Session,
 )
 from oanp.canonical import JsonObject
@@ -46,7 +46,7 @@ def reveal_constraints(
     """
     reveal = parse_reveal(data)
     role = agent.role
-    party: CommitRole = "buyer" if role == Role.BUYER else "merchant"
+    party: CommitRole = "buyer" if role == AgentRole.BUYER else "merchant"
     with transaction.atomic():
         locked = Session.objects.select_for_update().get(pk=session.pk)
         state = load_state(json.loads(locked.state))
@@ -78,7 +78,7 @@ def reveal_constraints(
             "opens": True,
             "weak_commitment": is_weak(commitment),
             "breaches": [
-                b.describe("buyer" if role == Role.BUYER else "merchant") for b in breaches
+                b.describe("buyer" if role == AgentRole.BUYER else "merchant") for b in breaches
             ],
         }
         admit()

@@ -18,16 +18,16 @@ from django.utils import timezone
 
 from arbiter_app import events, metrics
 from arbiter_app.deliveries.handoff import open_handoff
-from arbiter_app.keys import ActiveSigner
 from arbiter_app.models import (
     VERDICT_COUNTS,
     AgentCredential,
+    AgentRole,
     Entry,
     Listing,
-    Role,
     Session,
 )
 from arbiter_app.refusals import CurrencyNotOffered, SelfDealing, SenderMismatch, UnknownMerchant
+from arbiter_app.signing_keys import ActiveSigner
 from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
 from oanp.envelope import Envelope, MessageType
 from oanp.errors import (
@@ -46,8 +46,8 @@ from oanp.summary import session_summary
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    """The answer to a submitted envelope: 201 when it was applied, 200 for a replay."""
+class EnvelopeAnswer:
+    """The answer to a submitted envelope: 201 when it was applied, 200 when it repeats one."""
 
     status: int
     body: str
@@ -81,7 +81,7 @@ def receive_envelope(
     envelope: Envelope,
     now: datetime | None = None,
     admit: Callable[[], None] = lambda: None,
-) -> Outcome:
+) -> EnvelopeAnswer:
     """Apply one party envelope of ``agent`` (its sender, as :func:`check_sender` found), in
     docs/protocol.md §14's order of checks.
 
@@ -115,7 +115,7 @@ def receive_envelope(
 
 def _receive(
     envelope: Envelope, now: datetime | None, admit: Callable[[], None]
-) -> Outcome | TimerExpired:
+) -> EnvelopeAnswer | TimerExpired:
     session = Session.objects.select_for_update().filter(session_id=envelope.session_id).first()
     # The clock is read once the row is ours: an envelope that waited for the lock while a
     # timer closed the session is judged by when it was applied, and entries keep log order.
@@ -126,7 +126,7 @@ def _receive(
     try:
         entries = negotiation.feed(envelope, received_at=now)
     except MessageIdSeen:
-        return _replay(session, envelope)
+        return _answer_again(session, envelope)
     except TimerExpired as late:
         (expiry,) = _expiries([negotiation], now)
         if expiry:  # else a timer's close is already logged
@@ -304,11 +304,11 @@ def terminate_session(*, session_id: str, detail: str, now: datetime | None = No
     return True
 
 
-def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> Outcome:
+def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> EnvelopeAnswer:
     negotiation, entries = Negotiation.open(envelope, received_at=now, arbiter=arbiter())
     state = negotiation.state
     if not AgentCredential.objects.filter(
-        agent_id=state.merchant_agent_id, role=Role.MERCHANT
+        agent_id=state.merchant_agent_id, role=AgentRole.MERCHANT
     ).exists():
         raise UnknownMerchant(f"no merchant agent {state.merchant_agent_id!r} is registered")
     _refuse_self_dealing(state.buyer_agent_id, state.merchant_agent_id)
@@ -333,12 +333,12 @@ def _refuse_self_dealing(buyer: str, merchant: str) -> None:
             f"buyer {buyer!r} and merchant {merchant!r} are one agent: a session needs two parties"
         )
     buyer_owners = (
-        AgentCredential.objects.filter(agent_id=buyer, role=Role.BUYER)
+        AgentCredential.objects.filter(agent_id=buyer, role=AgentRole.BUYER)
         .exclude(owner="")
         .values("owner")
     )
     if AgentCredential.objects.filter(
-        agent_id=merchant, role=Role.MERCHANT, owner__in=buyer_owners
+        agent_id=merchant, role=AgentRole.MERCHANT, owner__in=buyer_owners
     ).exists():
         # The detail never names the owner: the wire knows agents, not who runs them.
         raise SelfDealing(
@@ -361,7 +361,7 @@ def _refuse_unoffered_currency(merchant: str, currency: str) -> None:
         )
 
 
-def _replay(session: Session, envelope: Envelope) -> Outcome:
+def _answer_again(session: Session, envelope: Envelope) -> EnvelopeAnswer:
     """The first answer again for a retried envelope; 409 for a reused ``message_id``."""
     first = (
         Entry.objects.filter(session=session, message_id=envelope.message_id)
@@ -374,7 +374,7 @@ def _replay(session: Session, envelope: Envelope) -> Outcome:
         or first.sender_agent_id != envelope.agent_id
     ):
         raise MessageIdReused(f"message_id {envelope.message_id!r} was used with another body")
-    return Outcome(200, first.answer)
+    return EnvelopeAnswer(200, first.answer)
 
 
 def _digest(envelope: Envelope) -> str:
@@ -388,14 +388,14 @@ def _append(
     *,
     now: datetime,
     envelope: Envelope | None = None,
-) -> Outcome:
+) -> EnvelopeAnswer:
     """Store ``entries`` and the state they lead to; the party's entry keeps its answer."""
     staged = _stage(session, negotiation, entries, now=now, envelope=envelope)
     # A new row is inserted whole; an existing one writes only what a step changes.
     session.save(update_fields=None if session._state.adding else _STEP_FIELDS)
     Entry.objects.bulk_create(staged.rows)
     _after_commit([staged])
-    return Outcome(201, staged.answer)
+    return EnvelopeAnswer(201, staged.answer)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 This module and :mod:`oanp.net.mcp` are the only parts of ``oanp`` that touch the network; nothing
 else in the package imports them. Envelopes are carried unchanged: the client never rewrites
 one, so a resubmission after a network error sends the very same bytes, and the arbiter's
-idempotent replay (same ``message_id``, same body: 200 with the first answer) makes that safe.
+idempotent repeat (same ``message_id``, same body: 200 with the first answer) makes that safe.
 
 Refusals come back as :class:`ProblemError`. When the problem's ``code`` names a class of
 :mod:`oanp.errors`, the exception is also an instance of that class, so callers may write
@@ -236,12 +236,12 @@ class SseDecoder:
 @dataclass(frozen=True, slots=True)
 class Submission:
     """The arbiter's answer to an envelope: its ``entry``, the ``arbiter`` entries it caused,
-    the session summary; ``replayed`` when it was the answer to an earlier identical send."""
+    the session summary; ``repeated`` when it was the answer to an earlier identical send."""
 
     entry: dict[str, Any]
     arbiter: list[dict[str, Any]]
     session: dict[str, Any]
-    replayed: bool
+    repeated: bool
 
 
 def _session_path(session_id: str, tail: str = "") -> str:
@@ -339,7 +339,7 @@ class ArbiterClient:
             entry=answer["entry"],
             arbiter=list(answer.get("arbiter", [])),
             session=answer.get("session", {}),
-            replayed=response.status_code == 200,
+            repeated=response.status_code == 200,
         )
 
     def summary(self, session_id: str) -> dict[str, Any]:

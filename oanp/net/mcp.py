@@ -46,7 +46,7 @@ from oanp.envelope import (
 )
 from oanp.ids import new_ulid
 from oanp.net.client import ArbiterClient, ProblemError
-from oanp.net.desk import Desk, described
+from oanp.net.mcp_agent import McpAgent, described
 from oanp.profiles import TERMS
 
 INSTRUCTIONS = """\
@@ -107,8 +107,8 @@ def _approval(
     """The accept tool's approval, resolved before its body runs (which sends only once this
     yields an approval): the guard first, so that nobody is asked to approve what would be
     refused anyway, then a person's answer when the price is past the threshold."""
-    desk: Desk = ctx.request_context.lifespan_context
-    question = desk.approval_question(session_id, price)
+    agent: McpAgent = ctx.request_context.lifespan_context
+    question = agent.approval_question(session_id, price)
     if question is None:
         return Approval(approve=True)  # within the threshold: nobody needs asking
     # Asked here rather than left to the SDK, whose refusal would be a protocol error, not a
@@ -129,16 +129,16 @@ def _can_ask(ctx: Context[Any, Any]) -> bool:
     return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
 
 
-def build_server(desk: Desk) -> MCPServer[Desk]:
+def build_server(agent: McpAgent) -> MCPServer[McpAgent]:
     """The MCP server with the negotiation tools and the session-log resources."""
 
     @asynccontextmanager
-    async def serving(server: MCPServer[Desk]) -> AsyncIterator[Desk]:
-        # The desk is the server's state: the tools close over it, and the approval resolver
+    async def serving(server: MCPServer[McpAgent]) -> AsyncIterator[McpAgent]:
+        # The agent is the server's state: the tools close over it, and the approval resolver
         # (named in an annotation, so a module-level function) reads it from the context.
-        yield desk
+        yield agent
 
-    server: MCPServer[Desk] = MCPServer("oanp", instructions=INSTRUCTIONS, lifespan=serving)
+    server: MCPServer[McpAgent] = MCPServer("oanp", instructions=INSTRUCTIONS, lifespan=serving)
 
     @server.tool()
     def find_merchants(q: str = "") -> dict[str, Any]:
@@ -146,7 +146,7 @@ def build_server(desk: Desk) -> MCPServer[Desk]:
         whose id, merchant name, description or catalog holds q (any case; empty: all). Each
         has agent_id (open_session's merchant_agent_id), merchant, description, currencies,
         profiles, settlement and catalog (items to open a session over)."""
-        return {"merchants": desk.find_merchants(q)}
+        return {"merchants": agent.find_merchants(q)}
 
     @server.tool()
     def make_commitment(
@@ -155,7 +155,7 @@ def build_server(desk: Desk) -> MCPServer[Desk]:
         """Commit to your private constraints for one item and max_rounds. The constraints
         and a fresh random salt stay on this machine; only the commitment is returned. Use
         the same item and max_rounds when opening or joining the session."""
-        return {"constraints_commit": desk.make_commitment(constraints, item, max_rounds)}
+        return {"constraints_commit": agent.make_commitment(constraints, item, max_rounds)}
 
     @server.tool()
     def open_session(
@@ -176,7 +176,7 @@ def build_server(desk: Desk) -> MCPServer[Desk]:
         settle to end the haggle at once. With issues (1 to 8 declarations, see the
         instructions) the session negotiates them besides the price, under profile
         terms/v0.1. Returns the session id and the arbiter's answer."""
-        sealed = desk.sealed.get(constraints_commit)
+        sealed = agent.sealed.get(constraints_commit)
         if sealed is not None and (sealed.item != item or sealed.max_rounds != max_rounds):
             raise ToolError(
                 "commitment_mismatch (refused locally): this commitment was made for another "
@@ -199,16 +199,16 @@ def build_server(desk: Desk) -> MCPServer[Desk]:
             payload["deadline"] = deadline
         if settlement:
             payload["settlement"] = "reveal"
-        answer = desk.send(session_id, "session.open", payload)
-        desk.remember(session_id, constraints_commit)
+        answer = agent.send(session_id, "session.open", payload)
+        agent.remember(session_id, constraints_commit)
         return {"session_id": session_id, **answer}
 
     @server.tool()
     def join_session(session_id: str, constraints_commit: str) -> dict[str, Any]:
         """(merchant) Join a session opened with you (session.ack), committing your
         constraints (from make_commitment, over the session's item and max_rounds)."""
-        answer = desk.send(session_id, "session.ack", {"constraints_commit": constraints_commit})
-        desk.remember(session_id, constraints_commit)
+        answer = agent.send(session_id, "session.ack", {"constraints_commit": constraints_commit})
+        agent.remember(session_id, constraints_commit)
         return answer
 
     @server.tool()
@@ -218,7 +218,7 @@ def build_server(desk: Desk) -> MCPServer[Desk]:
         """(buyer) Propose a price for this round, with terms (a value for every issue) in a
         session with issues. Never lower than your previous price, unless the terms give the
         merchant more in exchange."""
-        return desk.offer(session_id, "offer.propose", round, price, terms)
+        return agent.offer(session_id, "offer.propose", round, price, terms)
 
     @server.tool()
     def counter(
@@ -227,7 +227,7 @@ def build_server(desk: Desk) -> MCPServer[Desk]:
         """(merchant) Counter the buyer's price in this round, with terms (a value for every
         issue) in a session with issues. Never higher than before, unless the terms give the
         buyer more in exchange."""
-        return desk.offer(session_id, "offer.counter", round, price, terms)
+        return agent.offer(session_id, "offer.counter", round, price, terms)
 
     @server.tool()
     def accept(
@@ -250,16 +250,16 @@ def build_server(desk: Desk) -> MCPServer[Desk]:
             )
         if not approval.data.approve:
             raise _not_approved(f"the person asked did not approve accepting {price}")
-        return desk.offer(session_id, "offer.accept", round, price, terms)
+        return agent.offer(session_id, "offer.accept", round, price, terms)
 
     @server.tool()
     def withdraw(session_id: str) -> dict[str, Any]:
         """Leave the session without agreement (session.close, reason withdrawn)."""
         payload = {
             "reason": PARTY_CLOSE_REASON,
-            "constraints_commit": desk.commitment_for(session_id),
+            "constraints_commit": agent.commitment_for(session_id),
         }
-        return desk.send(session_id, "session.close", payload)
+        return agent.send(session_id, "session.close", payload)
 
     @server.tool()
     def settle(session_id: str) -> dict[str, Any]:
@@ -268,28 +268,28 @@ def build_server(desk: Desk) -> MCPServer[Desk]:
         side reveals too, the arbiter settles at the midpoint of the two limits (within the
         standing prices) if the ceiling reaches the floor, else closes with no_zone. Both
         limits then stand in the log for anyone to see."""
-        return desk.settle(session_id)
+        return agent.settle(session_id)
 
     @server.tool()
     def reveal(session_id: str) -> dict[str, Any]:
         """After the session ended: reveal your constraints and salt, checked against your
         commitment and your own prices, for the zone of agreement and surplus analytics."""
-        return desk.reveal_after_end(session_id)
+        return agent.reveal_after_end(session_id)
 
     @server.tool()
     def read_session(session_id: str, include_log: bool = False) -> dict[str, Any]:
         """The session's summary (state, round, whose turn, outcome; with issues, the terms
         standing and issues_open), on your turn what you may send (allowed), and its log if
         asked."""
-        summary = desk.read(session_id)
+        summary = agent.read(session_id)
         result: dict[str, Any] = {"summary": summary}
-        terms = desk.terms_view(summary)
+        terms = agent.terms_view(summary)
         if terms is not None:
             result["terms"] = terms
-        if summary.get("turn") == desk.role:
-            result["allowed"] = desk.allowed(session_id)
+        if summary.get("turn") == agent.role:
+            result["allowed"] = agent.allowed(session_id)
         if include_log:
-            result["entries"] = [described(entry) for entry in desk.log(session_id)]
+            result["entries"] = [described(entry) for entry in agent.log(session_id)]
         return result
 
     @server.tool()
@@ -299,7 +299,7 @@ def build_server(desk: Desk) -> MCPServer[Desk]:
         timeout_s for the first one. With a
         session_id the answer also says whose turn it is, on your turn what you may send
         (allowed), and in a session with issues the terms standing on each side."""
-        return desk.wait(session_id, max(0.0, min(timeout_s, 300.0)))
+        return agent.wait(session_id, max(0.0, min(timeout_s, 300.0)))
 
     @server.resource(
         "oanp://sessions/{session_id}/log", mime_type="application/json", name="session_log"
@@ -307,7 +307,7 @@ def build_server(desk: Desk) -> MCPServer[Desk]:
     def session_log(session_id: str) -> str:
         """Every entry of a session, in order: the hash-chained log anyone can verify."""
         try:
-            entries = desk.client.log(session_id)
+            entries = agent.client.log(session_id)
         except ProblemError as exc:
             raise ResourceError(str(exc)) from None
         return json.dumps({"session_id": session_id, "entries": entries})
@@ -331,7 +331,7 @@ def serve(
     a person), both in ``limit_currency``, the guardrails of :mod:`oanp.guardrails` hold the
     tools to them."""
     with ArbiterClient(server, api_key) as client:
-        desk = Desk(
+        agent = McpAgent(
             client,
             agent_id=agent_id,
             role=role,
@@ -340,5 +340,5 @@ def serve(
             approval=approval,
             limit_currency=limit_currency,
         )
-        desk.follow_inbox()
-        build_server(desk).run("stdio")
+        agent.follow_inbox()
+        build_server(agent).run("stdio")

@@ -367,11 +367,11 @@ class Merchant:
         payload = envelope["payload"]
         assert isinstance(payload, dict)
         price = payload.get("price")
-        replay = " (replayed)" if getattr(answer, "replayed", False) else ""
+        repeat = " (replayed)" if getattr(answer, "repeated", False) else ""
         self.report(
             f"{session_id}: sent {envelope['type']}"
             + (f" round {payload.get('round')} at {price}" if price is not None else "")
-            + replay
+            + repeat
         )
 
     def _finish(self, session_id: str, agent: MerchantAgent) -> None:

@@ -26,7 +26,7 @@ from oanp import discovery
 from oanp.pricelist import PriceLimits, PriceList
 from oanp.tradeoffs import IssueLimits, TermsVault
 from sessions_app import services
-from sessions_app.models import AgentProfile, Membership, Merchant, Mode, Role
+from sessions_app.models import AgentProfile, MemberRole, Membership, Merchant, Mode
 
 UNCHANGED = "(unchanged; --reset-passwords sets new ones)"
 #: The label of the buyer keys a demo run uses; each run revokes the previous run's.
@@ -64,10 +64,10 @@ class DemoBuyer:
 MERCHANTS = {"skyfare": "SkyFare", "railco": "RailCo"}
 
 ACCOUNTS = (
-    Account("admin", Role.ADMIN),
-    Account("operator", Role.OPERATOR),
-    Account("skyfare", Role.MERCHANT, "skyfare"),
-    Account("railco", Role.MERCHANT, "railco"),
+    Account("admin", MemberRole.ADMIN),
+    Account("operator", MemberRole.OPERATOR),
+    Account("skyfare", MemberRole.MERCHANT, "skyfare"),
+    Account("railco", MemberRole.MERCHANT, "railco"),
 )
 
 
@@ -163,7 +163,7 @@ def _account(account: Account, *, reset_password: bool) -> str:
         user.save(update_fields=["password"])
     else:
         password = UNCHANGED
-    if account.role == Role.ADMIN and not user.is_superuser:
+    if account.role == MemberRole.ADMIN and not user.is_superuser:
         # The demo's admin also uses Django's admin site (/admin/).
         user.is_staff = user.is_superuser = True
         user.save(update_fields=["is_staff", "is_superuser"])

@@ -41,12 +41,12 @@ class RotateForm(forms.Form):
     )
 
 
-def _keys_page(
+def _signing_keys_page(
     request: HttpRequest, scope: Scope, form: RotateForm, status: int = 200
 ) -> HttpResponse:
     return render(
         request,
-        "sessions_app/keys.html",
+        "sessions_app/signing_keys.html",
         {
             "scope": scope,
             "keys": [_dated(key) for key in reversed(arbiter.key_history())],
@@ -59,23 +59,24 @@ def _keys_page(
 
 @login_required
 @require_GET
-def keys_page(request: HttpRequest) -> HttpResponse:
+def signing_keys_page(request: HttpRequest) -> HttpResponse:
     scope = scope_or_denied(request)
     require_admin(scope)
-    return _keys_page(request, scope, RotateForm(auto_id="%s"))
+    return _signing_keys_page(request, scope, RotateForm(auto_id="%s"))
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def rotate_key(request: HttpRequest) -> HttpResponse:
+def rotate_signing_key(request: HttpRequest) -> HttpResponse:
     """A GET, or a POST without the confirmation page's answer, only asks: rotating moves
     every agent onto a new key, so it takes a second, deliberate click. An algorithm the
-    arbiter cannot sign with is sent back to the keys page's form, where it was chosen."""
+    arbiter cannot sign with is sent back to the signing keys page's form, where it was
+    chosen."""
     scope = scope_or_denied(request)
     require_admin(scope)
     form = RotateForm(request.POST if request.method == "POST" else request.GET, auto_id="%s")
     if not form.is_valid():
-        return _keys_page(request, scope, form, status=400)
+        return _signing_keys_page(request, scope, form, status=400)
     alg = form.cleaned_data["alg"]
     if request.POST.get("confirmed") != "yes":
         active = [_dated(k) for k in arbiter.key_history() if k["state"] == KeyState.ACTIVE]
@@ -83,7 +84,7 @@ def rotate_key(request: HttpRequest) -> HttpResponse:
         return render(request, "sessions_app/rotate_confirm.html", context)
     fresh = actions.rotate_signing_key(actor=request.user, scope=scope, alg=alg)
     messages.success(request, f"Signing key rotated; the new {fresh.alg} key id is {fresh.kid}.")
-    return redirect("keys")
+    return redirect("signing-keys")
 
 
 # Exports ---------------------------------------------------------------------------------

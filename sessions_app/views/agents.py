@@ -78,7 +78,7 @@ def _agent_page(
             "limit_rows": selectors.limit_rows(profile),
             "declines": selectors.declines(profile),
             "limit_issues": selectors.limit_issues(profile),
-            "keys": selectors.keys_of(profile),
+            "keys": selectors.api_keys_of(profile),
             "hosted_label": services.HOSTED_KEY_LABEL,
             "issued": issued,
             "key_form": key_form or forms.KeyForm(),
@@ -239,7 +239,7 @@ def agent_edit(request: HttpRequest, agent_id: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def key_issue(request: HttpRequest, agent_id: str) -> HttpResponse:
+def api_key_issue(request: HttpRequest, agent_id: str) -> HttpResponse:
     scope = _manager(request)
     profile = selectors.agent(scope, agent_id)
     form = forms.KeyForm(request.POST)
@@ -259,12 +259,12 @@ def key_issue(request: HttpRequest, agent_id: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def key_revoke(request: HttpRequest, agent_id: str, key_id: int) -> HttpResponse:
+def api_key_revoke(request: HttpRequest, agent_id: str, key_id: int) -> HttpResponse:
     """A GET, or a POST without the confirmation page's answer, only asks: a stray link or an
     old form revokes nothing."""
     scope = _manager(request)
     profile = selectors.agent(scope, agent_id)
-    credential = get_object_or_404(selectors.keys_of(profile), pk=key_id)
+    credential = get_object_or_404(selectors.api_keys_of(profile), pk=key_id)
     context = {
         "scope": scope,
         "agent": profile,
@@ -272,12 +272,12 @@ def key_revoke(request: HttpRequest, agent_id: str, key_id: int) -> HttpResponse
         "hosted": credential.label == services.HOSTED_KEY_LABEL,
     }
     if request.POST.get("confirmed") != "yes":
-        return render(request, "sessions_app/key_revoke_confirm.html", context)
+        return render(request, "sessions_app/api_key_revoke_confirm.html", context)
     try:
         services.revoke_key(actor=request.user, profile=profile, credential=credential)
     except services.HostedKey as refused:
         context["form"] = refusal(f"Key {credential.prefix} was not revoked: {refused}.")
-        return render(request, "sessions_app/key_revoke_confirm.html", context, status=400)
+        return render(request, "sessions_app/api_key_revoke_confirm.html", context, status=400)
     messages.success(request, f"Key {credential.prefix} revoked.")
     return redirect("agent", agent_id=agent_id)
 

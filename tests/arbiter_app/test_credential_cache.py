@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from arbiter_app import auth, credential_cache
 from arbiter_app.models import AgentCredential
-from arbiter_app.services.credentials import revoke_credentials
+from arbiter_app.services.api_keys import revoke_credentials
 from tests.support.factories.agents import make_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)

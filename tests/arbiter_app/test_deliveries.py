@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from arbiter_app import selectors, services
 from arbiter_app.deliveries import outbound
 from arbiter_app.models import AgentCallback, CallbackCursor, Handoff, HandoffTarget, Session
-from sessions_app.models import AuditEvent, Role
+from sessions_app.models import AuditEvent, MemberRole
 from tests.conftest import Worker
 from tests.support.factories.accounts import member, signed_in
 from tests.support.factories.agents import Agent, ClientNegotiation
@@ -380,7 +380,7 @@ def test_an_attempt_whose_worker_is_killed_inside_the_post_is_abandoned_and_rede
     assert selectors.delivery_backlog().handoffs_retrying == 0
 
     # An operator's redeliver, from the session page's button, is taken and makes an attempt.
-    operator = signed_in(member("olga", Role.OPERATOR))
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
     page = f"/sessions/{session_id}/"
     assert operator.post(f"{page}redeliver/").status_code == 302
     event = AuditEvent.objects.get(action="handoff.redeliver", target=session_id)

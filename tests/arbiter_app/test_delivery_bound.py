@@ -175,7 +175,7 @@ def test_a_target_at_its_bound_defers_the_next_attempt_and_another_target_goes_o
 
     # One of the slow target's attempts is answered: its place is free for the deferred one,
     # which goes out as its first attempt.
-    first.attempt_log.update(outcome=outbound.Outcome.DELIVERED.value)
+    first.attempt_log.update(outcome=outbound.AttemptOutcome.DELIVERED.value)
     due_now(third)
     assert handoff.deliver(third.pk) is True
     third.refresh_from_db()
@@ -200,7 +200,9 @@ def test_deferrals_spend_no_retries(
     assert (third.state, third.attempts) == (HandoffState.PENDING, 0)
 
     # Room again: the first attempt is answered 503, and the second of two is still to come.
-    DeliveryAttempt.objects.filter(handoff=first).update(outcome=outbound.Outcome.DELIVERED.value)
+    DeliveryAttempt.objects.filter(handoff=first).update(
+        outcome=outbound.AttemptOutcome.DELIVERED.value
+    )
     due_now(third)
     assert handoff.deliver(third.pk) is True
     third.refresh_from_db()

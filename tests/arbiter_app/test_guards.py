@@ -31,7 +31,7 @@ from arbiter_app.models import Session
 from oanp.commitments import encode_salt
 from oanp.vaults import BuyerVault
 from oanp_site.asgi import SyncMiddlewareHandler
-from sessions_app.models import Membership, Role
+from sessions_app.models import MemberRole, Membership
 from tests.conftest import LiveServer
 from tests.oanp_site.test_transport import exchange
 from tests.support.factories.agents import Agent, ClientNegotiation, make_agent, now, post
@@ -89,7 +89,7 @@ def signed_in(transactional_db: None) -> dict[str, str]:
     reach each view and its queries."""
     agent = make_agent("buyer-guard", "buyer")
     admin = User.objects.create_superuser("guard-admin", "admin@example.com", "pw-guard-12345")
-    Membership.objects.create(user=admin, role=Role.ADMIN)
+    Membership.objects.create(user=admin, role=MemberRole.ADMIN)
     browser = Client()
     browser.force_login(admin)
     return {**agent.headers, "Cookie": f"sessionid={browser.cookies['sessionid'].value}"}

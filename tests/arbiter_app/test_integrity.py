@@ -17,7 +17,7 @@ from arbiter_app import integrity, selectors, tasks
 from arbiter_app.models import Entry, IntegrityAlarm, IntegrityCheck, Session
 from oanp.canonical import ZERO_HASH
 from oanp.log import entry_hash_of
-from sessions_app.models import Role
+from sessions_app.models import MemberRole
 from tests.support.factories.accounts import member, merchant, signed_in
 from tests.support.factories.agents import ClientNegotiation
 
@@ -84,7 +84,7 @@ def test_a_clean_log_raises_nothing(
         0,
     )
     assert gauge(client) == 0
-    assert notice(signed_in(member("op", Role.OPERATOR))) is None
+    assert notice(signed_in(member("op", MemberRole.OPERATOR))) is None
 
 
 def test_a_moved_head_is_an_alarm_until_put_back(
@@ -103,14 +103,14 @@ def test_a_moved_head_is_an_alarm_until_put_back(
     assert f"{session.session_id} (head)" in line.getMessage()
     assert gauge(client) == 1
     # Operators and admins read it on every page; a merchant's member does not.
-    text = notice(signed_in(member("op", Role.OPERATOR)))
+    text = notice(signed_in(member("op", MemberRole.OPERATOR)))
     assert text is not None
     assert f"{session.session_id} (head_seq or head_hash disagrees with the log)" in text
-    admin = signed_in(member("root", Role.ADMIN))
+    admin = signed_in(member("root", MemberRole.ADMIN))
     audit = admin.get("/audit/").content.decode()
     assert 'id="integrity-alarms"' in audit
     assert alarm.detail in audit
-    assert notice(signed_in(member("shop", Role.MERCHANT, merchant("shop")))) is None
+    assert notice(signed_in(member("shop", MemberRole.MERCHANT, merchant("shop")))) is None
 
     Session.objects.filter(pk=session.pk).update(head_seq=9, head_hash=real)
     assert tasks.check_integrity() == 0

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from arbiter_app import auth, credential_cache
 from arbiter_app.models import AgentCredential
-from arbiter_app.services.credentials import issue_credential, revoke_credentials
+from arbiter_app.services.api_keys import issue_credential, revoke_credentials
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

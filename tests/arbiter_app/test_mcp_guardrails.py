@@ -19,8 +19,8 @@ from mcp import Client, types
 
 from oanp.audit import verify_log
 from oanp.net.client import ArbiterClient
-from oanp.net.desk import Desk
 from oanp.net.mcp import build_server
+from oanp.net.mcp_agent import McpAgent
 from tests.conftest import LiveServer
 from tests.support.factories.agents import SFO_JFK_ITEM, Agent, make_agent
 
@@ -45,9 +45,9 @@ async def tools(
 
     with ArbiterClient(server.url, agent.api_key) as arbiter:
         role: Any = agent.role
-        desk = Desk(arbiter, agent_id=agent.agent_id, role=role, state_path=None, **bounds)
+        mcp_agent = McpAgent(arbiter, agent_id=agent.agent_id, role=role, state_path=None, **bounds)
         callback = {} if answers is None else {"elicitation_callback": ask}
-        async with Client(build_server(desk), mode=mode, **callback) as client:  # type: ignore[arg-type]
+        async with Client(build_server(mcp_agent), mode=mode, **callback) as client:  # type: ignore[arg-type]
             yield client
 
 

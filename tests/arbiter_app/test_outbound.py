@@ -32,7 +32,7 @@ from arbiter_app import services
 from arbiter_app.deliveries import callbacks, outbound
 from arbiter_app.deliveries import handoff as handoffs
 from arbiter_app.deliveries.handoff import read_checkout
-from arbiter_app.deliveries.outbound import Outcome, TargetNotAllowed, check_target, classify
+from arbiter_app.deliveries.outbound import AttemptOutcome, TargetNotAllowed, check_target, classify
 from arbiter_app.models import (
     AgentCallback,
     AgentCredential,
@@ -170,23 +170,25 @@ def test_a_new_secret_is_whsec_and_32_random_bytes() -> None:
 @pytest.mark.parametrize(
     ("status", "outcome"),
     [
-        (200, Outcome.DELIVERED),
-        (201, Outcome.DELIVERED),
-        (204, Outcome.DELIVERED),
-        (408, Outcome.RETRY),
-        (409, Outcome.RETRY),
-        (429, Outcome.RETRY),
-        (500, Outcome.RETRY),
-        (503, Outcome.RETRY),
-        (410, Outcome.GONE),
-        (400, Outcome.REJECTED),
-        (401, Outcome.REJECTED),
-        (404, Outcome.REJECTED),
-        (422, Outcome.REJECTED),
-        (301, Outcome.REJECTED),
+        (200, AttemptOutcome.DELIVERED),
+        (201, AttemptOutcome.DELIVERED),
+        (204, AttemptOutcome.DELIVERED),
+        (408, AttemptOutcome.RETRY),
+        (409, AttemptOutcome.RETRY),
+        (429, AttemptOutcome.RETRY),
+        (500, AttemptOutcome.RETRY),
+        (503, AttemptOutcome.RETRY),
+        (410, AttemptOutcome.GONE),
+        (400, AttemptOutcome.REJECTED),
+        (401, AttemptOutcome.REJECTED),
+        (404, AttemptOutcome.REJECTED),
+        (422, AttemptOutcome.REJECTED),
+        (301, AttemptOutcome.REJECTED),
     ],
 )
-def test_answers_are_classified_as_protocol_section_8_says(status: int, outcome: Outcome) -> None:
+def test_answers_are_classified_as_protocol_section_8_says(
+    status: int, outcome: AttemptOutcome
+) -> None:
     assert classify(status) is outcome
 
 
@@ -703,7 +705,7 @@ def test_every_address_of_the_one_lookup_is_checked(dns: Dns, local: Local) -> N
         message_id="m",
         headers={},
     )
-    assert (answer.outcome, dns.lookups, dns.connections) == (Outcome.GONE, 1, [])
+    assert (answer.outcome, dns.lookups, dns.connections) == (AttemptOutcome.GONE, 1, [])
     assert "resolves to 127.0.0.1" in answer.error
     assert local.requests == []
 
@@ -730,7 +732,7 @@ def test_the_pinned_connection_names_the_host_in_http_and_tls(
         )
     finally:
         service.stop()
-    assert (answer.outcome, answer.status_code, answer.error) == (Outcome.DELIVERED, 201, "")
+    assert (answer.outcome, answer.status_code, answer.error) == (AttemptOutcome.DELIVERED, 201, "")
     assert answer.body == Local.ANSWER
     assert (dns.lookups, dns.connections) == (1, [("127.0.0.1", service.port)])
     [(path, headers)] = service.requests
@@ -757,7 +759,7 @@ def test_a_certificate_for_another_name_is_refused(
         )
     finally:
         service.stop()
-    assert (answer.outcome, answer.status_code) == (Outcome.RETRY, None)
+    assert (answer.outcome, answer.status_code) == (AttemptOutcome.RETRY, None)
     assert service.requests == []
 
 
@@ -772,7 +774,7 @@ def test_the_next_checked_address_is_tried_when_one_refuses(dns: Dns, local: Loc
         message_id="m",
         headers={},
     )
-    assert (answer.outcome, answer.status_code) == (Outcome.DELIVERED, 201)
+    assert (answer.outcome, answer.status_code) == (AttemptOutcome.DELIVERED, 201)
     assert dns.lookups == 1
     assert dns.connections == [("127.0.0.2", local.port), ("127.0.0.1", local.port)]
     assert [h["host"] for _, h in local.requests] == [f"{NAME}:{local.port}"]
@@ -784,5 +786,8 @@ def test_a_name_not_found_at_delivery_is_retried_not_refused(dns: Dns) -> None:
     answer = outbound.deliver(
         url=f"https://{NAME}/hook", body=b"{}", secret=SECRET, message_id="m", headers={}
     )
-    assert (answer.outcome, answer.error) == (Outcome.RETRY, f"The host {NAME} could not be found.")
+    assert (answer.outcome, answer.error) == (
+        AttemptOutcome.RETRY,
+        f"The host {NAME} could not be found.",
+    )
     assert (dns.lookups, dns.connections) == (1, [])

@@ -466,7 +466,7 @@ def test_a_merchant_stopped_between_sending_and_noting_it_resends_the_same_bytes
 
         def submit(self, envelope: Any) -> Any:
             answer = self.client.submit(envelope)
-            replays.append((envelope["message_id"], answer.replayed))
+            replays.append((envelope["message_id"], answer.repeated))
             if envelope["type"] == self.crash_on:
                 raise Crash
             return answer

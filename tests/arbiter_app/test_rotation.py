@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from arbiter_app import keys, services
+from arbiter_app import services, signing_keys
 from arbiter_app.models import SigningKey
 from arbiter_app.tasks import maintain_signing_keys
 from oanp.audit import verify_log
@@ -109,7 +109,7 @@ def test_agreements_from_before_during_and_after_a_rotation_all_verify(
 def test_the_policy_rotates_when_the_active_key_is_old_enough_and_not_before(
     settings: Any,
 ) -> None:
-    active = keys.ensure_active_key()
+    active = signing_keys.ensure_active_key()
     period = timedelta(days=settings.OANP_KEY_ROTATION_DAYS)
 
     assert services.maintain_signing_keys(
@@ -134,7 +134,7 @@ def test_the_policy_rotates_when_the_active_key_is_old_enough_and_not_before(
 def test_the_worker_rotates_a_key_past_its_period(
     celery_worker_process: Worker, client: Any, settings: Any
 ) -> None:
-    old = keys.ensure_active_key()
+    old = signing_keys.ensure_active_key()
     backdated = timezone.now() - timedelta(days=settings.OANP_KEY_ROTATION_DAYS, seconds=1)
     SigningKey.objects.filter(pk=old.pk).update(activated_at=backdated)
 

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from sessions_app.models import AgentProfile, Merchant, Role
+from sessions_app.models import AgentProfile, MemberRole, Merchant
 from tests.support.factories.accounts import hosted_agent, member, merchant, signed_in
 
 
@@ -23,7 +23,7 @@ def agent_a(shop_a: Merchant) -> AgentProfile:
 
 @pytest.fixture
 def alice(shop_a: Merchant) -> User:
-    return member("alice", Role.MERCHANT, shop_a)
+    return member("alice", MemberRole.MERCHANT, shop_a)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from django.test import Client, override_settings
 from playwright.sync_api import Browser, Page, StorageState, ViewportSize
 
 from arbiter_app.models import AgentCredential, Handoff, HandoffState, Session
-from sessions_app.models import Export, Role
+from sessions_app.models import Export, MemberRole
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import axe_violations, chromium, screenshot, sign_in
@@ -126,8 +126,8 @@ def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[st
     acp = Receiver(refuse).start()
     try:
         with django_db_blocker.unblock(), override_settings(OANP_ALLOW_PRIVATE_TARGETS=True):
-            member(ADMIN, Role.ADMIN)
-            member(OPERATOR, Role.OPERATOR)
+            member(ADMIN, MemberRole.ADMIN)
+            member(OPERATOR, MemberRole.OPERATOR)
             shop = merchant("sfo")
             hosted_agent(shop, "hosted-sfo")
             handoff, ended = agree_and_hand_off(Client(), shop, f"{acp.url}/acp")

@@ -13,7 +13,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from arbiter_app.deliveries import outbound
 from arbiter_app.models import HandoffTarget
-from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
+from sessions_app.models import AgentProfile, AuditEvent, MemberRole, Merchant
 from sessions_app.templatetags.ago import when
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, acp_signed_by, signed_by
 from tests.sessions_app.pages import error_summary_in, messages_in
@@ -28,7 +28,7 @@ TEST = "/agents/hosted-a/acp/test/"
 
 @pytest.fixture
 def alice(shop_a: Merchant, agent_a: AgentProfile) -> Client:
-    return signed_in(member("alice", Role.MERCHANT, shop_a))
+    return signed_in(member("alice", MemberRole.MERCHANT, shop_a))
 
 
 @pytest.fixture
@@ -180,7 +180,7 @@ def test_another_merchant_can_neither_configure_nor_test(
     private_allowed: None, alice: Client, acp_server: Receiver
 ) -> None:
     configure(alice, f"{acp_server.url}/acp")
-    bob: User = member("bob", Role.MERCHANT, merchant("b"))
+    bob: User = member("bob", MemberRole.MERCHANT, merchant("b"))
     other = signed_in(bob)
     assert configure(other, "http://127.0.0.1:9/evil").status_code == 404
     assert other.post(TEST).status_code == 404
@@ -194,7 +194,7 @@ def test_an_operator_may_look_but_not_configure(
     private_allowed: None, alice: Client, acp_server: Receiver
 ) -> None:
     configure(alice, f"{acp_server.url}/acp")
-    operator = signed_in(member("olga", Role.OPERATOR))
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
     page = operator.get("/agents/hosted-a/").content.decode()
     assert "key set" in page
     assert 'id="acp-form"' not in page
@@ -207,7 +207,7 @@ def test_an_operator_may_look_but_not_configure(
 def test_an_admin_configures_any_merchants_agent(
     private_allowed: None, agent_a: AgentProfile, acp_server: Receiver
 ) -> None:
-    admin = signed_in(member("ada", Role.ADMIN))
+    admin = signed_in(member("ada", MemberRole.ADMIN))
     assert configure(admin, f"{acp_server.url}/acp").status_code == 302
     assert admin.post(TEST).status_code == 302
     assert len(acp_server.requests) == 1

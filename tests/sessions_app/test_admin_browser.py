@@ -15,7 +15,7 @@ from django.core.files.storage import default_storage
 from django.test import Client
 
 from arbiter_app.models import Session
-from sessions_app.models import AgentProfile, Export, Membership, Merchant, Role
+from sessions_app.models import AgentProfile, Export, MemberRole, Membership, Merchant
 from tests.conftest import ROOT, LiveServer, Worker
 from tests.sessions_app.browser import chromium, screenshot, sign_in
 from tests.support.factories.agents import ClientNegotiation, make_agent
@@ -47,7 +47,7 @@ def test_an_admin_rotates_exports_verifies_and_terminates(
     live.open()
     live.run_until("offer.counter")
     User.objects.create_user("admin", password=PASSWORD)
-    Membership.objects.create(user=User.objects.get(username="admin"), role=Role.ADMIN)
+    Membership.objects.create(user=User.objects.get(username="admin"), role=MemberRole.ADMIN)
 
     base = live_arbiter.url
     with chromium() as browser:

@@ -12,7 +12,7 @@ from django.test import Client
 from arbiter_app.deliveries import outbound
 from arbiter_app.models import HandoffTarget
 from sessions_app import selectors, tenancy
-from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
+from sessions_app.models import AgentProfile, AuditEvent, MemberRole, Merchant
 from tests.sessions_app.test_analytics import hosted_session
 from tests.support.factories.accounts import HostedNegotiation, hosted_agent, member, merchant
 
@@ -35,7 +35,7 @@ def test_each_agent_has_its_sessions_agreement_rate_and_last_activity_within_sco
     HostedNegotiation(client, "hosted-a", session_id="sess-a-2").open()
     hosted_session(client, "hosted-b", "sess-b-1")
 
-    alice = tenancy.scope_of(member("alice", Role.MERCHANT, shop_a))
+    alice = tenancy.scope_of(member("alice", MemberRole.MERCHANT, shop_a))
     assert alice is not None
     with django_assert_num_queries(2):  # the agents, then one grouped query: no N+1
         rows = {row.agent.agent_id: row for row in selectors.agent_rows(alice)}
@@ -45,7 +45,7 @@ def test_each_agent_has_its_sessions_agreement_rate_and_last_activity_within_sco
     assert a.last_activity is not None
     assert (rows["hosted-idle"].sessions, rows["hosted-idle"].agreement_rate) == (0, None)
 
-    admin = tenancy.scope_of(member("ada", Role.ADMIN))
+    admin = tenancy.scope_of(member("ada", MemberRole.ADMIN))
     assert admin is not None
     everyone = {row.agent.agent_id: row for row in selectors.agent_rows(admin)}
     assert (everyone["hosted-b"].sessions, everyone["hosted-b"].agreement_rate) == (1, 1.0)

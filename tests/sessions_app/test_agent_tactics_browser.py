@@ -13,7 +13,7 @@ from typing import TypeVar
 import pytest
 from django.db import connection
 
-from sessions_app.models import AgentProfile, Role
+from sessions_app.models import AgentProfile, MemberRole
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import SCREENSHOTS, axe_violations, chromium, screenshot, sign_in
 from tests.support.factories.accounts import PASSWORD, member, merchant
@@ -42,7 +42,7 @@ def saved_agents() -> list[AgentProfile]:
 
 
 def test_a_merchant_tunes_previews_and_saves_a_hosted_agent(live_arbiter: LiveServer) -> None:
-    member("mia", Role.MERCHANT, merchant("skyways"))
+    member("mia", MemberRole.MERCHANT, merchant("skyways"))
     base = live_arbiter.url
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -140,7 +140,7 @@ def test_a_merchant_tunes_previews_and_saves_a_hosted_agent(live_arbiter: LiveSe
 
 
 def test_the_preview_plays_an_agents_terms(live_arbiter: LiveServer) -> None:
-    member("mia", Role.MERCHANT, merchant("skyways"))
+    member("mia", MemberRole.MERCHANT, merchant("skyways"))
     base = live_arbiter.url
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})

@@ -17,7 +17,7 @@ from oanp.settlement import SettlePolicy
 from oanp.strategies import STRATEGIES
 from oanp.tradeoffs import IssueLimits, TermsVault
 from sessions_app import preview
-from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Role
+from sessions_app.models import AgentProfile, AuditEvent, HostedSession, MemberRole, Merchant
 from tests.sessions_app.test_agents import agent_form, errors_of
 from tests.support.factories.accounts import hosted_agent, member, merchant, signed_in
 
@@ -302,15 +302,15 @@ def test_only_those_who_may_change_an_agent_may_preview_it(shop_a: Merchant) -> 
     hosted_agent(shop_a, "hosted-a")
     hosted_agent(merchant("b"), "hosted-b")
     form: dict[str, Any] = agent_form(floor_price="", ideal_price="", preview="1")
-    alice = signed_in(member("alice", Role.MERCHANT, shop_a))
+    alice = signed_in(member("alice", MemberRole.MERCHANT, shop_a))
     assert alice.post("/agents/hosted-a/edit/", form).status_code == 200
     # Another merchant's agent is unknown to her, as on the agent page.
     assert alice.post("/agents/hosted-b/edit/", form).status_code == 404
     # Operators watch sessions: the preview's prices would tell them the agent's floor.
-    operator = signed_in(member("olga", Role.OPERATOR))
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
     assert operator.post("/agents/hosted-a/edit/", form).status_code == 403
     assert operator.post("/agents/new/", agent_form(preview="1")).status_code == 403
-    admin = signed_in(member("ada", Role.ADMIN))
+    admin = signed_in(member("ada", MemberRole.ADMIN))
     assert admin.post("/agents/hosted-b/edit/", form).status_code == 200
     signed_out = Client().post("/agents/hosted-a/edit/", form)
     assert signed_out.status_code == 302
@@ -334,7 +334,9 @@ def test_the_agent_page_shows_the_tactics_and_leads_managers_to_tune_them(
     assert '<span class="kv">exponent 0.5</span>' in strategy
     assert 'href="/agents/hosted-a/edit/#tactics"' in strategy
     assert "from round 3" in page.split('id="agent-settle">', 1)[1].split("</dd>", 1)[0]
-    operator = signed_in(member("olga", Role.OPERATOR)).get("/agents/hosted-a/").content.decode()
+    operator = (
+        signed_in(member("olga", MemberRole.OPERATOR)).get("/agents/hosted-a/").content.decode()
+    )
     assert "exponent 0.5" in operator
     assert "Tune and preview" not in operator
 
@@ -361,9 +363,9 @@ def test_an_external_agent_has_nothing_to_preview(browser: Client, shop_a: Merch
 
 def test_the_saved_preview_is_for_managers_of_the_agent(shop_a: Merchant) -> None:
     hosted_agent(shop_a, "hosted-a")
-    stranger = signed_in(member("bob", Role.MERCHANT, merchant("b")))
+    stranger = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
     assert stranger.post("/agents/hosted-a/preview/").status_code == 404
-    operator = signed_in(member("olga", Role.OPERATOR))
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
     assert operator.post("/agents/hosted-a/preview/").status_code == 403
     assert Client().post("/agents/hosted-a/preview/").status_code == 302  # to sign in
 

@@ -13,7 +13,7 @@ from django.test import Client
 from arbiter_app.models import AgentCredential
 from oanp.pricelist import PriceLimits, PriceList
 from sessions_app import services
-from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
+from sessions_app.models import AgentProfile, AuditEvent, MemberRole, Merchant
 from sessions_app.templatetags.ago import when
 from sessions_app.vault import unseal
 from sessions_app.views import agents as agents_views
@@ -214,7 +214,7 @@ def test_a_merchant_cannot_see_or_change_another_merchants_agent(
     hosted_agent(shop_a, "hosted-a")
     other = hosted_agent(merchant("b"), "hosted-b")
     key = services.issue_key(
-        actor=member("bob", Role.MERCHANT, other.merchant), profile=other, label=""
+        actor=member("bob", MemberRole.MERCHANT, other.merchant), profile=other, label=""
     )
     assert "hosted-b" not in browser.get("/agents/").content.decode()
     assert browser.get("/agents/hosted-b/").status_code == 404
@@ -234,7 +234,7 @@ def test_a_merchant_cannot_see_or_change_another_merchants_agent(
 
 def test_an_operator_looks_but_changes_nothing(shop_a: Merchant) -> None:
     hosted_agent(shop_a, "hosted-a")
-    operator = signed_in(member("olga", Role.OPERATOR))
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
     page = operator.get("/agents/").content.decode()
     assert "hosted-a" in page
     assert "New agent" not in page
@@ -248,7 +248,7 @@ def test_an_operator_looks_but_changes_nothing(shop_a: Merchant) -> None:
 
 def test_an_admin_creates_an_agent_for_any_merchant() -> None:
     shop_b = merchant("b")
-    admin = signed_in(member("ada", Role.ADMIN))
+    admin = signed_in(member("ada", MemberRole.ADMIN))
     assert "Merchant" in admin.get("/agents/new/").content.decode()
     response = admin.post("/agents/new/", agent_form(agent_id="hosted-b", merchant=shop_b.pk))
     assert response.status_code == 302

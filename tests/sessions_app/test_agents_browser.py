@@ -13,7 +13,7 @@ from oanp.agents import Agreed, BuyerAgent
 from oanp.commitments import encode_salt
 from oanp.strategies import ReferenceBuyer
 from oanp.vaults import BuyerVault
-from sessions_app.models import Role
+from sessions_app.models import MemberRole
 from tests.conftest import LiveServer, Worker
 from tests.sessions_app.browser import chromium, screenshot, sign_in
 from tests.support.factories.accounts import PASSWORD, SFO_JFK_ITEM, member, merchant, now
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_merchant_creates_a_hosted_agent_that_a_buyer_negotiates_with(
     live_arbiter: LiveServer, celery_worker_process: Worker
 ) -> None:
-    member("mia", Role.MERCHANT, merchant("skyways"))
+    member("mia", MemberRole.MERCHANT, merchant("skyways"))
     base = live_arbiter.url
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})

@@ -13,7 +13,7 @@ from django.test import Client
 from arbiter_app.models import Session
 from sessions_app import hosted_agents
 from sessions_app.analytics import analyse
-from sessions_app.models import AgentProfile, Merchant, Role
+from sessions_app.models import AgentProfile, MemberRole, Merchant
 from tests.support.factories.accounts import (
     HostedNegotiation,
     hosted_agent,
@@ -49,7 +49,7 @@ def cell(html: str, cell_id: str) -> str:
     return html.split(f'id="{cell_id}">', 1)[1].split("</td>", 1)[0]
 
 
-def page_of(role: str = Role.OPERATOR) -> str:
+def page_of(role: str = MemberRole.OPERATOR) -> str:
     response = signed_in(member("olga", role)).get(PAGE)
     assert response.status_code == 200
     return str(response.content.decode())
@@ -95,10 +95,10 @@ def test_a_merchant_member_sees_its_own_sessions_analytics(
     reveal(client, agreed, "merchant")
     shop = merchant("sfo")
     AgentProfile.objects.create(merchant=shop, agent_id="merchant-sfo", mode="external")
-    alice = signed_in(member("alice", Role.MERCHANT, shop))
+    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
     html = alice.get(PAGE).content.decode()
     assert cell(html, "merchant-surplus") == "60"
-    other = signed_in(member("bob", Role.MERCHANT, merchant("b")))
+    other = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
     assert other.get(PAGE).status_code == 404
 
 
@@ -187,12 +187,12 @@ def test_the_strategy_table(client: Client) -> None:
     assert (boulware.phase, boulware.round, boulware.final_price) == ("AGREED", 4, 380)
     assert (first.round, second.round) == (2, 2)
 
-    operator = signed_in(member("olga", Role.OPERATOR))
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
     rows = strategy_rows(operator.get("/").content.decode())
     assert rows == [
         ["boulware", "2", "1", "50 %", "4.0"],
         ["reference", "2", "2", "100 %", "2.0"],
     ]
     # A merchant member of another shop sees no strategy figures of this one.
-    bob = signed_in(member("bob", Role.MERCHANT, merchant("b")))
+    bob = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
     assert 'id="by-strategy"' not in bob.get("/").content.decode()

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from sessions_app import audit_log
-from sessions_app.models import AuditEvent, Merchant, Role
+from sessions_app.models import AuditEvent, MemberRole, Merchant
 from sessions_app.templatetags.ago import when
 from tests.support.factories.accounts import member, signed_in
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def ada() -> User:
-    return member("ada", Role.ADMIN)
+    return member("ada", MemberRole.ADMIN)
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def targets(client: Client, **query: str) -> list[str]:
 
 
 def test_filters_by_actor_action_day_and_search(admin: Client, ada: User) -> None:
-    bob = member("bob", Role.ADMIN)
+    bob = member("bob", MemberRole.ADMIN)
     record(ada, "key.rotate", "kid-new", alg="ES256")
     record(bob, "export.request", "export 7", days_ago=3, preset="24h")
     record(bob, "key.issued", "agent-x", days_ago=10, label="laptop")
@@ -123,9 +123,9 @@ def test_pages_follow_cursor_links_and_keep_the_filters(
     assert targets(admin, **back) == ["agent-2", "agent-1"]
 
 
-@pytest.mark.parametrize("role", [Role.OPERATOR, Role.MERCHANT])
+@pytest.mark.parametrize("role", [MemberRole.OPERATOR, MemberRole.MERCHANT])
 def test_only_admins_read_the_log(role: str) -> None:
     merchant = Merchant.objects.create(name="Skyways", slug="skyways")
-    browser = signed_in(member("someone", role, merchant if role == Role.MERCHANT else None))
+    browser = signed_in(member("someone", role, merchant if role == MemberRole.MERCHANT else None))
     assert browser.get("/audit/").status_code == 403
     assert browser.get("/audit/", {"actor": "nobody"}).status_code == 403

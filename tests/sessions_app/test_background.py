@@ -21,7 +21,7 @@ from arbiter_app import selectors as arbiter
 from arbiter_app.models import Heartbeat, ProcessKind, TaskFailure
 from arbiter_app.probes import Probe
 from sessions_app import background
-from sessions_app.models import Export, Role
+from sessions_app.models import Export, MemberRole
 from sessions_app.templatetags.ago import ago
 from tests.support.factories.accounts import member, merchant, signed_in
 
@@ -56,7 +56,7 @@ def heartbeat_queries(queries: CaptureQueriesContext) -> int:
     return sum(HEARTBEATS in query["sql"] for query in queries.captured_queries)
 
 
-def staff(role: str = Role.OPERATOR) -> Client:
+def staff(role: str = MemberRole.OPERATOR) -> Client:
     return signed_in(member(role, role))
 
 
@@ -92,7 +92,7 @@ def test_every_page_of_a_signed_in_member_says_no_worker_answers() -> None:
     # the operators' health panel.
     pages = [
         (staff(), ["/", "/sessions/", "/agents/"], True),
-        (signed_in(member("m", Role.MERCHANT, merchant("m"))), ["/", "/exports/"], False),
+        (signed_in(member("m", MemberRole.MERCHANT, merchant("m"))), ["/", "/exports/"], False),
     ]
     for browser, paths, linked in pages:
         for path in paths:
@@ -119,7 +119,7 @@ def test_the_banner_never_lost_a_worker_in_the_last_day() -> None:
 
 def test_the_banner_costs_one_query_and_the_login_page_none() -> None:
     heartbeat("lost@a", timedelta(minutes=3))
-    browser = staff(Role.ADMIN)
+    browser = staff(MemberRole.ADMIN)
     for n in range(3):  # queued exports show the outage too, from the same read
         Export.objects.create(requested_by=User.objects.get(), scope={"kind": "range", "n": n})
     with CaptureQueriesContext(connection) as queries:
@@ -146,7 +146,7 @@ def export_status(browser: Client, export: Export) -> str:
 def test_a_queued_export_with_no_worker_says_it_waits_for_one() -> None:
     heartbeat("lost@a", timedelta(minutes=2, seconds=2))
     seen = Heartbeat.objects.get().seen_at
-    browser = staff(Role.ADMIN)
+    browser = staff(MemberRole.ADMIN)
     queued = Export.objects.create(requested_by=User.objects.get(), scope={"kind": "range"})
     assert export_status(browser, queued) == (
         f"waiting for a worker (none seen since {seen:%H:%M:%S}, 2 min ago)"
@@ -156,7 +156,7 @@ def test_a_queued_export_with_no_worker_says_it_waits_for_one() -> None:
 
 
 def test_a_queued_export_with_a_worker_alive_is_just_queued_and_a_running_one_runs() -> None:
-    browser = staff(Role.ADMIN)
+    browser = staff(MemberRole.ADMIN)
     user = User.objects.get()
     queued = Export.objects.create(requested_by=user, scope={"kind": "range"})
     running = Export.objects.create(requested_by=user, scope={}, state="running", total=4)
@@ -200,7 +200,7 @@ def failure(before: timedelta) -> None:
 
 @pytest.mark.usefixtures("backlog", "depth")
 def test_operators_read_workers_beat_queue_failures_and_deliveries() -> None:
-    browsers = [staff(Role.OPERATOR), staff(Role.ADMIN)]
+    browsers = [staff(MemberRole.OPERATOR), staff(MemberRole.ADMIN)]
     heartbeat("celery@one", timedelta(seconds=3), answered_at=timezone.now(), queue_wait_ms=12)
     heartbeat("celery@two", timedelta(minutes=4))
     heartbeat("celery@three", timedelta(seconds=20), stopped_at=timezone.now())
@@ -259,7 +259,7 @@ def test_a_broker_that_hangs_costs_the_page_one_second_not_the_hang(
 
 def test_merchants_see_no_health_panel() -> None:
     heartbeat("fresh@a", timedelta(seconds=1))
-    page = signed_in(member("m", Role.MERCHANT, merchant("m"))).get("/").content.decode()
+    page = signed_in(member("m", MemberRole.MERCHANT, merchant("m"))).get("/").content.decode()
     assert 'id="machinery"' not in page
     assert 'id="machinery"' in staff().get("/").content.decode()
 

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from arbiter_app.models import HandoffState
-from sessions_app.models import AuditEvent, Role
+from sessions_app.models import AuditEvent, MemberRole
 from tests.arbiter_app.test_deliveries import Receiver
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
@@ -31,7 +31,7 @@ def test_filter_expand_and_bulk_redeliver(
 ) -> None:
     settings.OANP_ALLOW_PRIVATE_TARGETS = True
     handoff = failed_handoff(Client(), merchant("sfo"), f"{acp_server.url}/acp")
-    member("olga", Role.OPERATOR)
+    member("olga", MemberRole.OPERATOR)
     base = live_arbiter.url
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})

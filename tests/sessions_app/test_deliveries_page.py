@@ -16,7 +16,7 @@ from django.test import Client
 from arbiter_app import tasks
 from arbiter_app.models import AgentCallback, CallbackCursor, Handoff, HandoffState
 from sessions_app import actions, tenancy
-from sessions_app.models import AuditEvent, Merchant, Role
+from sessions_app.models import AuditEvent, MemberRole, Merchant
 from sessions_app.templatetags.ago import when
 from sessions_app.views import deliveries as deliveries_view
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request
@@ -95,7 +95,7 @@ def listed(page: Any) -> str:
 
 
 def operator() -> Client:
-    return signed_in(member("olga", Role.OPERATOR))
+    return signed_in(member("olga", MemberRole.OPERATOR))
 
 
 def test_the_list_filters_by_state_kind_and_target(
@@ -161,8 +161,8 @@ def test_pages_run_newest_first_by_cursor(
 def test_each_merchant_sees_its_own_and_the_operator_sees_all(
     failed: Handoff, callback: CallbackCursor, shop: Merchant
 ) -> None:
-    alice = signed_in(member("alice", Role.MERCHANT, shop))
-    bob = signed_in(member("bob", Role.MERCHANT, merchant("b")))
+    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
+    bob = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
     assert listed(alice.get(LIST)).count("<tr>") == 3
     assert "No delivery matches." in listed(bob.get(LIST))
     olga = operator()
@@ -218,13 +218,13 @@ def test_attempts_number_on_across_a_redeliver_with_requests_redacted(failed: Ha
 
 
 def test_bulk_redeliver_is_audited_and_for_staff_only(failed: Handoff, shop: Merchant) -> None:
-    alice = member("alice", Role.MERCHANT, shop)
+    alice = member("alice", MemberRole.MERCHANT, shop)
     with pytest.raises(PermissionDenied):
         actions.redeliver_handoffs(
             actor=alice, scope=tenancy.scope_of(alice), handoff_ids=[failed.pk]
         )
     assert not AuditEvent.objects.filter(action="handoff.redeliver").exists()
-    olga = member("olga", Role.OPERATOR)
+    olga = member("olga", MemberRole.OPERATOR)
     scope = tenancy.scope_of(olga)
     assert scope is not None
     with pytest.raises(ValueError, match="not a failed handoff"):
@@ -265,10 +265,10 @@ def test_a_bad_selection_changes_nothing(failed: Handoff, selection: list[str]) 
 
 
 def test_bulk_redeliver_needs_staff_post_and_csrf(failed: Handoff, shop: Merchant) -> None:
-    alice = signed_in(member("alice", Role.MERCHANT, shop))
+    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
     assert alice.post(BULK, {"handoff": [str(failed.pk)], "confirm": "yes"}).status_code == 403
     assert operator().get(BULK).status_code == 405
-    strict = signed_in(member("ada", Role.ADMIN), enforce_csrf_checks=True)
+    strict = signed_in(member("ada", MemberRole.ADMIN), enforce_csrf_checks=True)
     assert strict.post(BULK, {"handoff": [str(failed.pk)], "confirm": "yes"}).status_code == 403
     failed.refresh_from_db()
     assert failed.state == HandoffState.FAILED

@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from arbiter_app.models import Session
-from sessions_app.models import Membership, Role
+from sessions_app.models import MemberRole, Membership
 from tests.support.factories.agents import ClientNegotiation, make_agent
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +21,7 @@ TERMINATE = f"/sessions/{SESSION}/terminate/"
 @pytest.fixture
 def operator() -> Client:
     user = User.objects.create_user("operator", password="correct horse battery")
-    Membership.objects.create(user=user, role=Role.OPERATOR)
+    Membership.objects.create(user=user, role=MemberRole.OPERATOR)
     browser = Client(HTTP_HOST="localhost")
     assert browser.login(username="operator", password="correct horse battery")
     return browser

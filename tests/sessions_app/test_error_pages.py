@@ -10,7 +10,7 @@ from django.conf import settings
 from django.test import Client, RequestFactory
 
 from arbiter_app.problems import handler500
-from sessions_app.models import Role
+from sessions_app.models import MemberRole
 from tests.support.factories.accounts import member, merchant, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -26,8 +26,8 @@ def test_debug_is_off_so_the_pages_are_the_ones_people_see() -> None:
     assert settings.DEBUG is False
 
 
-def test_a_merchant_member_refused_the_admins_keys_page_gets_a_403_with_the_navigation() -> None:
-    browser = signed_in(member("mia", Role.MERCHANT, merchant("skyways")))
+def test_a_merchant_refused_the_admins_signing_keys_page_gets_a_403_with_the_navigation() -> None:
+    browser = signed_in(member("mia", MemberRole.MERCHANT, merchant("skyways")))
     response = browser.get("/keys/")
     page = response.content.decode()
     assert response.status_code == 403
@@ -38,7 +38,7 @@ def test_a_merchant_member_refused_the_admins_keys_page_gets_a_403_with_the_navi
 
 
 def test_an_operator_asking_for_a_session_that_is_not_there_gets_a_404_in_the_layout() -> None:
-    browser = signed_in(member("otto", Role.OPERATOR))
+    browser = signed_in(member("otto", MemberRole.OPERATOR))
     response = browser.get("/sessions/sess-nowhere/")
     page = response.content.decode()
     assert response.status_code == 404
@@ -50,7 +50,7 @@ def test_an_operator_asking_for_a_session_that_is_not_there_gets_a_404_in_the_la
 
 
 def test_an_address_nothing_answers_is_a_404_page_for_people_and_problem_json_for_agents() -> None:
-    browser = signed_in(member("ada", Role.ADMIN))
+    browser = signed_in(member("ada", MemberRole.ADMIN))
     page = browser.get("/no-such-page/")
     assert page.status_code == 404
     assert nav_links(page.content.decode())[-3:] == ["Keys", "Exports", "Audit log"]

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.core.files.storage import default_storage
 from django.test import Client
 
-from sessions_app.models import AuditEvent, Export, Merchant, Role
+from sessions_app.models import AuditEvent, Export, MemberRole, Merchant
 from sessions_app.templatetags.ago import when
 from tests.sessions_app.pages import messages_in
 from tests.support.factories import exports
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def admin() -> Client:
     Merchant.objects.create(name="Skyways", slug="skyways")
-    return signed_in(member("ada", Role.ADMIN))
+    return signed_in(member("ada", MemberRole.ADMIN))
 
 
 def summary_of(page: str) -> str:

@@ -19,7 +19,7 @@ from django.core.files.storage import default_storage
 from django.test import Client
 
 from sessions_app import exports
-from sessions_app.models import AgentProfile, AuditEvent, Export, Membership, Merchant, Role
+from sessions_app.models import AgentProfile, AuditEvent, Export, MemberRole, Membership, Merchant
 from tests.conftest import ROOT, Worker
 from tests.support.factories.agents import ClientNegotiation, make_agent
 from tests.support.waiting import wait_for
@@ -103,7 +103,7 @@ def request(browser: Client, **form: str) -> Export:
 def test_the_worker_exports_a_bundle_that_verifies_and_a_csv_row_per_session(
     celery_worker_process: Worker, sessions: None, cleanup: None, tmp_path: Path
 ) -> None:
-    admin = member("admin", Role.ADMIN)
+    admin = member("admin", MemberRole.ADMIN)
     export = finished(request(admin, kind="range", preset="24h").pk)
     assert export.state == "done", export.error
     assert export.progress == export.total == 3
@@ -165,7 +165,7 @@ def test_the_worker_exports_a_bundle_that_verifies_and_a_csv_row_per_session(
 def test_a_merchants_export_holds_only_its_own_sessions(
     celery_worker_process: Worker, sessions: None, cleanup: None, tmp_path: Path
 ) -> None:
-    a = member("user-a", Role.MERCHANT, Merchant.objects.get(slug="a"))
+    a = member("user-a", MemberRole.MERCHANT, Merchant.objects.get(slug="a"))
     # Merchant b is not among merchant a's choices, like a merchant that does not exist.
     for slug in ("b", "nowhere"):
         answer = a.post("/exports/", {"kind": "merchant", "merchant": slug})
@@ -195,7 +195,7 @@ def test_a_merchants_export_holds_only_its_own_sessions(
     assert Export.objects.count() == 1
 
     # Another merchant's member neither lists nor downloads it.
-    b = member("user-b", Role.MERCHANT, Merchant.objects.get(slug="b"))
+    b = member("user-b", MemberRole.MERCHANT, Merchant.objects.get(slug="b"))
     assert f"/exports/{export.pk}/" not in b.get("/exports/").content.decode()
     assert b.get(f"/exports/{export.pk}/bundle/").status_code == 404
     assert b.get(f"/exports/{export.pk}/status/").status_code == 404
@@ -203,7 +203,7 @@ def test_a_merchants_export_holds_only_its_own_sessions(
 
 @pytest.mark.django_db
 def test_operators_do_not_export(sessions: None) -> None:
-    operator = member("operator", Role.OPERATOR)
+    operator = member("operator", MemberRole.OPERATOR)
     assert operator.get("/exports/").status_code == 403
     assert operator.post("/exports/", {"kind": "range", "preset": "24h"}).status_code == 403
     assert not Export.objects.exists()
@@ -219,7 +219,7 @@ def media(settings: Any, tmp_path: Path) -> Path:
 def test_progress_moves_batch_by_batch_and_the_page_polls_until_done(
     sessions: None, media: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    admin = member("admin", Role.ADMIN)
+    admin = member("admin", MemberRole.ADMIN)
     export = request(admin, kind="merchant", merchant="a")  # queued: no worker in this test
     status = admin.get(f"/exports/{export.pk}/status/").content.decode()
     assert 'hx-trigger="every 1s"' in status
@@ -246,7 +246,7 @@ def test_progress_moves_batch_by_batch_and_the_page_polls_until_done(
 def test_a_failed_export_says_why_and_keeps_no_file(
     sessions: None, media: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    admin = member("admin", Role.ADMIN)
+    admin = member("admin", MemberRole.ADMIN)
     export = request(admin, kind="range", preset="7d")
 
     storage = Export._meta.get_field("bundle").storage
@@ -296,7 +296,7 @@ def verify_since(path: Path, earlier: Path) -> subprocess.CompletedProcess[str]:
 def test_a_later_export_of_the_same_scope_proves_it_extends_the_earlier_one(
     client: Client, sessions: None, cleanup: None, tmp_path: Path
 ) -> None:
-    b = member("user-b", Role.MERCHANT, Merchant.objects.get(slug="b"))
+    b = member("user-b", MemberRole.MERCHANT, Merchant.objects.get(slug="b"))
     first, first_path = exported(b, tmp_path, kind="merchant", merchant="b")
     assert first.extends is None
     assert json.loads(first_path.read_text())["consistency"] == []
@@ -330,7 +330,7 @@ def test_a_later_export_of_the_same_scope_proves_it_extends_the_earlier_one(
 def test_an_export_whose_sessions_changed_since_extends_nothing(
     client: Client, sessions: dict[str, ClientNegotiation], cleanup: None, tmp_path: Path
 ) -> None:
-    a = member("user-a", Role.MERCHANT, Merchant.objects.get(slug="a"))
+    a = member("user-a", MemberRole.MERCHANT, Merchant.objects.get(slug="a"))
     buyer, merchant = make_agent("buyer-002", "buyer"), make_agent("agent-a", "merchant")
     after = ClientNegotiation(client, buyer, merchant, "sess-a-after", "sess-a-after-")
     after.open()

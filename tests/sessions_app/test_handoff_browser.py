@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from sessions_app import services
-from sessions_app.models import AgentProfile, Role
+from sessions_app.models import AgentProfile, MemberRole
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
@@ -45,7 +45,7 @@ def test_the_agent_page_acp_section(
     settings: Any, live_arbiter: LiveServer, acp_server: Receiver
 ) -> None:
     shop = merchant("skyways")
-    member("mia", Role.MERCHANT, shop)
+    member("mia", MemberRole.MERCHANT, shop)
     profile: AgentProfile = hosted_agent(shop, "skyways-sfo")
     # Configured and tested in this process, where loopback targets are allowed; the server
     # under test keeps the production rule, so the browser sees its refusal of one.
@@ -89,7 +89,7 @@ def test_the_session_page_handoff_and_analytics(
     for key, agent in ((run.buyer_key, run.buyer), (run.merchant_key, run.merchant)):
         path = f"/oanp/v0.1/sessions/{SESSION}/reveal"
         assert post(client, key, agent.reveal(), path=path).status_code == 200
-    member("olga", Role.OPERATOR)
+    member("olga", MemberRole.OPERATOR)
     base = live_arbiter.url
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})

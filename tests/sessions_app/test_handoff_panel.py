@@ -18,7 +18,7 @@ from arbiter_app import tasks
 from arbiter_app.deliveries import outbound
 from arbiter_app.models import DeliveryAttempt, Handoff, HandoffState
 from sessions_app import services
-from sessions_app.models import AuditEvent, Merchant, Mode, Role
+from sessions_app.models import AuditEvent, MemberRole, Merchant, Mode
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request, deliveries_counted
 from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.factories.accounts import admin, member, merchant, signed_in
@@ -115,7 +115,7 @@ def rows(html: str) -> list[str]:
 def test_the_panel_lists_the_target_state_flag_and_every_attempt(
     handed_off: Handoff, shop: Merchant, acp_server: Receiver
 ) -> None:
-    alice = signed_in(member("alice", Role.MERCHANT, shop))
+    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
     html = panel(alice.get(PAGE))
     assert f"{acp_server.url}/acp/checkout_sessions" in html
     assert ">delivered<" in html
@@ -147,7 +147,7 @@ def test_a_session_without_a_handoff_shows_no_panel(
     )
     run.open()
     run.finish()
-    operator = signed_in(member("olga", Role.OPERATOR))
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
     page = operator.get(PAGE)
     assert page.status_code == 200
     assert 'id="handoff-h"' not in page.content.decode()
@@ -156,7 +156,7 @@ def test_a_session_without_a_handoff_shows_no_panel(
 def test_an_operator_redelivers_and_it_is_audited(
     handed_off: Handoff, acp_server: Receiver
 ) -> None:
-    operator_user = member("olga", Role.OPERATOR)
+    operator_user = member("olga", MemberRole.OPERATOR)
     operator = signed_in(operator_user)
     assert 'id="redeliver"' in panel(operator.get(PAGE))
     response = operator.post(REDELIVER)
@@ -181,7 +181,7 @@ def test_an_operator_redelivers_and_it_is_audited(
 
 
 def test_an_admin_redelivers_a_refused_one_and_sees_why(handed_off: Handoff) -> None:
-    ada = signed_in(member("ada", Role.ADMIN))
+    ada = signed_in(member("ada", MemberRole.ADMIN))
     # An attempt still running cannot be doubled: the arbiter refuses, and the refusal is
     # shown and audited.
     handed_off.attempt_log.update(outcome="")
@@ -202,8 +202,8 @@ def test_an_admin_redelivers_a_refused_one_and_sees_why(handed_off: Handoff) -> 
 
 
 def test_merchants_cannot_redeliver(handed_off: Handoff, shop: Merchant) -> None:
-    own = signed_in(member("alice", Role.MERCHANT, shop))
-    other = signed_in(member("bob", Role.MERCHANT, merchant("b")))
+    own = signed_in(member("alice", MemberRole.MERCHANT, shop))
+    other = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
     assert own.post(REDELIVER).status_code == 403
     assert other.post(REDELIVER).status_code == 403
     assert other.get(PAGE).status_code == 404
@@ -214,7 +214,7 @@ def test_merchants_cannot_redeliver(handed_off: Handoff, shop: Merchant) -> None
 
 
 def test_redelivering_needs_the_csrf_token(handed_off: Handoff) -> None:
-    operator = signed_in(member("olga", Role.OPERATOR), enforce_csrf_checks=True)
+    operator = signed_in(member("olga", MemberRole.OPERATOR), enforce_csrf_checks=True)
     assert operator.post(REDELIVER).status_code == 403
     handed_off.refresh_from_db()
     assert handed_off.state == HandoffState.DELIVERED
@@ -247,7 +247,7 @@ def short_lease(settings: Any) -> timedelta:
 def test_redeliver_waits_for_a_live_attempt_and_closes_a_dead_one(
     handed_off: Handoff, short_lease: timedelta, acp_server: Receiver
 ) -> None:
-    operator = signed_in(member("olga", Role.OPERATOR))
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
     live = died_inside_the_post(handed_off, short_lease / 2)
     # Within its lease the attempt may still be answered: shown running, not doubled.
     assert "<td>running</td>" in rows(panel(operator.get(PAGE)))[2]
@@ -291,7 +291,7 @@ def test_the_sweep_closes_a_dead_attempt_once_and_delivers_the_handoff(
     assert handed_off.state == HandoffState.DELIVERED
     assert handed_off.attempt_log.filter(outcome="").count() == 0
     assert deliveries_counted(client, "handoff", "abandoned") == counted + 1
-    alice = signed_in(member("alice", Role.MERCHANT, shop))
+    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
     abandoned, delivered = (row.split("</td><td>")[2] for row in rows(panel(alice.get(PAGE)))[2:])
     assert abandoned.startswith('<span class="badge warn" title="The worker stopped during')
     assert abandoned.endswith(">abandoned</span>")

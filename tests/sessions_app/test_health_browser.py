@@ -20,7 +20,7 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from arbiter_app.models import Heartbeat, ProcessKind, TaskFailure
-from sessions_app.models import Export, Role
+from sessions_app.models import Export, MemberRole
 from tests.conftest import LiveServer, Worker
 from tests.sessions_app.browser import chromium, screenshot, sign_in
 from tests.support.factories.accounts import PASSWORD, member
@@ -83,7 +83,7 @@ def test_operators_see_the_machinery_and_sessions_say_when_they_are_live(
     negotiating = ClientNegotiation(client, buyer, seller, "sess-open", "o-")
     negotiating.open()
     negotiating.run_until("offer.counter")
-    member("admin", Role.ADMIN)
+    member("admin", MemberRole.ADMIN)
     for minutes in (5, 30, 90):  # the last is older than the panel's hour
         TaskFailure.objects.create(
             task="arbiter_app.tasks.deliver_handoff",

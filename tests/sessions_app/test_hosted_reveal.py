@@ -15,7 +15,7 @@ from arbiter_app.models import Session
 from oanp.canonical import canonical_bytes
 from oanp.errors import AlreadyRevealed
 from sessions_app import hosted_agents, services, tasks
-from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Role
+from sessions_app.models import AgentProfile, AuditEvent, HostedSession, MemberRole, Merchant
 from tests.sessions_app.test_agents import agent_form
 from tests.support.factories.accounts import (
     HostedNegotiation,
@@ -66,7 +66,7 @@ def buyer_reveals(client: Client, negotiation: HostedNegotiation) -> None:
 
 
 def session_page(shop: Merchant) -> str:
-    page = signed_in(member("alice", Role.MERCHANT, shop)).get(f"/sessions/{SESSION}/")
+    page = signed_in(member("alice", MemberRole.MERCHANT, shop)).get(f"/sessions/{SESSION}/")
     assert page.status_code == 200
     return str(page.content.decode())
 

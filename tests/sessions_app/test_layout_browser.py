@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from playwright.sync_api import Page
 
-from sessions_app.models import Role
+from sessions_app.models import MemberRole
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
 from tests.sessions_app.test_styles import contrast
@@ -50,7 +50,7 @@ BUTTON_COLOURS = """() => [...document.querySelectorAll("button")]
 @pytest.fixture
 def dashboard(client: Client) -> None:
     """An admin, ada; a hosted agent of skyways; an agreed session with an external merchant."""
-    member("ada", Role.ADMIN)
+    member("ada", MemberRole.ADMIN)
     hosted_agent(merchant("skyways"), "skyways-sfo")
     buyer, seller = make_agent("buyer-001", "buyer"), make_agent("merchant-sfo", "merchant")
     negotiation = ClientNegotiation(client, buyer, seller, session_id="sess-agreed", tag="a-")

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from arbiter_app.models import Listing
-from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
+from sessions_app.models import AgentProfile, AuditEvent, MemberRole, Merchant
 from sessions_app.templatetags.ago import when
 from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.sessions_app.test_agents import agent_form
@@ -184,7 +184,7 @@ def test_another_merchants_member_can_neither_see_nor_change_it(
     browser: Client, buyer: Agent
 ) -> None:
     browser.post(LISTING, listing_form())
-    bob = member("bob", Role.MERCHANT, merchant("b"))
+    bob = member("bob", MemberRole.MERCHANT, merchant("b"))
     other = signed_in(bob)
     assert other.post(LISTING, listing_form(description="hijacked")).status_code == 404
     assert other.post(LISTING, listing_form(listed=None)).status_code == 404
@@ -195,7 +195,7 @@ def test_another_merchants_member_can_neither_see_nor_change_it(
 
 def test_an_operator_sees_the_listing_but_cannot_change_it(browser: Client, buyer: Agent) -> None:
     browser.post(LISTING, listing_form())
-    operator = signed_in(member("olga", Role.OPERATOR))
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
     page = operator.get(PAGE).content.decode()
     assert 'id="listing-state"' in page
     assert "SFO-LAX" in page
@@ -205,7 +205,7 @@ def test_an_operator_sees_the_listing_but_cannot_change_it(browser: Client, buye
 
 
 def test_an_admin_lists_any_merchants_agent(agent_a: AgentProfile, buyer: Agent) -> None:
-    admin = signed_in(member("ada", Role.ADMIN))
+    admin = signed_in(member("ada", MemberRole.ADMIN))
     assert admin.post(LISTING, listing_form()).status_code == 302
     assert directory(admin, buyer)[0]["merchant"] == "Merchant a"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions_app.models import Role
+from sessions_app.models import MemberRole
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, sign_in
 from tests.support.factories.accounts import PASSWORD, hosted_agent, member, merchant
@@ -24,7 +24,7 @@ def test_a_merchant_lists_its_agent_from_the_agent_page(
 ) -> None:
     shop = merchant("skyways")
     hosted_agent(shop, "skyways-sfo")
-    member("mia", Role.MERCHANT, shop)
+    member("mia", MemberRole.MERCHANT, shop)
     buyer = make_agent("buyer-001", "buyer")
     base = live_arbiter.url
     with chromium() as browser:

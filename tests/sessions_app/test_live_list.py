@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from django.contrib.auth.models import User
 
-from sessions_app.models import Membership, Role
+from sessions_app.models import MemberRole, Membership
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
 from tests.support.factories.agents import Agent, make_agent
@@ -36,7 +36,7 @@ def open_session(live: LiveServer, buyer: Agent, session_id: str) -> None:
 
 def test_new_sessions_are_announced_and_loaded_rows_stay(live_arbiter: LiveServer) -> None:
     user = User.objects.create_user("operator", password="correct horse battery")
-    Membership.objects.create(user=user, role=Role.OPERATOR)
+    Membership.objects.create(user=user, role=MemberRole.OPERATOR)
     buyer = make_agent("buyer-001", "buyer")
     make_agent("merchant-sfo", "merchant")
     # One more than a page and then some, so that "More sessions" has rows to load.

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from sessions_app.models import Membership, Role
+from sessions_app.models import MemberRole, Membership
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
 from tests.sessions_app.test_live_list import open_session
@@ -32,7 +32,7 @@ def submit(live: LiveServer, key: Agent, envelope: dict[str, Any]) -> None:
 
 def test_a_shown_row_follows_its_session_and_older_rows_stay(live_arbiter: LiveServer) -> None:
     user = User.objects.create_user("watcher", password="correct horse battery")
-    Membership.objects.create(user=user, role=Role.OPERATOR)
+    Membership.objects.create(user=user, role=MemberRole.OPERATOR)
     buyer_key = make_agent("buyer-001", "buyer")
     merchant_key = make_agent("merchant-sfo", "merchant")
     buyer, merchant = sfo_jfk_agents(tag=f"{WATCHED}-")

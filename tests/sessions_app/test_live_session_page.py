@@ -13,7 +13,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from oanp.settlement import NEVER_SETTLE, SettlePolicy
-from sessions_app.models import Membership, Role
+from sessions_app.models import MemberRole, Membership
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
 from tests.support.factories.agents import Agent, make_agent
@@ -71,7 +71,7 @@ class Stepper:
 @pytest.fixture
 def operator() -> tuple[str, str]:
     user = User.objects.create_user("operator", password="correct horse battery")
-    Membership.objects.create(user=user, role=Role.OPERATOR)
+    Membership.objects.create(user=user, role=MemberRole.OPERATOR)
     return "operator", "correct horse battery"
 
 

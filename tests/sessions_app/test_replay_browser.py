@@ -14,7 +14,7 @@ from playwright.sync_api import Page
 
 from oanp.invariants import audit_log
 from oanp.replay import replay
-from sessions_app.models import Role
+from sessions_app.models import MemberRole
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import axe_violations, chromium, screenshot, sign_in
 from tests.support.factories.accounts import PASSWORD, member
@@ -48,7 +48,7 @@ ON_SCREEN = """() => ({
 @pytest.fixture
 def agreed(client: Client) -> dict[str, Any]:
     """An operator, ada, and an agreed session; its log and the arbiter's key set."""
-    member("ada", Role.OPERATOR)
+    member("ada", MemberRole.OPERATOR)
     run = ClientNegotiation(
         client, make_agent("buyer-001", "buyer"), make_agent("merchant-sfo", "merchant"), SESSION
     )

@@ -15,7 +15,7 @@ from django.test import Client
 
 from oanp.invariants import audit_log
 from oanp.replay import replay
-from sessions_app.models import AgentProfile, Role
+from sessions_app.models import AgentProfile, MemberRole
 from tests.support.factories.accounts import member, merchant, signed_in
 from tests.support.factories.agents import ClientNegotiation, make_agent
 
@@ -47,7 +47,7 @@ def agreed(client: Client) -> ClientNegotiation:
 
 @pytest.fixture
 def operator() -> Client:
-    return signed_in(member("operator", Role.OPERATOR))
+    return signed_in(member("operator", MemberRole.OPERATOR))
 
 
 def page(browser: Client, session_id: str, query: str = "") -> Any:
@@ -199,7 +199,7 @@ def test_an_ended_sessions_page_links_to_its_replay(
 def test_a_merchant_replays_its_own_sessions_only(client: Client) -> None:
     negotiation(client, "a")
     negotiation(client, "b")
-    alice = signed_in(member("alice", Role.MERCHANT, merchant("a")))
+    alice = signed_in(member("alice", MemberRole.MERCHANT, merchant("a")))
     assert page(alice, "sess-a").status_code == 200
     assert page(alice, "sess-b").status_code == 404
     assert page(alice, "sess-b", "?step=1").status_code == 404

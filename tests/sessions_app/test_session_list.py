@@ -17,7 +17,7 @@ from django.utils import timezone
 from arbiter_app.models import Session
 from sessions_app import selectors, tenancy
 from sessions_app.filters import SessionFilter, encode_cursor
-from sessions_app.models import AgentProfile, Membership, Merchant, Role
+from sessions_app.models import AgentProfile, MemberRole, Membership, Merchant
 from sessions_app.templatetags.ago import when
 from sessions_app.templatetags.prices import price
 from sessions_app.views import sessions as views
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def operator() -> Client:
     user = User.objects.create_user("operator", password="pw")
-    Membership.objects.create(user=user, role=Role.OPERATOR)
+    Membership.objects.create(user=user, role=MemberRole.OPERATOR)
     browser = Client(HTTP_HOST="localhost")
     browser.force_login(user)
     return browser
@@ -329,7 +329,7 @@ def through(found: SessionFilter) -> set[str]:
     ],
 )
 def test_each_filter_narrows_as_it_should(query: str, expected: set[str]) -> None:
-    found = filtered(scope_of(Role.OPERATOR), query)
+    found = filtered(scope_of(MemberRole.OPERATOR), query)
     assert found.is_valid(), found.errors
     assert through(found) == expected
 
@@ -353,7 +353,7 @@ def test_each_filter_narrows_as_it_should(query: str, expected: set[str]) -> Non
 def test_a_bad_value_is_reported_and_left_out(
     query: str, refused: set[str], expected: set[str]
 ) -> None:
-    found = filtered(scope_of(Role.OPERATOR), query)
+    found = filtered(scope_of(MemberRole.OPERATOR), query)
     assert not found.is_valid()
     assert set(found.errors) == refused
     assert through(found) == expected
@@ -372,7 +372,7 @@ def test_a_bad_value_is_reported_and_left_out(
     ],
 )
 def test_a_merchant_member_filters_only_its_own_sessions(query: str, expected: set[str]) -> None:
-    found = filtered(scope_of(Role.MERCHANT, "shop"), query)
+    found = filtered(scope_of(MemberRole.MERCHANT, "shop"), query)
     assert "merchant" not in found.form.fields
     assert found.is_valid(), found.errors
     assert through(found) == expected

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
+from sessions_app.models import AgentProfile, AuditEvent, MemberRole, Merchant
 from tests.support.factories.accounts import member, merchant, signed_in
 from tests.support.factories.agents import ClientNegotiation, make_agent, now, post
 
@@ -30,7 +30,7 @@ def run(client: Client) -> ClientNegotiation:
 
 @pytest.fixture
 def operator() -> Client:
-    return signed_in(member("operator", Role.OPERATOR))
+    return signed_in(member("operator", MemberRole.OPERATOR))
 
 
 def text(page: Client, selector_id: str) -> str:
@@ -140,7 +140,7 @@ def test_an_operator_reads_who_terminated_and_when(
 def test_a_merchant_member_is_not_told_which_operator(
     terminated: AuditEvent, shop: Merchant
 ) -> None:
-    page = signed_in(member("alice", Role.MERCHANT, shop))
+    page = signed_in(member("alice", MemberRole.MERCHANT, shop))
     shown = text(page, "terminated-by")
     assert shown.startswith("an operator of the arbiter, 20")
     assert "operator," not in shown.replace("arbiter,", "")

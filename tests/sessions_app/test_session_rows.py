@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from sessions_app.models import Role
+from sessions_app.models import MemberRole
 from tests.sessions_app.test_hosted_agents import types
 from tests.support.factories.accounts import (
     HostedNegotiation,
@@ -29,7 +29,7 @@ def opened(client: Client) -> HostedNegotiation:
 
 
 def test_the_rows_asked_for_in_scope_as_they_stand(opened: HostedNegotiation) -> None:
-    alice = signed_in(member("alice", Role.MERCHANT, merchant("sfo")))
+    alice = signed_in(member("alice", MemberRole.MERCHANT, merchant("sfo")))
     answer = alice.get("/sessions/", {"ids": "sess-row,sess-unknown"})
     assert answer.status_code == 200
     rows = answer.content.decode()
@@ -42,7 +42,7 @@ def test_the_rows_asked_for_in_scope_as_they_stand(opened: HostedNegotiation) ->
         'data-session="sess-row"'
         in alice.get("/sessions/", {"ids": "sess-row", "state": "AGREED"}).content.decode()
     )
-    bob = signed_in(member("bob", Role.MERCHANT, merchant("b")))
+    bob = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
     assert (
         'data-session="sess-row"' not in bob.get("/sessions/", {"ids": "sess-row"}).content.decode()
     )
@@ -59,6 +59,6 @@ def test_the_rows_asked_for_in_scope_as_they_stand(opened: HostedNegotiation) ->
     ],
 )
 def test_a_bad_list_of_ids_is_a_clear_400(opened: HostedNegotiation, ids: str, says: str) -> None:
-    answer = signed_in(member("olga", Role.OPERATOR)).get("/sessions/", {"ids": ids})
+    answer = signed_in(member("olga", MemberRole.OPERATOR)).get("/sessions/", {"ids": ids})
     assert answer.status_code == 400
     assert says in answer.content.decode()

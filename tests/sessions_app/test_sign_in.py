@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from arbiter_app import limits
-from sessions_app.models import Role
+from sessions_app.models import MemberRole
 from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.factories.accounts import PASSWORD, member
 
@@ -32,7 +32,7 @@ def sign_in(client: Client, address: str, password: str) -> Any:
 def test_a_wrong_password_is_refused_400_in_the_error_summary_and_signs_nobody_in(
     address: str,
 ) -> None:
-    member("mia", Role.OPERATOR)
+    member("mia", MemberRole.OPERATOR)
     browser = Client()
     answer = sign_in(browser, address, "not it")
     assert answer.status_code == 400
@@ -63,7 +63,7 @@ def test_an_address_past_its_failures_is_refused_429_even_with_the_password(
     # One minute for the whole test: a new one starting midway would empty the count.
     monkeypatch.setattr(limits, "_window", lambda: (0, 30.0))
     settings.OANP_AUTH_FAILURES_PER_MINUTE = 3
-    member("mia", Role.OPERATOR)
+    member("mia", MemberRole.OPERATOR)
     for _ in range(3):
         assert sign_in(client, address, "guess").status_code == 400
     refused = sign_in(client, address, PASSWORD)
@@ -81,7 +81,7 @@ def test_every_page_has_one_messages_region_and_an_empty_one_says_nothing() -> N
     page = Client().get("/login/").content.decode()
     assert page.count('role="status"') == 1
     assert messages_in(page) == []
-    member("mia", Role.OPERATOR)
+    member("mia", MemberRole.OPERATOR)
     browser = Client()
     browser.post("/login/", {"username": "mia", "password": PASSWORD})
     assert browser.get("/").content.decode().count('class="messages"') == 1

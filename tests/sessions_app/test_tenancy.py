@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from oanp_site.asgi import application
-from sessions_app.models import AgentProfile, Membership, Merchant, Role
+from sessions_app.models import AgentProfile, MemberRole, Membership, Merchant
 from tests.support.factories.agents import ClientNegotiation, make_agent
 
 PASSWORD = "correct horse battery"
@@ -21,7 +21,7 @@ def merchant_member(name: str) -> tuple[User, Merchant]:
     merchant = Merchant.objects.create(name=name, slug=name)
     AgentProfile.objects.create(merchant=merchant, agent_id=f"agent-{name}", mode="external")
     user = User.objects.create_user(f"user-{name}", password=PASSWORD)
-    Membership.objects.create(user=user, role=Role.MERCHANT, merchant=merchant)
+    Membership.objects.create(user=user, role=MemberRole.MERCHANT, merchant=merchant)
     return user, merchant
 
 
@@ -74,7 +74,7 @@ def test_the_overview_counts_only_the_merchants_own_sessions(tenants: dict[str, 
 @pytest.mark.django_db
 def test_an_operator_sees_both(tenants: dict[str, str]) -> None:
     user = User.objects.create_user("operator", password=PASSWORD)
-    Membership.objects.create(user=user, role=Role.OPERATOR)
+    Membership.objects.create(user=user, role=MemberRole.OPERATOR)
     page = signed_in("operator").get("/sessions/").content.decode()
     assert "sess-a" in page
     assert "sess-b" in page

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from arbiter_app.models import Session
-from sessions_app.models import AgentProfile, AuditEvent, Membership, Merchant, Role
+from sessions_app.models import AgentProfile, AuditEvent, MemberRole, Membership, Merchant
 from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.factories.agents import Agent, ClientNegotiation, make_agent
 
@@ -44,7 +44,7 @@ def buyer(db: None) -> Agent:
 
 
 def test_an_operator_terminates_a_live_session(live: ClientNegotiation) -> None:
-    operator = member("operator", Role.OPERATOR)
+    operator = member("operator", MemberRole.OPERATOR)
     page = operator.get(f"/sessions/{SESSION}/").content.decode()
     assert f'href="{TERMINATE}"' in page
 
@@ -85,7 +85,7 @@ def test_an_operator_terminates_a_live_session(live: ClientNegotiation) -> None:
 def test_a_reason_too_long_is_in_the_error_summary_kept_and_terminates_nothing(
     live: ClientNegotiation,
 ) -> None:
-    operator = member("operator", Role.OPERATOR)
+    operator = member("operator", MemberRole.OPERATOR)
     reason = "abuse " * 200
     answer = operator.post(TERMINATE, {"detail": reason})
     assert answer.status_code == 400
@@ -98,7 +98,7 @@ def test_a_reason_too_long_is_in_the_error_summary_kept_and_terminates_nothing(
 
 
 def test_an_admin_may_terminate_without_a_reason(live: ClientNegotiation) -> None:
-    admin = member("admin", Role.ADMIN)
+    admin = member("admin", MemberRole.ADMIN)
     assert admin.post(TERMINATE).status_code == 302
     close = live.log()[-1]["envelope"]["payload"]
     assert close["reason"] == "operator_terminated"
@@ -107,7 +107,7 @@ def test_an_admin_may_terminate_without_a_reason(live: ClientNegotiation) -> Non
 
 def test_terminating_requires_csrf(live: ClientNegotiation) -> None:
     User.objects.create_user("operator", password=PASSWORD)
-    Membership.objects.create(user=User.objects.get(username="operator"), role=Role.OPERATOR)
+    Membership.objects.create(user=User.objects.get(username="operator"), role=MemberRole.OPERATOR)
     strict = Client(HTTP_HOST="localhost", enforce_csrf_checks=True)
     assert strict.login(username="operator", password=PASSWORD)
     assert strict.post(TERMINATE).status_code == 403
@@ -119,7 +119,7 @@ def test_a_merchant_neither_sees_nor_uses_terminate(live: ClientNegotiation, own
     merchant = Merchant.objects.get(slug="skyways")
     if not own:
         merchant = Merchant.objects.create(name="Other", slug="other")
-    browser = member("merchant-user", Role.MERCHANT, merchant)
+    browser = member("merchant-user", MemberRole.MERCHANT, merchant)
     if own:
         page = browser.get(f"/sessions/{SESSION}/").content.decode()
         assert "Terminate" not in page

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from sessions_app.models import Role
+from sessions_app.models import MemberRole
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import (
     SCREENSHOTS,
@@ -31,7 +31,7 @@ SIZES = {"1440": {"width": 1440, "height": 900}, "390": {"width": 390, "height":
 @pytest.fixture
 def revealed(client: Client) -> ClientNegotiation:
     """An operator, ada, and an agreed terms session both sides revealed after the end."""
-    member("ada", Role.OPERATOR)
+    member("ada", MemberRole.OPERATOR)
     run = ClientNegotiation(
         client,
         make_agent("buyer-001", "buyer"),

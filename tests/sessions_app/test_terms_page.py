@@ -22,7 +22,7 @@ from oanp.terms import read_terms
 from oanp.vaults import BuyerVault, MerchantVault
 from sessions_app import analytics
 from sessions_app.analytics import analyse_terms
-from sessions_app.models import Role
+from sessions_app.models import MemberRole
 from tests.support.factories.accounts import member, signed_in
 from tests.support.factories.agents import ClientNegotiation, make_agent, post
 from tests.support.factories.terms import (
@@ -63,7 +63,7 @@ def reveal(client: Client, run: ClientNegotiation, role: str) -> None:
 @pytest.fixture
 def page() -> Callable[[], str]:
     """The session's page as an operator reads it, now."""
-    browser = signed_in(member("olga", Role.OPERATOR))
+    browser = signed_in(member("olga", MemberRole.OPERATOR))
 
     def read() -> str:
         response = browser.get(PAGE)
@@ -286,7 +286,7 @@ def test_the_chart_draws_a_thinned_frontier_and_the_caption_counts_all_of_it(
 
 
 def test_the_replay_shows_each_sides_standing_terms(agreed: ClientNegotiation) -> None:
-    browser = signed_in(member("rita", Role.OPERATOR))
+    browser = signed_in(member("rita", MemberRole.OPERATOR))
     log = agreed.log()
     last_offer = max(i for i, e in enumerate(log) if e["envelope"]["type"] == "offer.counter")
     step = last_offer + 1
@@ -317,7 +317,7 @@ def test_the_list_says_the_agreed_terms_and_the_issues_open(
     )
     live.open(issues=ISSUES)
     live.run_until("offer.counter")  # the buyer offered in round 1; the merchant not yet
-    html = signed_in(member("lena", Role.OPERATOR)).get("/sessions/").content.decode()
+    html = signed_in(member("lena", MemberRole.OPERATOR)).get("/sessions/").content.decode()
     outcomes = dict(
         re.findall(r'href="/sessions/([^/]+)/".*?<td class="outcome">([^<]*)</td>', html, re.S)
     )
@@ -337,7 +337,7 @@ def test_the_list_says_the_agreed_terms_and_the_issues_open(
 def test_the_list_filters_on_the_profile(
     agreed: ClientNegotiation, query: str, listed: bool
 ) -> None:
-    response = signed_in(member("lena", Role.OPERATOR)).get(f"/sessions/?{query}")
+    response = signed_in(member("lena", MemberRole.OPERATOR)).get(f"/sessions/?{query}")
     assert response.status_code == 200
     html = response.content.decode()
     assert (SESSION in html) is listed

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from arbiter_app.models import AgentCredential, Listing, Session
 from sessions_app import services
-from sessions_app.models import AgentProfile, Role
+from sessions_app.models import AgentProfile, MemberRole
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
 from tests.support.factories.accounts import PASSWORD, hosted_agent, member, merchant
@@ -33,7 +33,7 @@ def test_times_read_relative_with_the_exact_utc_time_on_hover(
 ) -> None:
     shop = merchant("skyways")
     profile = hosted_agent(shop, "skyways-sfo")
-    mia = member("mia", Role.MERCHANT, shop)
+    mia = member("mia", MemberRole.MERCHANT, shop)
     issued = services.issue_key(actor=mia, profile=profile, label="ci", lifetime=timedelta(days=30))
     AgentCredential.objects.filter(pk=issued.credential.pk).update(
         created_at=timezone.now() - timedelta(hours=3, minutes=5)
@@ -89,7 +89,7 @@ def test_a_message_and_an_error_summary_in_each_scheme(
 ) -> None:
     shop = merchant("skyways")
     hosted_agent(shop, "skyways-sfo")
-    member("mia", Role.MERCHANT, shop)
+    member("mia", MemberRole.MERCHANT, shop)
     base = live_arbiter.url
     with chromium() as browser:
         context = browser.new_context(

@@ -15,7 +15,7 @@ from django.test import Client, override_settings
 
 from oanp.pricelist import PriceLimits, PriceList
 from sessions_app import hosted_agents
-from sessions_app.models import AgentProfile, HostedSession, Role
+from sessions_app.models import AgentProfile, HostedSession, MemberRole
 from sessions_app.vault import seal, seal_text, unseal, unseal_text
 from tests.sessions_app.test_agents import agent_form
 from tests.support.factories.accounts import HostedNegotiation, member, merchant, signed_in
@@ -87,7 +87,7 @@ def test_a_floor_of_280_is_nowhere_in_clear_after_a_hosted_negotiation(
     # Other tests may configure logging; this one listens to the runner whatever they did.
     logging.getLogger("sessions_app").addHandler(caplog.handler)
     shop = merchant("sfo")
-    browser = signed_in(member("sam", Role.MERCHANT, shop))
+    browser = signed_in(member("sam", MemberRole.MERCHANT, shop))
     created = browser.post(
         "/agents/new/",
         agent_form(

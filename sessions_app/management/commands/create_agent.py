@@ -4,14 +4,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from arbiter_app import services
-from arbiter_app.models import Role
+from arbiter_app.models import AgentRole
 
 
 class Command(BaseCommand):
     help = 'Issue an API key for an agent and print {"agent_id", "role", "api_key"} as JSON.'
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--role", required=True, choices=Role.values)
+        parser.add_argument("--role", required=True, choices=AgentRole.values)
         parser.add_argument("--agent-id", required=True)
         parser.add_argument("--label", default="", help="a note for operators")
         parser.add_argument(

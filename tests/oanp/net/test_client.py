@@ -142,7 +142,7 @@ def test_a_network_error_sends_the_same_bytes_again_and_a_replay_is_reported() -
     assert len(bodies) == 2
     assert bodies[0] == bodies[1]
     assert json.loads(bodies[0]) == ENVELOPE
-    assert submission.replayed
+    assert submission.repeated
     assert submission.entry == {"seq": 3}
 
 

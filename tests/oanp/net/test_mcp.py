@@ -1,4 +1,4 @@
-"""The MCP desk's terms view comes from the session summary: where the issues stand, and the
+"""The MCP agent's terms view comes from the session summary: where the issues stand, and the
 terms an accept repeats, are the summary's (only the guardrails, on the agent's turn, read the
 session's log, for the standing prices the summary does not carry)."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
-from oanp.net.desk import Desk
+from oanp.net.mcp_agent import McpAgent
 from tests.support.factories.sessions import (
     BUYER_COMMIT,
     MERCHANT_COMMIT,
@@ -69,7 +69,7 @@ class SummaryOnly:
 
     def submit(self, body: bytes) -> Any:
         self.submitted.append(json.loads(body))
-        return SimpleNamespace(entry={}, arbiter=[], session=self.answer, replayed=False)
+        return SimpleNamespace(entry={}, arbiter=[], session=self.answer, repeated=False)
 
 
 def summary(profile: str = "terms/v0.1", **extra: Any) -> dict[str, Any]:
@@ -90,8 +90,8 @@ def summary(profile: str = "terms/v0.1", **extra: Any) -> dict[str, Any]:
 STANDING = {"issues": ISSUES, "buyer": FAST, "merchant": SLOW, "issues_open": 2}
 
 
-def desk(client: SummaryOnly, role: str) -> Desk:
-    made = Desk(client, agent_id=f"{role}-001", role=role, state_path=None)  # type: ignore[arg-type]
+def mcp_agent(client: SummaryOnly, role: str) -> McpAgent:
+    made = McpAgent(client, agent_id=f"{role}-001", role=role, state_path=None)  # type: ignore[arg-type]
     made.remember(SESSION, BUYER_COMMIT)
     return made
 
@@ -103,7 +103,9 @@ def test_the_terms_view_is_the_summary_s_terms_seen_from_each_side(
     role: str, yours: dict[str, Any], theirs: dict[str, Any]
 ) -> None:
     # A log where nobody has offered yet: the standing terms can only be the summary's.
-    view = desk(SummaryOnly(summary(terms=STANDING), terms_log(offered=False)), role).turn(SESSION)
+    view = mcp_agent(SummaryOnly(summary(terms=STANDING), terms_log(offered=False)), role).turn(
+        SESSION
+    )
     assert view["terms"] == {
         "issues": ISSUES,
         "yours": yours,
@@ -114,7 +116,7 @@ def test_the_terms_view_is_the_summary_s_terms_seen_from_each_side(
 
 def test_an_accept_without_terms_repeats_the_other_side_s_from_the_summary() -> None:
     client = SummaryOnly(summary(terms=STANDING))
-    desk(client, "buyer").offer(SESSION, "offer.accept", 2, Decimal(380))
+    mcp_agent(client, "buyer").offer(SESSION, "offer.accept", 2, Decimal(380))
     (sent,) = client.submitted
     assert sent["payload"]["terms"] == SLOW
 
@@ -122,14 +124,14 @@ def test_an_accept_without_terms_repeats_the_other_side_s_from_the_summary() -> 
 def test_an_accept_in_a_terms_session_whose_summary_lacks_the_terms_asks_for_them() -> None:
     client = SummaryOnly(summary())  # an arbiter from before the summary's terms
     with pytest.raises(ToolError, match="name the terms you accept"):
-        desk(client, "buyer").offer(SESSION, "offer.accept", 2, Decimal(380))
+        mcp_agent(client, "buyer").offer(SESSION, "offer.accept", 2, Decimal(380))
     assert client.submitted == []
-    desk(client, "buyer").offer(SESSION, "offer.accept", 2, Decimal(380), terms=SLOW)
+    mcp_agent(client, "buyer").offer(SESSION, "offer.accept", 2, Decimal(380), terms=SLOW)
     assert client.submitted[0]["payload"]["terms"] == SLOW
 
 
 def test_a_price_only_session_has_no_terms_view() -> None:
-    view = desk(SummaryOnly(summary("default/v0.1"), price_log()), "buyer").turn(SESSION)
+    view = mcp_agent(SummaryOnly(summary("default/v0.1"), price_log()), "buyer").turn(SESSION)
     assert "terms" not in view
 
 
@@ -148,7 +150,7 @@ def test_the_inbox_is_followed_from_the_servers_start_not_from_the_first_wait() 
     """An inbox starts at the arbiter's live head: opened at the first wait, it would miss every
     session opened between the server's start and that wait."""
     client = InboxOnly()
-    made = Desk(client, agent_id="merchant-001", role="merchant", state_path=None)  # type: ignore[arg-type]
+    made = McpAgent(client, agent_id="merchant-001", role="merchant", state_path=None)  # type: ignore[arg-type]
     made.follow_inbox()
     assert client.opened == 1
     assert made.wait(None, 0) == {"events": []}

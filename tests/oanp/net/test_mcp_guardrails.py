@@ -19,8 +19,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from oanp.envelope import parse_envelope
 from oanp.net import cli, commands
-from oanp.net.desk import Desk
 from oanp.net.mcp import build_server
+from oanp.net.mcp_agent import McpAgent
 from tests.support.factories.sessions import (
     BUYER,
     BUYER_COMMIT,
@@ -67,7 +67,7 @@ class InProcess:
         self.submitted.append(json.loads(body))
         new = [entry.as_json() for entry in self.session.feed(parse_envelope(body))]
         return SimpleNamespace(
-            entry=new[0], arbiter=new[1:], session=self.summary(SESSION), replayed=False
+            entry=new[0], arbiter=new[1:], session=self.summary(SESSION), repeated=False
         )
 
     def types(self) -> list[str]:
@@ -82,16 +82,16 @@ def round_two(buyer_price: int = 320, merchant_price: int = 390) -> InProcess:
     return InProcess(session)
 
 
-def buyer_desk(client: InProcess, **bounds: Any) -> Desk:
-    desk = Desk(client, agent_id=BUYER, role="buyer", state_path=None, **bounds)  # type: ignore[arg-type]
-    desk.remember(SESSION, BUYER_COMMIT)
-    return desk
+def buyer_agent(client: InProcess, **bounds: Any) -> McpAgent:
+    mcp_agent = McpAgent(client, agent_id=BUYER, role="buyer", state_path=None, **bounds)  # type: ignore[arg-type]
+    mcp_agent.remember(SESSION, BUYER_COMMIT)
+    return mcp_agent
 
 
-def merchant_desk(client: InProcess, **bounds: Any) -> Desk:
-    desk = Desk(client, agent_id=MERCHANT, role="merchant", state_path=None, **bounds)  # type: ignore[arg-type]
-    desk.remember(SESSION, MERCHANT_COMMIT)
-    return desk
+def merchant_agent(client: InProcess, **bounds: Any) -> McpAgent:
+    mcp_agent = McpAgent(client, agent_id=MERCHANT, role="merchant", state_path=None, **bounds)  # type: ignore[arg-type]
+    mcp_agent.remember(SESSION, MERCHANT_COMMIT)
+    return mcp_agent
 
 
 def refusal(error: pytest.ExceptionInfo[ToolError]) -> tuple[str, dict[str, Any]]:
@@ -107,7 +107,7 @@ def refusal(error: pytest.ExceptionInfo[ToolError]) -> tuple[str, dict[str, Any]
 
 def test_on_its_turn_the_view_says_what_the_agent_may_send() -> None:
     client = round_two()
-    buyer = buyer_desk(client, limit=Decimal(420), approval=Decimal(380))
+    buyer = buyer_agent(client, limit=Decimal(420), approval=Decimal(380))
     assert buyer.turn(SESSION)["allowed"] == {
         "min_price": 320,
         "max_price": 420,
@@ -116,7 +116,7 @@ def test_on_its_turn_the_view_says_what_the_agent_may_send() -> None:
         "approval_above": 380,
     }
     # Not its turn: nothing to say what it may send.
-    assert "allowed" not in merchant_desk(client).turn(SESSION)
+    assert "allowed" not in merchant_agent(client).turn(SESSION)
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_a_buyer_s_offer_outside_its_range_is_refused_and_nothing_is_sent(
     price: Decimal, code: str
 ) -> None:
     client = round_two()
-    buyer = buyer_desk(client, limit=Decimal(420))
+    buyer = buyer_agent(client, limit=Decimal(420))
     with pytest.raises(ToolError) as refused:
         buyer.offer(SESSION, "offer.propose", 2, price)
     assert refusal(refused) == (
@@ -142,7 +142,7 @@ def test_a_buyer_s_offer_outside_its_range_is_refused_and_nothing_is_sent(
 def test_a_merchant_s_counter_outside_its_range_is_refused(price: int, code: str) -> None:
     client = round_two()
     client.session.feed(propose(2, 340))
-    merchant = merchant_desk(client, limit=Decimal(280))
+    merchant = merchant_agent(client, limit=Decimal(280))
     with pytest.raises(ToolError) as refused:
         merchant.offer(SESSION, "offer.counter", 2, Decimal(price))
     assert refusal(refused) == (
@@ -154,7 +154,7 @@ def test_a_merchant_s_counter_outside_its_range_is_refused(price: int, code: str
 
 def test_without_limits_a_retraction_is_still_refused() -> None:
     client = round_two()
-    buyer = buyer_desk(client)
+    buyer = buyer_agent(client)
     with pytest.raises(ToolError) as refused:
         buyer.offer(SESSION, "offer.propose", 2, Decimal(300))
     code, allowed = refusal(refused)
@@ -169,7 +169,7 @@ def test_an_accept_of_a_price_not_standing_or_past_the_limit_is_refused(
     price: int, code: str
 ) -> None:
     client = round_two()
-    buyer = buyer_desk(client, limit=Decimal(385))
+    buyer = buyer_agent(client, limit=Decimal(385))
     with pytest.raises(ToolError) as refused:
         buyer.offer(SESSION, "offer.accept", 2, Decimal(price))
     assert refusal(refused)[0] == code
@@ -179,7 +179,7 @@ def test_an_accept_of_a_price_not_standing_or_past_the_limit_is_refused(
 def test_the_envelope_s_own_checks_come_first() -> None:
     client = round_two()
     with pytest.raises(ToolError, match=r"^schema_invalid \(400, refused locally\)"):
-        buyer_desk(client, limit=Decimal(420)).offer(SESSION, "offer.propose", 2, Decimal(-5))
+        buyer_agent(client, limit=Decimal(420)).offer(SESSION, "offer.propose", 2, Decimal(-5))
     assert client.submitted == []
 
 
@@ -198,7 +198,7 @@ def terms_round_two() -> InProcess:
 
 def test_with_issues_a_pure_retraction_is_refused_and_a_trade_off_sent() -> None:
     client = terms_round_two()
-    buyer = buyer_desk(client, limit=Decimal(420))
+    buyer = buyer_agent(client, limit=Decimal(420))
     assert buyer.turn(SESSION)["allowed"]["trade_offs"] is True
     faster = {"delivery_days": 2, "support": "premium"}
     with pytest.raises(ToolError) as refused:
@@ -228,7 +228,7 @@ def accept_over_mcp(
     """The buyer's accept of ``price`` through the SDK's own client, whose elicitation
     callback gives ``answer`` (no callback: a client that cannot ask); the result and the
     questions asked."""
-    desk = buyer_desk(client, **bounds)
+    mcp_agent = buyer_agent(client, **bounds)
     asked: list[str] = []
 
     async def ask(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -238,7 +238,7 @@ def accept_over_mcp(
 
     async def drive() -> types.CallToolResult:
         callback = {} if answer is None else {"elicitation_callback": ask}
-        async with Client(build_server(desk), mode=mode, **callback) as mcp:  # type: ignore[arg-type]
+        async with Client(build_server(mcp_agent), mode=mode, **callback) as mcp:  # type: ignore[arg-type]
             arguments = {"session_id": SESSION, "round": 2, "price": price}
             return await mcp.call_tool("accept", arguments)
 
@@ -355,7 +355,7 @@ def test_a_limit_in_another_currency_allows_nothing_and_sends_nothing(
     limit_currency: str,
 ) -> None:
     client = round_two()  # a USD session
-    buyer = buyer_desk(client, limit=Decimal(420), limit_currency=limit_currency)
+    buyer = buyer_agent(client, limit=Decimal(420), limit_currency=limit_currency)
     allowed = buyer.turn(SESSION)["allowed"]
     assert allowed["min_price"] is None
     assert allowed["accept_price"] is None
@@ -369,7 +369,7 @@ def test_a_limit_in_another_currency_allows_nothing_and_sends_nothing(
         assert refusal(refused)[0] == "other_currency"
     assert client.submitted == []
     # In its own currency the same limit allows the usual range.
-    same = buyer_desk(client, limit=Decimal(420), limit_currency="USD")
+    same = buyer_agent(client, limit=Decimal(420), limit_currency="USD")
     assert same.turn(SESSION)["allowed"]["max_price"] == 420
 
 
@@ -386,16 +386,16 @@ def test_no_commitment_a_settlement_could_agree_past_the_limit_on(
     role: str, constraints: dict[str, Any]
 ) -> None:
     client = round_two()
-    desk = (buyer_desk if role == "buyer" else merchant_desk)(
+    mcp_agent = (buyer_agent if role == "buyer" else merchant_agent)(
         client, limit=Decimal(280 if role == "merchant" else 420)
     )
     with pytest.raises(ToolError, match="refused locally, nothing committed"):
-        desk.make_commitment(constraints, {"route": "SFO-JFK"}, 5)
-    assert desk.sealed == {}
+        mcp_agent.make_commitment(constraints, {"route": "SFO-JFK"}, 5)
+    assert mcp_agent.sealed == {}
 
 
 def test_a_commitment_within_the_limit_is_made() -> None:
-    merchant = merchant_desk(round_two(), limit=Decimal(280))
+    merchant = merchant_agent(round_two(), limit=Decimal(280))
     commitment = merchant.make_commitment({"floor_price": 280, "ideal_price": 400}, {}, 5)
     assert commitment in merchant.sealed
 

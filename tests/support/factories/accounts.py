@@ -22,7 +22,7 @@ from oanp.strategies import ReferenceBuyer
 from oanp.tradeoffs import TermsVault
 from oanp.vaults import BuyerVault
 from sessions_app import services
-from sessions_app.models import AgentProfile, Membership, Merchant, Mode, Role
+from sessions_app.models import AgentProfile, MemberRole, Membership, Merchant, Mode
 from tests.support.factories.agents import Agent, make_agent
 
 PASSWORD = "correct horse battery"
@@ -48,7 +48,7 @@ def signed_in(user: User, **options: Any) -> Client:
 def admin() -> User:
     """The admin who creates the agents of factories."""
     return User.objects.filter(username="agent-factory").first() or member(
-        "agent-factory", Role.ADMIN
+        "agent-factory", MemberRole.ADMIN
     )
 
 

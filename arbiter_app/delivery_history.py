@@ -15,11 +15,11 @@ from typing import Any
 from django.db.models import Case, CharField, Count, F, OuterRef, Q, QuerySet, Subquery, Value, When
 
 from arbiter_app.models import (
+    AgentRole,
     CallbackCursor,
     DeliveryAttempt,
     Handoff,
     HandoffState,
-    Role,
 )
 
 HANDOFF, CALLBACK = "handoff", "callback"
@@ -118,7 +118,7 @@ def handoffs(agent_ids: list[str] | None) -> QuerySet[Handoff]:
 def callback_cursors(agent_ids: list[str] | None) -> QuerySet[CallbackCursor]:
     found = CallbackCursor.objects.select_related("callback", "session")
     if agent_ids is not None:
-        found = found.filter(callback__role=Role.MERCHANT, callback__agent_id__in=agent_ids)
+        found = found.filter(callback__role=AgentRole.MERCHANT, callback__agent_id__in=agent_ids)
     state = Case(
         When(callback__disabled_at__isnull=False, then=Value(HandoffState.DISABLED.value)),
         When(delivered_seq__gte=F("session__head_seq"), then=Value(HandoffState.DELIVERED.value)),

@@ -93,7 +93,7 @@ class _Feed:
     changed: threading.Condition = field(default_factory=threading.Condition)
 
 
-class Desk:
+class McpAgent:
     """One agent's side of the arbiter: its client, its sealed commitments, its feeds."""
 
     def __init__(
@@ -223,7 +223,7 @@ class Desk:
             "entry": answer.entry,
             "arbiter": answer.arbiter,
             "session": answer.session,
-            "replayed": answer.replayed,
+            "replayed": answer.repeated,
         }
 
     def offer(

@@ -17,7 +17,7 @@ from django.utils import timezone
 from arbiter_app import credential_cache
 from arbiter_app.models import AgentCredential
 from sessions_app import services
-from sessions_app.models import AgentProfile, AuditEvent, Merchant, Role
+from sessions_app.models import AgentProfile, AuditEvent, MemberRole, Merchant
 from sessions_app.templatetags.ago import when
 from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.api import COMMITS, problem
@@ -167,7 +167,7 @@ def test_the_keys_table_shows_its_times_relative_with_the_exact_utc_on_hover(
 
 def test_revoking_requires_a_manager(agent_a: AgentProfile, alice: User) -> None:
     issued = services.issue_key(actor=alice, profile=agent_a, label="ci")
-    operator = signed_in(member("olga", Role.OPERATOR))
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
     revoke = f"/agents/hosted-a/keys/{issued.credential.pk}/revoke/"
     assert operator.get(revoke).status_code == 403
     assert operator.post(revoke, {"confirmed": "yes"}).status_code == 403

@@ -10,20 +10,20 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from arbiter_app import keys
+from arbiter_app import signing_keys
 from arbiter_app.models import KeyState, SigningKey
 
 
 def rotate_signing_key(*, alg: str | None = None, now: datetime | None = None) -> SigningKey:
     """Make a new key active; the one it replaces retires but stays in the JWKS for now."""
     now = now or timezone.now()
-    fresh = keys.generate(alg or settings.OANP_SIGNING_ALG)
+    fresh = signing_keys.generate(alg or settings.OANP_SIGNING_ALG)
     with transaction.atomic():
         current = list(SigningKey.objects.select_for_update().filter(state=KeyState.ACTIVE))
         for old in current:
             old.state, old.retiring_at = KeyState.RETIRING, now
             old.save(update_fields=["state", "retiring_at"])
-        return keys.store(fresh, now=now)
+        return signing_keys.store(fresh, now=now)
 
 
 def maintain_signing_keys(*, now: datetime | None = None) -> tuple[SigningKey | None, int]:
@@ -34,7 +34,7 @@ def maintain_signing_keys(*, now: datetime | None = None) -> tuple[SigningKey | 
     leave the JWKS but stay at ``/oanp/v0.1/keys`` for good.
     """
     now = now or timezone.now()
-    active = keys.ensure_active_key()
+    active = signing_keys.ensure_active_key()
     rotated = None
     if now - active.activated_at >= timedelta(days=settings.OANP_KEY_ROTATION_DAYS):
         rotated = rotate_signing_key(now=now)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_app.models import Role
+from sessions_app.models import MemberRole
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in
 from tests.support.factories.accounts import PASSWORD, hosted_agent, member, merchant
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_merchant_issues_copies_and_revokes_a_key(live_arbiter: LiveServer) -> None:
     shop = merchant("skyways")
     hosted_agent(shop, "skyways-sfo")
-    member("mia", Role.MERCHANT, shop)
+    member("mia", MemberRole.MERCHANT, shop)
     base = live_arbiter.url
     with chromium() as browser:
         context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -60,7 +60,7 @@ def test_a_merchant_issues_copies_and_revokes_a_key(live_arbiter: LiveServer) ->
 def test_the_exports_form_shows_the_chosen_kinds_input_and_its_errors(
     live_arbiter: LiveServer,
 ) -> None:
-    member("ada", Role.ADMIN)
+    member("ada", MemberRole.ADMIN)
     merchant("skyways")
     base = live_arbiter.url
     with chromium() as browser:

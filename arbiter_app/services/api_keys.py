@@ -15,7 +15,7 @@ from django.utils import timezone
 from arbiter_app import credential_cache, events
 from arbiter_app.models import (
     AgentCredential,
-    Role,
+    AgentRole,
 )
 from oanp.envelope import IDENTIFIER_RULE, is_identifier
 
@@ -48,8 +48,8 @@ def issue_credential(
     role or owner, or an expiry already past."""
     if not is_identifier(agent_id):
         raise ValueError(f"agent id {agent_id!r} is not {IDENTIFIER_RULE}")
-    if role not in Role.values:
-        raise ValueError(f"role {role!r} is not one of {', '.join(Role.values)}")
+    if role not in AgentRole.values:
+        raise ValueError(f"role {role!r} is not one of {', '.join(AgentRole.values)}")
     if len(owner) > MAX_OWNER_CHARS:
         raise ValueError(f"an owner's name is at most {MAX_OWNER_CHARS} characters")
     if expires_at is not None and expires_at <= timezone.now():

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from sessions_app.models import AuditEvent, Membership, Merchant, Role
+from sessions_app.models import AuditEvent, MemberRole, Membership, Merchant
 from sessions_app.templatetags.ago import when
 from tests.sessions_app.pages import error_summary_in, messages_in
 
@@ -27,7 +27,7 @@ def member(username: str, role: str, merchant: Merchant | None = None) -> Client
 
 
 def test_an_admin_rotates_now_and_the_jwks_publishes_both_keys() -> None:
-    admin = member("admin", Role.ADMIN)
+    admin = member("admin", MemberRole.ADMIN)
     before = admin.get("/.well-known/jwks.json").json()["keys"]
     assert len(before) == 1
     page = admin.get("/keys/").content.decode()
@@ -60,7 +60,7 @@ def test_an_admin_rotates_now_and_the_jwks_publishes_both_keys() -> None:
 
 
 def test_rotating_asks_first_and_a_get_or_an_unconfirmed_post_changes_nothing() -> None:
-    admin = member("admin", Role.ADMIN)
+    admin = member("admin", MemberRole.ADMIN)
     kids = [k["kid"] for k in admin.get("/.well-known/jwks.json").json()["keys"]]
     page = admin.get("/keys/").content.decode()
     assert 'method="get" action="/keys/rotate/"' in page
@@ -80,7 +80,7 @@ def test_rotating_asks_first_and_a_get_or_an_unconfirmed_post_changes_nothing() 
 
 
 def test_an_unknown_algorithm_is_refused_and_changes_nothing() -> None:
-    admin = member("admin", Role.ADMIN)
+    admin = member("admin", MemberRole.ADMIN)
     kids = [k["kid"] for k in admin.get("/.well-known/jwks.json").json()["keys"]]
     for answer in (
         admin.post("/keys/rotate/", {"alg": "HS256", "confirmed": "yes"}),
@@ -104,10 +104,10 @@ def test_an_unknown_algorithm_is_refused_and_changes_nothing() -> None:
     assert not AuditEvent.objects.exists()
 
 
-@pytest.mark.parametrize("role", [Role.OPERATOR, Role.MERCHANT])
+@pytest.mark.parametrize("role", [MemberRole.OPERATOR, MemberRole.MERCHANT])
 def test_only_admins_see_keys_and_rotate(role: str) -> None:
     merchant = Merchant.objects.create(name="Skyways", slug="skyways")
-    browser = member("someone", role, merchant if role == Role.MERCHANT else None)
+    browser = member("someone", role, merchant if role == MemberRole.MERCHANT else None)
     kids = [k["kid"] for k in browser.get("/.well-known/jwks.json").json()["keys"]]
     assert browser.get("/keys/").status_code == 403
     assert browser.get("/keys/rotate/", {"alg": "Ed25519"}).status_code == 403
@@ -122,7 +122,7 @@ def test_only_admins_see_keys_and_rotate(role: str) -> None:
 
 def test_rotating_requires_csrf() -> None:
     User.objects.create_user("admin", password=PASSWORD)
-    Membership.objects.create(user=User.objects.get(username="admin"), role=Role.ADMIN)
+    Membership.objects.create(user=User.objects.get(username="admin"), role=MemberRole.ADMIN)
     strict = Client(HTTP_HOST="localhost", enforce_csrf_checks=True)
     assert strict.login(username="admin", password=PASSWORD)
     assert strict.post("/keys/rotate/", {"alg": "Ed25519", "confirmed": "yes"}).status_code == 403

@@ -1,5 +1,5 @@
 """The arbiter's signing keys: generated, encrypted at rest, loaded on demand. Rotating them
-is :mod:`arbiter_app.services.keys`' to do; reading them, :mod:`arbiter_app.selectors`'.
+is :mod:`arbiter_app.services.signing_keys`' to do; reading them, :mod:`arbiter_app.selectors`'.
 
 Private JWKs are stored Fernet-encrypted under ``settings.OANP_KEY_ENCRYPTION_KEY``; public
 JWKs stay in clear forever so that every agreement ever signed stays verifiable.
