@@ -38,7 +38,7 @@ from channels.layers import InMemoryChannelLayer, channel_layers, get_channel_la
 from django.dispatch import Signal
 
 from arbiter_app.breaker import Breaker
-from oanp.canonical import JsonObject
+from oanp.wire.canonical import JsonObject
 
 log = logging.getLogger(__name__)
 

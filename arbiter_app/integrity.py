@@ -9,7 +9,7 @@ or an entry that does not chain; an owner or superuser could change anything. Be
   ``entry_hash`` (one query);
 - every entry: ``prev_hash`` is the ``entry_hash`` of the entry one ``seq`` before, or the zero
   hash for the first (one query); with the head check, a missing entry breaks a link;
-- ``entry_hash`` recomputed from the stored fields with :mod:`oanp.log`, for the entries new
+- ``entry_hash`` recomputed from the stored fields with :mod:`oanp.wire.log`, for the entries new
   since the check before last (a transaction that committed late is still seen), and for every
   entry once every ``OANP_INTEGRITY_FULL_SECONDS``.
 
@@ -43,8 +43,8 @@ from arbiter_app.models import (
     IntegrityKind,
     Session,
 )
-from oanp.canonical import ZERO_HASH
-from oanp.log import entry_hash_of
+from oanp.wire.canonical import ZERO_HASH
+from oanp.wire.log import entry_hash_of
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ import json
 from django.db import models
 from django.utils import timezone
 
-from oanp.profiles import VerdictStatus
-from oanp.state import Phase
+from oanp.wire.profiles import VerdictStatus
+from oanp.wire.state import Phase
 
 
 class AgentRole(models.TextChoices):
@@ -92,7 +92,7 @@ class Session(models.Model):
     fair_rounds = models.PositiveSmallIntegerField(default=0)
     stuck_rounds = models.PositiveSmallIntegerField(default=0)
     violated_rounds = models.PositiveSmallIntegerField(default=0, db_index=True)
-    #: JSON text of :func:`oanp.snapshot.dump_state`. Text, not jsonb: envelopes may carry
+    #: JSON text of :func:`oanp.wire.snapshot.dump_state`. Text, not jsonb: envelopes may carry
     #: strings (``\u0000``) that PostgreSQL's jsonb refuses.
     state = models.TextField()
     #: JSON text: ``{"buyer": {...}, "merchant": {...}}``, each a checked reveal.
@@ -359,7 +359,7 @@ class Listing(models.Model):
     #: JCS text of the catalog's items. Text, not jsonb: an item may carry strings
     #: (``\u0000``) that PostgreSQL's jsonb refuses, as envelopes may.
     catalog = models.TextField(default="[]")
-    #: The catalog's keys and values as plain lines (:func:`oanp.discovery.catalog_text`),
+    #: The catalog's keys and values as plain lines (:func:`oanp.wire.discovery.catalog_text`),
     #: what ``?q=`` searches besides the id, the merchant and the description.
     catalog_text = models.TextField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -23,7 +23,7 @@ from arbiter_app.refusals import (
     Unauthorized,
     Unavailable,
 )
-from oanp.errors import ProtocolError
+from oanp.wire.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 

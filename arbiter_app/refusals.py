@@ -1,8 +1,8 @@
 """The arbiter's refusals beyond the protocol's own: each problem code declared once.
 
 The protocol's refusals (malformed envelopes, moves out of turn, reveals that do not open their
-commitment) are in :mod:`oanp.errors`; these are the server's: who may call, how often, where it
-sends, what its endpoints read. Each class gives its code, HTTP status, title and one-line
+commitment) are in :mod:`oanp.wire.errors`; these are the server's: who may call, how often, where
+it sends, what its endpoints read. Each class gives its code, HTTP status, title and one-line
 meaning; :data:`REFUSALS` lists them, and the OpenAPI document and docs/protocol.md §14.4 are
 checked against the two catalogues together. :mod:`arbiter_app.problems` turns any of them into
 problem+json.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from oanp.errors import ProtocolError, catalogue
+from oanp.wire.errors import ProtocolError, catalogue
 
 #: The one challenge of a 401, wherever it is answered (DRF, the event streams, the transport).
 WWW_AUTHENTICATE = 'Bearer realm="oanp"'

@@ -48,11 +48,11 @@ from arbiter_app.models import (
     TaskFailure,
 )
 from oanp.audit import BundleWriter
-from oanp.canonical import JsonObject
-from oanp.errors import UnknownSession
-from oanp.signing import jwks_document
-from oanp.snapshot import load_state
-from oanp.summary import session_summary
+from oanp.wire.canonical import JsonObject
+from oanp.wire.errors import UnknownSession
+from oanp.wire.signing import jwks_document
+from oanp.wire.snapshot import load_state
+from oanp.wire.summary import session_summary
 
 
 def _party_filter(agent: AgentCredential, prefix: str = "") -> Q:

@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from arbiter_app.models import KeyState, SigningKey
-from oanp.signing import ArbiterKey
+from oanp.wire.signing import ArbiterKey
 
 ALGORITHMS = ("Ed25519", "ES256")
 

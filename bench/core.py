@@ -1,4 +1,5 @@
-"""core: party envelopes through ``oanp.machine``, against bare JCS + SHA-256 of the same bytes.
+"""core: party envelopes through ``oanp.wire.machine``, against bare JCS + SHA-256 of the same
+bytes.
 
 The corpus is made once, before any clock starts: whole sessions rehearsed between reference
 agents (the published SFO→JFK pair, and longer sessions between the other strategies), kept
@@ -41,16 +42,9 @@ from bench.report import (
     rate,
     times,
 )
-from oanp.agents import BuyerAgent, MerchantAgent
-from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
-from oanp.commitments import encode_salt
-from oanp.envelope import parse_envelope
-from oanp.log import Entry
-from oanp.machine import Negotiation
-from oanp.rehearsal import rehearse
-from oanp.signing import AGREEMENT_TYP, ArbiterKey
-from oanp.state import Arbiter, Phase
-from oanp.strategies import (
+from oanp.agents.parties import BuyerAgent, MerchantAgent
+from oanp.agents.rehearsal import rehearse
+from oanp.agents.strategies import (
     Boulware,
     Conceder,
     Linear,
@@ -59,8 +53,15 @@ from oanp.strategies import (
     Strategy,
     TitForTat,
 )
-from oanp.tradeoffs import IssueLimits, TermsVault
-from oanp.vaults import BuyerVault, MerchantVault
+from oanp.agents.tradeoffs import IssueLimits, TermsVault
+from oanp.agents.vaults import BuyerVault, MerchantVault
+from oanp.wire.canonical import JsonObject, canonical_bytes, tagged_sha256
+from oanp.wire.commitments import encode_salt
+from oanp.wire.envelope import parse_envelope
+from oanp.wire.log import Entry
+from oanp.wire.machine import Negotiation
+from oanp.wire.signing import AGREEMENT_TYP, ArbiterKey
+from oanp.wire.state import Arbiter, Phase
 from tests.support.factories.terms import ISSUES
 
 #: From the issue: envelopes per second on one core, and the machine's cost over bare hashing.

@@ -34,15 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import Options, Row, Section, SectionResult, rate, times
-from oanp.agents import BuyerAgent, MerchantAgent
+from oanp.agents.parties import BuyerAgent, MerchantAgent
+from oanp.agents.rehearsal import rehearse
+from oanp.agents.strategies import ReferenceBuyer, ReferenceMerchant
+from oanp.agents.vaults import BuyerVault, MerchantVault
 from oanp.audit import BundleWriter
-from oanp.canonical import JsonObject, canonical_bytes
-from oanp.commitments import encode_salt
-from oanp.rehearsal import rehearse
-from oanp.signing import ArbiterKey, jwks_document
-from oanp.state import Arbiter
-from oanp.strategies import ReferenceBuyer, ReferenceMerchant
-from oanp.vaults import BuyerVault, MerchantVault
+from oanp.wire.canonical import JsonObject, canonical_bytes
+from oanp.wire.commitments import encode_salt
+from oanp.wire.signing import ArbiterKey, jwks_document
+from oanp.wire.state import Arbiter
 
 TITLE = "export and verify an audit bundle, against JCS + SHA-256 of the same entries"
 ARBITER_ID = "arbiter.bench"

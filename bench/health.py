@@ -115,7 +115,7 @@ def write_counters() -> None:
     """Every counter and histogram of :mod:`arbiter_app.metrics`, with the labels a server and
     a worker that have run a day come to use, into this process's files."""
     from arbiter_app import metrics
-    from oanp.envelope import MessageType
+    from oanp.wire.envelope import MessageType
 
     for method, route, statuses in ROUTES:
         for status in statuses:

@@ -38,7 +38,7 @@ TIMER_MERCHANT = "merchant-timers"
 
 def _opening(number: int, tag: str, **timer: Any) -> Any:
     from bench.load import SFO_JFK_ITEM
-    from oanp.envelope import envelope_from_json
+    from oanp.wire.envelope import envelope_from_json
     from tests.support.factories.sessions import sfo_jfk_agents
 
     buyer, _ = sfo_jfk_agents(

@@ -2,15 +2,26 @@
 state machine, the hash-chained log, its audit and signatures, and one error tree.
 
 Sans-IO, like h11: no clock, no randomness, no network, no framework; time, salts and keys are
-passed in. What is named here is the public API; anything else is reached through its module
-(``oanp.profiles``, ``oanp.strategies``, ``oanp.agents`` …). The agents' network side,
-:mod:`oanp.net` (client, negotiators, MCP, CLI), is imported by its own path and never from
-here, so importing ``oanp`` loads no network library (import-linter's contracts in
-pyproject.toml keep it so).
+passed in. Its modules sit in three folders, by whom they serve:
+
+- :mod:`oanp.wire`, the wire and the machine: what every side of a session shares (envelopes,
+  money, canonical JSON, the error tree, terms, commitments, profiles, settlement) and the
+  arbiter's state machine with its log, snapshots, signatures, summary, discovery and schemas;
+- :mod:`oanp.audit`, the offline auditor: the invariants re-derived from a log, replays, Merkle
+  trees, the streamed reader and the audit bundles;
+- :mod:`oanp.agents`, the agents' logic: the reference parties, their strategies, tradeoffs and
+  private limits, the guardrails of a model-driven party, rehearsals; their I/O is the
+  agents' network side, :mod:`oanp.net`.
+
+The auditor and the agents' logic build on the wire and never on each other; the wire imports
+neither (import-linter's contracts in pyproject.toml). What is named here is the public API;
+anything else is reached through its module (``oanp.wire.profiles``,
+``oanp.agents.strategies`` …). :mod:`oanp.net` (client, negotiators, MCP, CLI) is imported by
+its own path and never from here, so importing ``oanp`` loads no network library.
 """
 
 from oanp.audit import Report, build_bundle, verify_bundle, verify_log
-from oanp.canonical import (
+from oanp.wire.canonical import (
     JsonObject,
     JsonValue,
     canonical_bytes,
@@ -19,8 +30,8 @@ from oanp.canonical import (
     read_json,
     tagged_sha256,
 )
-from oanp.commitments import Reveal, commit, encode_salt, parse_reveal, verify_reveal
-from oanp.envelope import (
+from oanp.wire.commitments import Reveal, commit, encode_salt, parse_reveal, verify_reveal
+from oanp.wire.envelope import (
     OANP_VERSION,
     Envelope,
     MessageType,
@@ -31,12 +42,12 @@ from oanp.envelope import (
     parse_envelope,
     parse_timestamp,
 )
-from oanp.errors import FieldError, ProtocolError, VerificationError
-from oanp.log import Entry, Head, chain_breaks, make_entry
-from oanp.machine import Negotiation
-from oanp.money import fits_currency, minor_units, price_to_json
-from oanp.signing import ArbiterKey, jwks_document, verify_detached
-from oanp.state import Arbiter, Phase, SessionState
+from oanp.wire.errors import FieldError, ProtocolError, VerificationError
+from oanp.wire.log import Entry, Head, chain_breaks, make_entry
+from oanp.wire.machine import Negotiation
+from oanp.wire.money import fits_currency, minor_units, price_to_json
+from oanp.wire.signing import ArbiterKey, jwks_document, verify_detached
+from oanp.wire.state import Arbiter, Phase, SessionState
 
 __all__ = [
     "OANP_VERSION",

@@ -30,8 +30,8 @@ from twisted.web import http
 
 from arbiter_app.problems import PROBLEM_TYPE, headers_of, problem
 from arbiter_app.refusals import Unauthorized
-from oanp.envelope import MAX_ENVELOPE_BYTES
-from oanp.errors import EnvelopeTooLarge
+from oanp.wire.envelope import MAX_ENVELOPE_BYTES
+from oanp.wire.errors import EnvelopeTooLarge
 
 API_PREFIX = b"/oanp/"
 #: The status lines this module writes, in RFC 9110's words.

@@ -1,7 +1,7 @@
 """What the parties' reveals say about a session: the zone of agreement, the Nash point and
 how the agreed price split the surplus (docs/protocol.md §10); in a session with issues
 besides the price, each side's utility of the agreement and the Pareto frontier it is
-measured against (:mod:`oanp.frontier`).
+measured against (:mod:`oanp.agents.frontier`).
 
 Only revealed values are used, and only once revealed: until then the arbiter knows
 commitments, not limits. The buyer's reservation price is its ``true_ceiling``, the
@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from oanp.frontier import Frontier, Outcome, TradeOffs, trade_offs
-from oanp.terms import Issue, issues_json, read_terms, terms_json
+from oanp.agents.frontier import Frontier, Outcome, TradeOffs, trade_offs
+from oanp.wire.terms import Issue, issues_json, read_terms, terms_json
 
 PERCENT = Decimal("0.1")
 

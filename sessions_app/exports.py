@@ -25,7 +25,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from arbiter_app import selectors as arbiter
-from oanp.state import Phase
+from oanp.wire.state import Phase
 from sessions_app import selectors
 from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant
 from sessions_app.queue import RUN_EXPORT, enqueue

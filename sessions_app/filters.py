@@ -20,8 +20,8 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from arbiter_app.models import VERDICT_COUNTS, Session
-from oanp.profiles import PROFILES, VerdictStatus
-from oanp.state import Phase
+from oanp.wire.profiles import PROFILES, VerdictStatus
+from oanp.wire.state import Phase
 from sessions_app.models import AgentProfile
 from sessions_app.tenancy import Scope
 

@@ -19,21 +19,28 @@ from django import forms
 from django.db.models import QuerySet
 
 from arbiter_app.models import HandoffTarget, Listing
-from oanp import discovery
-from oanp.canonical import read_json
-from oanp.envelope import IDENTIFIER_RULE, MAX_ITEM_BYTES, is_identifier
-from oanp.errors import ProtocolError, SchemaInvalid
-from oanp.money import MINOR_UNITS
-from oanp.pricelist import (
+from oanp.agents.pricelist import (
     MAX_ITEM_KEY_CHARS,
     MAX_PRICE_ROWS,
     PriceLimits,
     PriceList,
     read_amount,
 )
-from oanp.strategies import STRATEGIES
-from oanp.terms import MAX_ISSUES
-from oanp.tradeoffs import MAX_WEIGHT, WANT_SYNTAX, IssueLimits, TermsVault, read_want, read_weight
+from oanp.agents.strategies import STRATEGIES
+from oanp.agents.tradeoffs import (
+    MAX_WEIGHT,
+    WANT_SYNTAX,
+    IssueLimits,
+    TermsVault,
+    read_want,
+    read_weight,
+)
+from oanp.wire import discovery
+from oanp.wire.canonical import read_json
+from oanp.wire.envelope import IDENTIFIER_RULE, MAX_ITEM_BYTES, is_identifier
+from oanp.wire.errors import ProtocolError, SchemaInvalid
+from oanp.wire.money import MINOR_UNITS
+from oanp.wire.terms import MAX_ISSUES
 from sessions_app import services
 from sessions_app.models import Merchant, Mode
 from sessions_app.strategy_forms import TacticsFields
@@ -45,7 +52,7 @@ def _sentence(message: str) -> str:
 
 
 def _amount(label: str) -> forms.CharField:
-    """An amount, read against its row's currency (:func:`oanp.pricelist.read_amount`)."""
+    """An amount, read against its row's currency (:func:`oanp.agents.pricelist.read_amount`)."""
     return forms.CharField(
         label=label,
         max_length=32,
@@ -484,7 +491,7 @@ _CATALOG_ITEM = re.compile(r"catalog\[(\d+)\]\.?(.*)")
 
 
 def _listing_error(field: str, message: str) -> str:
-    """A refusal of :func:`oanp.discovery.parse_listing` as the form shows it: a catalog item
+    """A refusal of :func:`oanp.wire.discovery.parse_listing` as the form shows it: a catalog item
     by its place in the list, counted from 1."""
     found = _CATALOG_ITEM.fullmatch(field)
     if found is None:

@@ -36,12 +36,18 @@ from django.utils import timezone
 
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
-from oanp.agents import AgentStateError, LimitGuard, MerchantAgent
-from oanp.canonical import JsonObject, canonical_bytes
-from oanp.envelope import parse_envelope, parse_timestamp
-from oanp.errors import AlreadyRevealed, OutOfTurn, ProtocolError, SessionTerminal, TimerExpired
-from oanp.pricelist import PriceList
-from oanp.state import Phase
+from oanp.agents.parties import AgentStateError, LimitGuard, MerchantAgent
+from oanp.agents.pricelist import PriceList
+from oanp.wire.canonical import JsonObject, canonical_bytes
+from oanp.wire.envelope import parse_envelope, parse_timestamp
+from oanp.wire.errors import (
+    AlreadyRevealed,
+    OutOfTurn,
+    ProtocolError,
+    SessionTerminal,
+    TimerExpired,
+)
+from oanp.wire.state import Phase
 from sessions_app import selectors, services
 from sessions_app.models import AgentProfile, HostedSession, Mode
 from sessions_app.queue import ANSWER_SESSION, REVEAL_AFTER_END, enqueue

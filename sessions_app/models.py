@@ -10,8 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from oanp.settlement import SettlePolicy
-from oanp.strategies import STRATEGIES, Strategy
+from oanp.agents.strategies import STRATEGIES, Strategy
+from oanp.wire.settlement import SettlePolicy
 
 
 class Merchant(models.Model):
@@ -68,7 +68,7 @@ class Mode(models.TextChoices):
 
 class SettleWhen(models.TextChoices):
     """When a hosted agent reveals its floor first to settle
-    (:class:`oanp.settlement.SettlePolicy`)."""
+    (:class:`oanp.wire.settlement.SettlePolicy`)."""
 
     NEVER = "never", "Never first (a buyer's reveal is still answered)"
     STUCK = "stuck", "Once the spread stops narrowing"
@@ -76,10 +76,10 @@ class SettleWhen(models.TextChoices):
 
 
 class HostedTactics(models.Model):
-    """How a hosted merchant agent negotiates: a strategy of :data:`oanp.strategies.STRATEGIES`
-    with its parameters (as :meth:`~oanp.strategies.NamedStrategy.stored` keeps them), and
-    when it reveals to settle. An agent's profile holds the current choice; each of its
-    sessions a copy taken at open."""
+    """How a hosted merchant agent negotiates: a strategy of
+    :data:`oanp.agents.strategies.STRATEGIES` with its parameters (as
+    :meth:`~oanp.agents.strategies.NamedStrategy.stored` keeps them), and when it reveals to settle.
+    An agent's profile holds the current choice; each of its sessions a copy taken at open."""
 
     strategy = models.CharField(max_length=32, default="reference")
     parameters = models.JSONField(default=dict, blank=True)

@@ -1,5 +1,5 @@
 """The agent form's preview: the agent as the form stands, unsaved, against each reference
-buyer, in whole sessions played in-process by :func:`oanp.rehearsal.rehearse`.
+buyer, in whole sessions played in-process by :func:`oanp.agents.rehearsal.rehearse`.
 
 Nothing is written and nothing reaches the arbiter: the sessions live in memory, under an
 arbiter key made for the request and dropped with it. They take milliseconds, so they run in
@@ -7,7 +7,7 @@ the request. The limits are the ones typed in the form, else the sealed ones; th
 here and never shown, though the prices played tell a good deal about them, which is why only
 those who may change the agent may preview it.
 
-The buyers: each strategy of :data:`oanp.strategies.STRATEGIES` at its defaults, with its
+The buyers: each strategy of :data:`oanp.agents.strategies.STRATEGIES` at its defaults, with its
 ceiling (and budget) halfway between the merchant's floor and ideal price, so a deal is
 possible; then a reference buyer whose ceiling is a tenth under the floor, so none is. Sessions
 have the protocol's default of five rounds. The buyers open them for settlement by reveal but
@@ -15,7 +15,7 @@ never reveal first, so the agent's own settle policy shows, and answer its revea
 agent does.
 
 An agent whose limits weigh issues besides the price (profile terms/v0.1) is played on them:
-the buyers declare an issue per issue of its vault (:func:`oanp.tradeoffs.issues_for`: the
+the buyers declare an issue per issue of its vault (:func:`oanp.agents.tradeoffs.issues_for`: the
 vault names no domains, so each spans the agent's ideal and limit) and bring terms of their
 own, see :func:`buyer_terms`. A price-only agent's sessions are price-only, as before.
 """
@@ -32,20 +32,20 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from oanp.agents import BuyerAgent, MerchantAgent
-from oanp.commitments import encode_salt
-from oanp.envelope import DEFAULT_MAX_ROUNDS
-from oanp.money import minor_units
-from oanp.pricelist import PriceLimits, PriceList
-from oanp.rehearsal import rehearse
-from oanp.settlement import SettlePolicy
-from oanp.signing import ArbiterKey
-from oanp.state import Arbiter
-from oanp.strategies import STRATEGIES
-from oanp.terms import ChoiceIssue, Issue
-from oanp.tradeoffs import MAX_WEIGHT, IssueLimits, TermsVault, issues_for
-from oanp.transcript import terms_text
-from oanp.vaults import BuyerVault, MerchantVault
+from oanp.agents.parties import BuyerAgent, MerchantAgent
+from oanp.agents.pricelist import PriceLimits, PriceList
+from oanp.agents.rehearsal import rehearse
+from oanp.agents.strategies import STRATEGIES
+from oanp.agents.tradeoffs import MAX_WEIGHT, IssueLimits, TermsVault, issues_for
+from oanp.agents.vaults import BuyerVault, MerchantVault
+from oanp.wire.commitments import encode_salt
+from oanp.wire.envelope import DEFAULT_MAX_ROUNDS
+from oanp.wire.money import minor_units
+from oanp.wire.settlement import SettlePolicy
+from oanp.wire.signing import ArbiterKey
+from oanp.wire.state import Arbiter
+from oanp.wire.terms import ChoiceIssue, Issue
+from oanp.wire.transcript import terms_text
 from sessions_app.analytics import plain
 from sessions_app.models import AgentProfile, Mode
 from sessions_app.services import NoLimits
@@ -183,7 +183,7 @@ def play(
 
 
 def buyer_terms(issues: tuple[Issue, ...], merchant: TermsVault) -> TermsVault:
-    """The preview buyers' terms, on ``issues`` as :func:`oanp.tradeoffs.issues_for` declares
+    """The preview buyers' terms, on ``issues`` as :func:`oanp.agents.tradeoffs.issues_for` declares
     them for the ``merchant``'s: on each, the ideal at the buyer's best end and the limit
     halfway to the merchant's, rounded towards the merchant's end so that it never falls on
     the ideal (two options: the buyer takes either). As the ceiling halfway between floor and

@@ -42,13 +42,13 @@ from arbiter_app.models import (
     Listing,
     Session,
 )
-from oanp.pricelist import PriceList
-from oanp.replay import Frame
-from oanp.replay import replay as replay_log
-from oanp.snapshot import load_state
-from oanp.state import Phase, SessionState
-from oanp.terms import issues_open, terms_json
-from oanp.transcript import terms_text
+from oanp.agents.pricelist import PriceList
+from oanp.audit.replay import Frame
+from oanp.audit.replay import replay as replay_log
+from oanp.wire.snapshot import load_state
+from oanp.wire.state import Phase, SessionState
+from oanp.wire.terms import issues_open, terms_json
+from oanp.wire.transcript import terms_text
 from sessions_app.analytics import plain
 from sessions_app.filters import SORTS, STATES, VIOLATED, SessionFilter, encode_cursor
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Mode
@@ -228,7 +228,7 @@ def entries(found: Session) -> list[dict[str, Any]]:
 
 def replay(found: Session) -> list[Frame]:
     """The session's log step by step, each step audited over the entries up to it with every
-    key the arbiter ever signed with, as the offline auditor would (:mod:`oanp.replay`)."""
+    key the arbiter ever signed with, as the offline auditor would (:mod:`oanp.audit.replay`)."""
     return replay_log(entries(found), arbiter.every_public_jwk())
 
 

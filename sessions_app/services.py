@@ -24,12 +24,12 @@ from django.utils import timezone
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import AgentCredential, Listing
-from oanp import discovery
-from oanp.commitments import SALT_BYTES, encode_salt
-from oanp.envelope import IDENTIFIER_RULE, is_identifier
-from oanp.pricelist import PriceList, Unpriced
-from oanp.settlement import NEVER_SETTLE, SettlePolicy
-from oanp.vaults import MerchantVault
+from oanp.agents.pricelist import PriceList, Unpriced
+from oanp.agents.vaults import MerchantVault
+from oanp.wire import discovery
+from oanp.wire.commitments import SALT_BYTES, encode_salt
+from oanp.wire.envelope import IDENTIFIER_RULE, is_identifier
+from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Mode
 from sessions_app.tactics import changed_tactics, settle_text, tactics_fields
 from sessions_app.vault import seal, seal_session_vault, seal_text, unseal

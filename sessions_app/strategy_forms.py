@@ -1,7 +1,7 @@
 """The agent form's tactics: every strategy's parameters, as the registry declares them, and
 the settle policy of a hosted agent.
 
-Each strategy of :data:`oanp.strategies.STRATEGIES` gets a group of fields named
+Each strategy of :data:`oanp.agents.strategies.STRATEGIES` gets a group of fields named
 ``<strategy>__<parameter>``. All groups are in the page (a script shows the chosen one only);
 only the chosen strategy's are read, and the registry validates them: an empty field is the
 parameter's default. The fields are text on purpose, so that the registry's range check, not a
@@ -15,8 +15,8 @@ from typing import Any
 
 from django import forms
 
-from oanp.settlement import SettlePolicy
-from oanp.strategies import STRATEGIES, NamedStrategy, Parameter, ParameterError
+from oanp.agents.strategies import STRATEGIES, NamedStrategy, Parameter, ParameterError
+from oanp.wire.settlement import SettlePolicy
 from sessions_app.models import HostedTactics, SettleWhen
 from sessions_app.tactics import LAST_SETTLE_ROUND
 

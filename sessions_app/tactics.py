@@ -1,5 +1,6 @@
-"""A hosted agent's tactics as they are stored: a strategy of :data:`oanp.strategies.STRATEGIES`,
-its parameters validated by that registry, and when it reveals its floor to settle.
+"""A hosted agent's tactics as they are stored: a strategy of
+:data:`oanp.agents.strategies.STRATEGIES`, its parameters validated by that registry, and when it
+reveals its floor to settle.
 
 The registry is the only list of strategies and parameters: this module only checks a choice
 against it and puts it in the shape :class:`~sessions_app.models.HostedTactics` keeps.
@@ -10,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oanp.envelope import MAX_ROUNDS_LIMIT
-from oanp.settlement import SettlePolicy
-from oanp.strategies import STRATEGIES, UnknownStrategy
+from oanp.agents.strategies import STRATEGIES, UnknownStrategy
+from oanp.wire.envelope import MAX_ROUNDS_LIMIT
+from oanp.wire.settlement import SettlePolicy
 
 #: The latest round a settle policy may name: a session has at most this many.
 LAST_SETTLE_ROUND = MAX_ROUNDS_LIMIT
@@ -24,8 +25,9 @@ def tactics_fields(
     """The stored fields of a hosted agent that plays ``strategy`` tuned by ``parameters``
     and settles by ``settle``: every parameter filled in, as text.
 
-    Raises :class:`~oanp.strategies.UnknownStrategy`, :class:`~oanp.strategies.ParameterError`
-    or ``ValueError`` (a settle round past the last a session can have).
+    Raises :class:`~oanp.agents.strategies.UnknownStrategy`,
+    :class:`~oanp.agents.strategies.ParameterError` or ``ValueError`` (a settle round past the last
+    a session can have).
     """
     named = STRATEGIES.get(strategy)
     if named is None:

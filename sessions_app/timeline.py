@@ -10,10 +10,10 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from oanp.commitments import is_weak
-from oanp.envelope import DEFAULT_MAX_ROUNDS, INVARIANTS, parse_timestamp
-from oanp.invariants import audit_log
-from oanp.terms import Issue, Values, gains_for_other, read_issues, read_terms
+from oanp.audit.invariants import audit_log
+from oanp.wire.commitments import is_weak
+from oanp.wire.envelope import DEFAULT_MAX_ROUNDS, INVARIANTS, parse_timestamp
+from oanp.wire.terms import Issue, Values, gains_for_other, read_issues, read_terms
 
 
 @dataclass
@@ -61,7 +61,7 @@ class TermsRow:
 
 def terms_rows(issues: tuple[Issue, ...], entries: list[dict[str, Any]]) -> list[TermsRow]:
     """Every offer's terms, each value marked where the offer conceded it, by the rule the
-    arbiter judges retractions by (:func:`oanp.terms.gains_for_other`). A party's first offer
+    arbiter judges retractions by (:func:`oanp.wire.terms.gains_for_other`). A party's first offer
     has nothing to concede from."""
     rows: list[TermsRow] = []
     previous: dict[str, tuple[Decimal, Values]] = {}
@@ -204,7 +204,7 @@ class Timeline:
 
 
 def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
-    """Fold the log into rounds, and audit it with :func:`oanp.invariants.audit_log`."""
+    """Fold the log into rounds, and audit it with :func:`oanp.audit.invariants.audit_log`."""
     rounds: dict[int, RoundRow] = {}
     commitments: list[tuple[str, str, bool]] = []
     agreement = close = None

@@ -3,8 +3,8 @@
 This key is not the arbiter's: the arbiter signs with its own keys and never imports this
 module, so it cannot open a vault even by mistake.
 
-An agent's vault seals its :class:`~oanp.pricelist.PriceList` (limits per currency and item,
-its terms); each hosted session seals the one :class:`~oanp.vaults.MerchantVault` it was
+An agent's vault seals its :class:`~oanp.agents.pricelist.PriceList` (limits per currency and item,
+its terms); each hosted session seals the one :class:`~oanp.agents.vaults.MerchantVault` it was
 opened on, so that editing the agent never changes a running session.
 """
 
@@ -16,9 +16,9 @@ from decimal import Decimal
 from cryptography.fernet import Fernet
 from django.conf import settings
 
-from oanp.pricelist import PriceList, read_price_list
-from oanp.tradeoffs import read_terms_vault
-from oanp.vaults import MerchantVault
+from oanp.agents.pricelist import PriceList, read_price_list
+from oanp.agents.tradeoffs import read_terms_vault
+from oanp.agents.vaults import MerchantVault
 
 
 def _fernet() -> Fernet:

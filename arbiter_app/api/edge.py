@@ -31,8 +31,8 @@ from rest_framework.views import APIView
 
 from arbiter_app import limits
 from arbiter_app.models import AgentCredential
-from oanp.envelope import MAX_ENVELOPE_BYTES
-from oanp.errors import EnvelopeTooLarge
+from oanp.wire.envelope import MAX_ENVELOPE_BYTES
+from oanp.wire.errors import EnvelopeTooLarge
 
 #: The rate limit's check: raises the 429, or lets the request act.
 Admit = Callable[[], None]

@@ -2,7 +2,7 @@
 
 The endpoints read raw envelopes with the protocol's own strict parser rather than DRF
 serializers, so the paths and their refusals are written here, from docs/protocol.md, the
-schemas taken from :mod:`oanp.schema` and :mod:`arbiter_app.api.schemas`; :func:`add_streams`
+schemas taken from :mod:`oanp.wire.schema` and :mod:`arbiter_app.api.schemas`; :func:`add_streams`
 (a spectacular post-processing hook) puts them into the generated document.
 """
 
@@ -13,13 +13,13 @@ from typing import Any
 from arbiter_app.api.schemas import SCHEMAS
 from arbiter_app.refusals import REFUSALS as SERVER_REFUSALS
 from arbiter_app.refusals import WWW_AUTHENTICATE
-from oanp.discovery import MAX_QUERY_CHARS
-from oanp.envelope import (
+from oanp.wire.discovery import MAX_QUERY_CHARS
+from oanp.wire.envelope import (
     MessageType,
 )
-from oanp.errors import REFUSALS as PROTOCOL_REFUSALS
-from oanp.errors import Refusal
-from oanp.schema.parts import ID, Schema, object_schema, ref
+from oanp.wire.errors import REFUSALS as PROTOCOL_REFUSALS
+from oanp.wire.errors import Refusal
+from oanp.wire.schema.parts import ID, Schema, object_schema, ref
 
 #: Every refusal an endpoint can answer, by code: the protocol's and the server's catalogues.
 REFUSALS: dict[str, Refusal] = {r.code: r for r in (*PROTOCOL_REFUSALS, *SERVER_REFUSALS)}

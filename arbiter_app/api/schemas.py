@@ -1,11 +1,11 @@
 """The server's own schemas for the OpenAPI document (:mod:`arbiter_app.api.openapi` puts them
-in): its probes, key history and callbacks. The protocol's are :mod:`oanp.schema`'s.
+in): its probes, key history and callbacks. The protocol's are :mod:`oanp.wire.schema`'s.
 """
 
 from __future__ import annotations
 
-from oanp.schema import SCHEMAS as PROTOCOL_SCHEMAS
-from oanp.schema.parts import TIMESTAMP, Schema, object_schema
+from oanp.wire.schema import SCHEMAS as PROTOCOL_SCHEMAS
+from oanp.wire.schema.parts import TIMESTAMP, Schema, object_schema
 
 SCHEMAS: dict[str, Schema] = {
     **PROTOCOL_SCHEMAS,

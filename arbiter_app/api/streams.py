@@ -31,8 +31,8 @@ from arbiter_app.auth import authenticate
 from arbiter_app.models import AgentCredential, Session
 from arbiter_app.problems import refusal_response
 from arbiter_app.refusals import BadCursor, MethodNotAllowed, Unauthorized
-from oanp.errors import ProtocolError
-from oanp.state import Phase
+from oanp.wire.errors import ProtocolError
+from oanp.wire.state import Phase
 
 log = logging.getLogger(__name__)
 

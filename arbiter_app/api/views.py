@@ -2,7 +2,7 @@
 
 Thin on purpose: read the request, call one service or selector, answer. The endpoints of an
 agent's key answer their checks in one order, :mod:`arbiter_app.api.edge`'s: each gives its own
-checks, which return the act. Every refusal is a :class:`~oanp.errors.ProtocolError`, turned
+checks, which return the act. Every refusal is a :class:`~oanp.wire.errors.ProtocolError`, turned
 into problem+json by :func:`arbiter_app.problems.exception_handler`.
 """
 
@@ -27,14 +27,14 @@ from arbiter_app.problems import JSON
 from arbiter_app.refusals import BadCursor, InvalidCharacters, NoCallback
 from arbiter_app.request_fields import annotate
 from arbiter_app.selectors import key_history, published_jwks
-from oanp import discovery
-from oanp.canonical import read_json
-from oanp.envelope import SETTLEMENTS, is_identifier, parse_envelope
-from oanp.errors import (
+from oanp.wire import discovery
+from oanp.wire.canonical import read_json
+from oanp.wire.envelope import SETTLEMENTS, is_identifier, parse_envelope
+from oanp.wire.errors import (
     FieldError,
     SchemaInvalid,
 )
-from oanp.schema import json_schema
+from oanp.wire.schema import json_schema
 
 
 def _json_response(text: str, status: int = 200) -> HttpResponse:

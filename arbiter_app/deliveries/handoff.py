@@ -31,10 +31,10 @@ from arbiter_app.models import (
     Session,
 )
 from arbiter_app.queue import DELIVER_HANDOFF, enqueue
-from oanp.canonical import JsonObject, canonical_bytes
-from oanp.envelope import format_timestamp
-from oanp.log import Entry as LogEntry
-from oanp.money import to_minor_units
+from oanp.wire.canonical import JsonObject, canonical_bytes
+from oanp.wire.envelope import format_timestamp
+from oanp.wire.log import Entry as LogEntry
+from oanp.wire.money import to_minor_units
 
 ACP_API_VERSION = "2026-04-17"
 

@@ -1,4 +1,4 @@
-"""``Session.phase`` takes its choices from ``oanp.machine.Phase``; the column is unchanged."""
+"""``Session.phase`` takes its choices from ``oanp.wire.machine.Phase``; the column is unchanged."""
 
 from django.db import migrations, models
 

@@ -17,7 +17,7 @@ from arbiter_app.models import (
     AgentCredential,
     AgentRole,
 )
-from oanp.envelope import IDENTIFIER_RULE, is_identifier
+from oanp.wire.envelope import IDENTIFIER_RULE, is_identifier
 
 KEY_PREFIX = "oanp"
 #: As long as the name of a key's owner may be.

@@ -21,7 +21,7 @@ from arbiter_app.models import (
     HandoffState,
     HandoffTarget,
 )
-from oanp.envelope import IDENTIFIER_RULE, is_identifier
+from oanp.wire.envelope import IDENTIFIER_RULE, is_identifier
 
 
 @dataclass(frozen=True, slots=True)

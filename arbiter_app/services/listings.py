@@ -7,9 +7,9 @@ the dashboard writes them through here, the way an agent's owner would through a
 from __future__ import annotations
 
 from arbiter_app.models import Listing
-from oanp import discovery
-from oanp.canonical import canonical_bytes
-from oanp.envelope import IDENTIFIER_RULE, is_identifier
+from oanp.wire import discovery
+from oanp.wire.canonical import canonical_bytes
+from oanp.wire.envelope import IDENTIFIER_RULE, is_identifier
 
 #: As long as a merchant's registered name may be.
 MAX_MERCHANT_CHARS = Listing._meta.get_field("merchant").max_length
@@ -18,7 +18,7 @@ MAX_MERCHANT_CHARS = Listing._meta.get_field("merchant").max_length
 def save_listing(*, merchant_agent_id: str, merchant: str, listing: discovery.Listing) -> Listing:
     """List, unlist or change ``merchant_agent_id``'s entry (one row per agent, replaced);
     ``ValueError`` for a bad agent id or merchant name. ``listing`` was checked by
-    :func:`oanp.discovery.parse_listing`."""
+    :func:`oanp.wire.discovery.parse_listing`."""
     if not is_identifier(merchant_agent_id):
         raise ValueError(f"agent id {merchant_agent_id!r} is not {IDENTIFIER_RULE}")
     if not merchant or len(merchant) > MAX_MERCHANT_CHARS:

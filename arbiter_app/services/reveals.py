@@ -16,13 +16,13 @@ from arbiter_app.models import (
     Entry,
     Session,
 )
-from oanp.canonical import JsonObject
-from oanp.commitments import Role as CommitRole
-from oanp.commitments import is_weak, parse_reveal, verify_reveal
-from oanp.envelope import MessageType
-from oanp.envelope import Role as OanpRole
-from oanp.errors import AlreadyRevealed, NothingCommitted, RevealTooEarly
-from oanp.snapshot import load_state
+from oanp.wire.canonical import JsonObject
+from oanp.wire.commitments import Role as CommitRole
+from oanp.wire.commitments import is_weak, parse_reveal, verify_reveal
+from oanp.wire.envelope import MessageType
+from oanp.wire.envelope import Role as OanpRole
+from oanp.wire.errors import AlreadyRevealed, NothingCommitted, RevealTooEarly
+from oanp.wire.snapshot import load_state
 
 _PRICED = (
     MessageType.OFFER_PROPOSE.value,

@@ -28,21 +28,21 @@ from arbiter_app.models import (
 )
 from arbiter_app.refusals import CurrencyNotOffered, SelfDealing, SenderMismatch, UnknownMerchant
 from arbiter_app.signing_keys import ActiveSigner
-from oanp.canonical import JsonObject, canonical_bytes, tagged_sha256
-from oanp.envelope import Envelope, MessageType
-from oanp.errors import (
+from oanp.wire.canonical import JsonObject, canonical_bytes, tagged_sha256
+from oanp.wire.envelope import Envelope, MessageType
+from oanp.wire.errors import (
     MessageIdReused,
     MessageIdSeen,
     ProtocolError,
     TimerExpired,
     UnknownSession,
 )
-from oanp.log import Entry as LogEntry
-from oanp.machine import Negotiation
-from oanp.profiles import Reason
-from oanp.snapshot import dump_state, load_state
-from oanp.state import Arbiter
-from oanp.summary import session_summary
+from oanp.wire.log import Entry as LogEntry
+from oanp.wire.machine import Negotiation
+from oanp.wire.profiles import Reason
+from oanp.wire.snapshot import dump_state, load_state
+from oanp.wire.state import Arbiter
+from oanp.wire.summary import session_summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ def receive_envelope(
     """Apply one party envelope of ``agent`` (its sender, as :func:`check_sender` found), in
     docs/protocol.md §14's order of checks.
 
-    Raises a :class:`~oanp.errors.ProtocolError` and changes nothing when it is refused, except
+    Raises a :class:`~oanp.wire.errors.ProtocolError` and changes nothing when it is refused, except
     that an envelope arriving after its session's timer fell due first lets the timer close
     the session, then is refused with ``timer_expired``. ``admit`` is called when every check
     passed and the envelope is about to be applied (a replay is not): the last refusal,

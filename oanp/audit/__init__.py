@@ -1,6 +1,13 @@
-"""Audit bundles and their verification: one file an outside auditor verifies with no trust in
-the arbiter. :mod:`oanp.audit.bundle` writes bundles (and subsets with inclusion proofs);
-:mod:`oanp.audit.verify` checks a bundle or a session log. docs/audit.md has the format."""
+"""The offline auditor: everything an outside party needs to check a session's log or an audit
+bundle with no trust in the arbiter, and nothing else imports.
+
+:mod:`oanp.audit.invariants` re-derives I1–I7 from a log (with :mod:`~oanp.audit.walk`, what it
+tracks and reports, and :mod:`~oanp.audit.party_checks` and :mod:`~oanp.audit.arbiter_checks`,
+how it judges each side's entries); :mod:`oanp.audit.replay` asks it after every entry;
+:mod:`oanp.audit.merkle` hashes RFC 6962 trees and proofs; :mod:`oanp.audit.bundle` writes
+bundles (and subsets with inclusion proofs) and :mod:`oanp.audit.verify` checks a bundle or a
+session log, whole or streamed (:mod:`oanp.audit.jsonstream`). docs/audit.md has the format.
+It builds on the wire (:mod:`oanp.wire`) and never on the agents' logic."""
 
 from oanp.audit.bundle import (
     BUNDLE_DEPTH,

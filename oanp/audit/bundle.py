@@ -36,8 +36,8 @@ from datetime import datetime
 from io import BytesIO
 from typing import IO, Any
 
-from oanp import merkle
-from oanp.canonical import (
+from oanp.audit import merkle
+from oanp.wire.canonical import (
     JsonObject,
     JsonValue,
     canonical_bytes,
@@ -45,9 +45,9 @@ from oanp.canonical import (
     json_value,
     read_json,
 )
-from oanp.envelope import format_timestamp
-from oanp.log import ChainWalk, walk_chain
-from oanp.signing import CHECKPOINT_TYP, ArbiterKey
+from oanp.wire.envelope import format_timestamp
+from oanp.wire.log import ChainWalk, walk_chain
+from oanp.wire.signing import CHECKPOINT_TYP, ArbiterKey
 
 BUNDLE_FORMAT = "oanp-audit-bundle/0.1"
 CHECKPOINT_FORMAT = "oanp-checkpoint/0.1"
@@ -267,7 +267,7 @@ class BundleWriter:
 
 
 class Digest:
-    """SHA-256 fed piece by piece, as :func:`oanp.canonical.tagged_sha256` spells it."""
+    """SHA-256 fed piece by piece, as :func:`oanp.wire.canonical.tagged_sha256` spells it."""
 
     def __init__(self) -> None:
         self._hash = hashlib.sha256()

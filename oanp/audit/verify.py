@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from oanp import merkle
+from oanp.audit import merkle
 from oanp.audit.bundle import (
     BUNDLE_DEPTH,
     BUNDLE_FORMAT,
@@ -20,18 +20,18 @@ from oanp.audit.bundle import (
     hex_root,
     root_bytes,
 )
-from oanp.canonical import (
+from oanp.audit.invariants import audit_log
+from oanp.audit.jsonstream import PullReader, StreamError
+from oanp.audit.walk import LogAudit, Status
+from oanp.wire.canonical import (
     JsonValue,
     canonical_bytes,
     json_value,
 )
-from oanp.errors import ProtocolError, VerificationError
-from oanp.invariants import audit_log
-from oanp.jsonstream import PullReader, StreamError
-from oanp.log import ChainWalk, walk_chain
-from oanp.profiles import PROFILES, Profile
-from oanp.signing import CHECKPOINT_TYP, verify_detached
-from oanp.walk import LogAudit, Status
+from oanp.wire.errors import ProtocolError, VerificationError
+from oanp.wire.log import ChainWalk, walk_chain
+from oanp.wire.profiles import PROFILES, Profile
+from oanp.wire.signing import CHECKPOINT_TYP, verify_detached
 
 # Verification --------------------------------------------------------------------------------
 
@@ -587,7 +587,7 @@ def verify_bundle_stream(
     """:func:`verify_bundle` of a bundle read from ``stream`` one session at a time.
 
     Raises :class:`NotStreamable` for a valid bundle laid out otherwise than a writer lays it
-    out (read it whole with :func:`verify_bundle`) and :class:`oanp.jsonstream.StreamError`
+    out (read it whole with :func:`verify_bundle`) and :class:`oanp.audit.jsonstream.StreamError`
     for a file that is not JSON; a well-formed but wrong bundle is reported, as there.
     """
     report = report or Report()

@@ -12,11 +12,11 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from oanp.money import MINOR_UNITS
-from oanp.pricelist import PriceLimits, PriceList, read_price_list
-from oanp.terms import IssuesInvalid, read_issues, take_written
-from oanp.tradeoffs import IssueLimits, TermsVault, read_terms_vault, read_want
-from oanp.vaults import BuyerVault, MerchantVault
+from oanp.agents.pricelist import PriceLimits, PriceList, read_price_list
+from oanp.agents.tradeoffs import IssueLimits, TermsVault, read_terms_vault, read_want
+from oanp.agents.vaults import BuyerVault, MerchantVault
+from oanp.wire.money import MINOR_UNITS
+from oanp.wire.terms import IssuesInvalid, read_issues, take_written
 
 
 class UsageError(Exception):

@@ -19,7 +19,11 @@ from typing import Any, TextIO
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from oanp.agents import BuyerAgent, MerchantAgent
+from oanp.agents.ids import new_ulid
+from oanp.agents.parties import BuyerAgent, MerchantAgent
+from oanp.agents.rehearsal import rehearse
+from oanp.agents.strategies import ReferenceBuyer, ReferenceMerchant
+from oanp.agents.vaults import BuyerVault, MerchantVault
 from oanp.audit import (
     BUNDLE_DEPTH,
     BUNDLE_FORMAT,
@@ -32,19 +36,15 @@ from oanp.audit import (
     verify_bundle_stream,
     verify_log,
 )
-from oanp.canonical import JsonValue, json_value, read_json
-from oanp.commitments import encode_salt
-from oanp.errors import MalformedEnvelope, ProtocolError
-from oanp.ids import new_ulid
-from oanp.jsonstream import PullReader, StreamError
-from oanp.log import Entry
+from oanp.audit.jsonstream import PullReader, StreamError
 from oanp.net.commands import add_commands, run_command
-from oanp.rehearsal import rehearse
-from oanp.signing import ArbiterKey, jwks_document
-from oanp.state import Arbiter
-from oanp.strategies import ReferenceBuyer, ReferenceMerchant
-from oanp.transcript import describe_entry
-from oanp.vaults import BuyerVault, MerchantVault
+from oanp.wire.canonical import JsonValue, json_value, read_json
+from oanp.wire.commitments import encode_salt
+from oanp.wire.errors import MalformedEnvelope, ProtocolError
+from oanp.wire.log import Entry
+from oanp.wire.signing import ArbiterKey, jwks_document
+from oanp.wire.state import Arbiter
+from oanp.wire.transcript import describe_entry
 
 DEMO_ARBITER_ID = "arbiter.demo"
 DEMO_JWKS_URI = "http://127.0.0.1:8000/.well-known/jwks.json"

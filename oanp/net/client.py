@@ -6,7 +6,7 @@ one, so a resubmission after a network error sends the very same bytes, and the 
 idempotent repeat (same ``message_id``, same body: 200 with the first answer) makes that safe.
 
 Refusals come back as :class:`ProblemError`. When the problem's ``code`` names a class of
-:mod:`oanp.errors`, the exception is also an instance of that class, so callers may write
+:mod:`oanp.wire.errors`, the exception is also an instance of that class, so callers may write
 ``except OutOfTurn`` or branch on ``exc.code`` alike.
 """
 
@@ -25,8 +25,8 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
-from oanp import errors
-from oanp.errors import FieldError, ProtocolError
+from oanp.wire import errors
+from oanp.wire.errors import FieldError, ProtocolError
 
 API_PREFIX: Final = "/oanp/v0.1"
 #: Statuses worth sending the same request again for: the arbiter did not decide anything.
@@ -85,7 +85,7 @@ _REMOTE: dict[str, type[ProblemError]] = {}
 
 def problem_class(code: str) -> type[ProblemError]:
     """The exception class for a problem ``code``: a :class:`ProblemError` that is also the
-    :mod:`oanp.errors` class with that code, when there is one."""
+    :mod:`oanp.wire.errors` class with that code, when there is one."""
     known = _KNOWN.get(code)
     if known is None:
         return ProblemError

@@ -21,11 +21,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from oanp.agents import Agreed, BuyerAgent, Closed
-from oanp.commitments import Role, encode_salt
-from oanp.discovery import parse_query
-from oanp.errors import ProtocolError
-from oanp.ids import new_ulid
+from oanp.agents.ids import new_ulid
+from oanp.agents.parties import Agreed, BuyerAgent, Closed
+from oanp.agents.strategies import (
+    STRATEGIES,
+    ParameterError,
+    Strategy,
+    canonical_name,
+    strategy_named,
+)
 from oanp.net.arguments import (
     UsageError,
     buyer_vault,
@@ -39,15 +43,11 @@ from oanp.net.arguments import (
     parse_want,
 )
 from oanp.net.negotiators import Merchant, MerchantState, negotiate
-from oanp.settlement import NEVER_SETTLE, SettlePolicy
-from oanp.strategies import (
-    STRATEGIES,
-    ParameterError,
-    Strategy,
-    canonical_name,
-    strategy_named,
-)
-from oanp.transcript import describe_entry_json
+from oanp.wire.commitments import Role, encode_salt
+from oanp.wire.discovery import parse_query
+from oanp.wire.errors import ProtocolError
+from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
+from oanp.wire.transcript import describe_entry_json
 
 #: Exit codes of ``oanp negotiate``: agreed, verification failed, bad input, closed.
 EXIT_AGREED, EXIT_UNVERIFIED, EXIT_USAGE, EXIT_NO_AGREEMENT = 0, 1, 2, 3
@@ -243,7 +243,7 @@ def _strategy_flags(command: argparse.ArgumentParser) -> None:
 
 def tuned_strategy(args: argparse.Namespace, role: Role) -> Strategy:
     """``--strategy`` for ``role``, tuned by every ``--param NAME=VALUE``: the registry checks
-    each name and value (:meth:`oanp.strategies.NamedStrategy.parse`)."""
+    each name and value (:meth:`oanp.agents.strategies.NamedStrategy.parse`)."""
     parameters: dict[str, str] = {}
     for text in args.param:
         name, equals, value = text.partition("=")

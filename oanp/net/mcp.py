@@ -2,12 +2,12 @@
 
 Run as ``oanp mcp --server URL --api-key KEY --agent-id ID --role buyer|merchant``. The
 tools build the protocol's envelopes from their arguments, run each through
-:func:`oanp.envelope.parse_envelope` and the role check before sending, so a bad argument is
+:func:`oanp.wire.envelope.parse_envelope` and the role check before sending, so a bad argument is
 refused here with the code the arbiter would answer, and nothing is sent. Constraints and
 salts stay on this machine: ``make_commitment`` keeps them in this process (and in the
 ``--state`` file, if given) and returns only the commitment.
 
-Guardrails (:mod:`oanp.guardrails`): on the agent's turn the session view says what it may
+Guardrails (:mod:`oanp.agents.guardrails`): on the agent's turn the session view says what it may
 send next, and an offer outside that (a retraction, a price past the agent's own limit when
 the server was given one, an accept of a price that is not standing) is refused here with a
 code and the range, before anything is sent. An accept past the approval threshold, when one
@@ -38,16 +38,16 @@ from mcp.server.mcpserver import (
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import BaseModel, Field
 
-from oanp.commitments import Role
-from oanp.envelope import (
+from oanp.agents.ids import new_ulid
+from oanp.net.client import ArbiterClient, ProblemError
+from oanp.net.mcp_agent import McpAgent, described
+from oanp.wire.commitments import Role
+from oanp.wire.envelope import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_PROFILE,
     PARTY_CLOSE_REASON,
 )
-from oanp.ids import new_ulid
-from oanp.net.client import ArbiterClient, ProblemError
-from oanp.net.mcp_agent import McpAgent, described
-from oanp.profiles import TERMS
+from oanp.wire.profiles import TERMS
 
 INSTRUCTIONS = """\
 Negotiate a price (and, if declared, terms besides it) through a neutral OANP v0.1 arbiter.
@@ -328,7 +328,7 @@ def serve(
 ) -> None:
     """Serve the tools over stdio until the client closes the pipe; with ``limit`` (this
     agent's true_ceiling or floor_price) and ``approval`` (the price past which an accept asks
-    a person), both in ``limit_currency``, the guardrails of :mod:`oanp.guardrails` hold the
+    a person), both in ``limit_currency``, the guardrails of :mod:`oanp.agents.guardrails` hold the
     tools to them."""
     with ArbiterClient(server, api_key) as client:
         agent = McpAgent(

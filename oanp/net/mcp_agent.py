@@ -1,6 +1,6 @@
 """One agent's side of the arbiter for the MCP tools (:mod:`oanp.net.mcp`): its client, its
 sealed commitments (constraints and salts stay in this process and its ``--state`` file), its
-followed streams, and the guardrails (:mod:`oanp.guardrails`) every offer passes before it is
+followed streams, and the guardrails (:mod:`oanp.agents.guardrails`) every offer passes before it is
 sent. Each refusal is a :class:`ToolError` the model reads, with the code the arbiter would
 answer or the guard's.
 """
@@ -21,17 +21,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from oanp.canonical import json_value
-from oanp.commitments import Role, commit, encode_salt
-from oanp.discovery import parse_query
-from oanp.envelope import (
-    OANP_VERSION,
-    check_sender,
-    format_timestamp,
-    parse_envelope,
-)
-from oanp.errors import ProtocolError
-from oanp.guardrails import (
+from oanp.agents.guardrails import (
     Position,
     Refusal,
     Standing,
@@ -39,12 +29,22 @@ from oanp.guardrails import (
     past_committed_limit,
     read_position,
 )
-from oanp.ids import new_ulid
-from oanp.money import price_to_json
+from oanp.agents.ids import new_ulid
 from oanp.net.client import ArbiterClient, ProblemError, ServerEvent
-from oanp.profiles import TERMS
-from oanp.terms import Values, read_terms
-from oanp.transcript import describe_entry_json
+from oanp.wire.canonical import json_value
+from oanp.wire.commitments import Role, commit, encode_salt
+from oanp.wire.discovery import parse_query
+from oanp.wire.envelope import (
+    OANP_VERSION,
+    check_sender,
+    format_timestamp,
+    parse_envelope,
+)
+from oanp.wire.errors import ProtocolError
+from oanp.wire.money import price_to_json
+from oanp.wire.profiles import TERMS
+from oanp.wire.terms import Values, read_terms
+from oanp.wire.transcript import describe_entry_json
 
 #: After the first new entry, wait this long for the ones it causes (a verdict, a close).
 SETTLE_SECONDS = 0.3
@@ -267,7 +267,7 @@ class McpAgent:
 
     def allowed(self, session_id: str) -> dict[str, Any]:
         """What this agent may send next in ``session_id``, as the session view shows it: the
-        range of :meth:`oanp.guardrails.Position.allowed`, and the approval threshold."""
+        range of :meth:`oanp.agents.guardrails.Position.allowed`, and the approval threshold."""
         allowed = self.position(session_id).allowed().as_json()
         if self.approval is not None:
             side = "approval_above" if self.role == "buyer" else "approval_below"

@@ -1,6 +1,6 @@
 """Agents that negotiate through a remote arbiter: a one-session buyer, a long-running merchant.
 
-They drive the sans-IO agents of :mod:`oanp.agents` with an arbiter API they are handed (an
+They drive the sans-IO agents of :mod:`oanp.agents.parties` with an arbiter API they are handed (an
 :class:`ArbiterApi`, in practice :class:`oanp.net.client.ArbiterClient`), so this module imports
 no network code itself. Vaults stay in the process: envelopes carry commitments only.
 
@@ -23,14 +23,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from oanp.agents import BuyerAgent, MerchantAgent, Outcome
+from oanp.agents.parties import BuyerAgent, MerchantAgent, Outcome
+from oanp.agents.pricelist import PriceList
+from oanp.agents.strategies import Strategy
+from oanp.agents.vaults import MerchantVault
 from oanp.audit import Report, verify_log
-from oanp.canonical import JsonObject
-from oanp.errors import ProtocolError
-from oanp.pricelist import PriceList
-from oanp.settlement import NEVER_SETTLE, SettlePolicy
-from oanp.strategies import Strategy
-from oanp.vaults import MerchantVault
+from oanp.wire.canonical import JsonObject
+from oanp.wire.errors import ProtocolError
+from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
 
 STATE_VERSION = 1
 

@@ -25,18 +25,18 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from oanp.agents import Agreed, BuyerAgent
-from oanp.canonical import JsonObject
-from oanp.commitments import encode_salt
-from oanp.envelope import MessageType
-from oanp.ids import new_ulid
-from oanp.money import price_to_json
+from oanp.agents.ids import new_ulid
+from oanp.agents.parties import Agreed, BuyerAgent
+from oanp.agents.strategies import strategy_named
+from oanp.agents.tradeoffs import IssueLimits, TermsVault
+from oanp.agents.vaults import BuyerVault
 from oanp.net.client import ArbiterClient, ProblemError
-from oanp.settlement import NEVER_SETTLE, SettlePolicy
-from oanp.strategies import strategy_named
-from oanp.tradeoffs import IssueLimits, TermsVault
-from oanp.transcript import terms_text
-from oanp.vaults import BuyerVault
+from oanp.wire.canonical import JsonObject
+from oanp.wire.commitments import encode_salt
+from oanp.wire.envelope import MessageType
+from oanp.wire.money import price_to_json
+from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
+from oanp.wire.transcript import terms_text
 
 #: Seconds between two reads of a log while waiting for the other side.
 POLL_SECONDS = 0.3

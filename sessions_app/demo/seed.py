@@ -22,9 +22,9 @@ from django.db import transaction
 
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
-from oanp import discovery
-from oanp.pricelist import PriceLimits, PriceList
-from oanp.tradeoffs import IssueLimits, TermsVault
+from oanp.agents.pricelist import PriceLimits, PriceList
+from oanp.agents.tradeoffs import IssueLimits, TermsVault
+from oanp.wire import discovery
 from sessions_app import services
 from sessions_app.models import AgentProfile, MemberRole, Membership, Merchant, Mode
 
@@ -57,7 +57,7 @@ class HostedAgent:
 @dataclass(frozen=True)
 class DemoBuyer:
     agent_id: str
-    #: A name of :data:`oanp.strategies.STRATEGIES`.
+    #: A name of :data:`oanp.agents.strategies.STRATEGIES`.
     strategy: str
 
 

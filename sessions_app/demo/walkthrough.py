@@ -13,14 +13,14 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import CommandError
 
-from oanp.agents import BuyerAgent
+from oanp.agents.ids import new_ulid
+from oanp.agents.parties import BuyerAgent
+from oanp.agents.vaults import BuyerVault
 from oanp.audit import verify_log
-from oanp.envelope import format_timestamp
-from oanp.ids import new_ulid
-from oanp.log import Entry
 from oanp.net.client import ArbiterClient
-from oanp.transcript import describe_entry
-from oanp.vaults import BuyerVault
+from oanp.wire.envelope import format_timestamp
+from oanp.wire.log import Entry
+from oanp.wire.transcript import describe_entry
 from sessions_app.demo.buyers import Stalled, buyer_agent, negotiate
 
 # The timer demo's session ends this long after it opens, with nobody moving.

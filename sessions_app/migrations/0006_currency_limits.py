@@ -8,7 +8,7 @@ the merchant, as keys issued from now on do."""
 from cryptography.fernet import InvalidToken
 from django.db import migrations, models
 
-from oanp.pricelist import from_single_limits, read_price_list
+from oanp.agents.pricelist import from_single_limits, read_price_list
 from sessions_app.vault import seal, unseal_document
 
 #: Where the listing names no currency, or its first cannot carry an old limit's decimals.

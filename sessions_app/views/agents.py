@@ -18,7 +18,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
 from arbiter_app.services import HostNotFound
-from oanp.pricelist import MAX_PRICE_ROWS, PriceList
+from oanp.agents.pricelist import MAX_PRICE_ROWS, PriceList
 from sessions_app import forms, selectors, services
 from sessions_app.models import AgentProfile, Merchant, Mode
 from sessions_app.preview import Preview, preview_form, preview_saved

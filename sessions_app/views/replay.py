@@ -1,5 +1,5 @@
 """A finished session's replay: its log stepped through entry by entry, each step as
-:mod:`oanp.replay` computes it from the entries up to it.
+:mod:`oanp.audit.replay` computes it from the entries up to it.
 
 Every step's frame is in the page (static/js/replay.js steps through them with no request),
 and the server renders the one ``?step=`` names, so a step can be linked to and read without

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from arbiter_app import selectors as arbiter
-from oanp.envelope import IDENTIFIER_RULE, is_identifier
+from oanp.wire.envelope import IDENTIFIER_RULE, is_identifier
 from sessions_app import actions, selectors
 from sessions_app.analytics import analyse, analyse_terms
 from sessions_app.filters import PROFILE_NAMES, RANGES, SORTS, STATES, VERDICTS

@@ -1,4 +1,4 @@
-// The replay page steps through frames the server computed from the log (oanp.replay) and
+// The replay page steps through frames the server computed from the log (oanp.audit.replay) and
 // embedded in the page, so a step costs no request. The slider, the previous and next links
 // and the keys all end in show(k), which redraws what the server draws for ?step=k and puts
 // k in the address, so the step on screen is the one a copied link opens.

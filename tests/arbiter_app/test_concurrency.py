@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from oanp.agents import BuyerAgent, MerchantAgent
+from oanp.agents.parties import BuyerAgent, MerchantAgent
 from oanp.audit import verify_log
-from oanp.log import chain_breaks
+from oanp.wire.log import chain_breaks
 from tests.arbiter_app.test_streams import INBOX, Frame, event_stream, live_client
 from tests.conftest import LiveServer
 from tests.support.factories.agents import ENVELOPES, Agent, HttpNegotiation, make_agent, now

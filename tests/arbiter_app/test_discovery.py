@@ -17,7 +17,7 @@ from openapi_schema_validator import OAS30Validator
 from arbiter_app import services
 from arbiter_app.api.views import MERCHANTS_PAGE_SIZE
 from arbiter_app.models import AgentCredential, HandoffTarget, Listing
-from oanp.profiles import PROFILES
+from oanp.wire.profiles import PROFILES
 from tests.support.api import problem
 from tests.support.factories.agents import Agent, list_merchant, make_agent
 

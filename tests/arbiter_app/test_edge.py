@@ -95,7 +95,7 @@ def test_an_address_flooding_made_up_keys_is_refused_before_any_lookup(
 # and every later one: the address has used up its failed authentications, the body is too
 # large and not JSON, the key is throttled, the sender is another agent, the session unknown.
 # The row passes only when the edge makes its check first. The machine's own order, which
-# follows, is walked in tests/oanp/test_machine.py.
+# follows, is walked in tests/oanp/wire/test_machine.py.
 
 EDGE_ORDER = [
     "invalid_characters",

@@ -43,9 +43,9 @@ from hypothesis.stateful import (
 
 from arbiter_app import health, services
 from arbiter_app.models import Session
-from oanp.agents import PartyAgent
+from oanp.agents.parties import PartyAgent
 from oanp.audit import verify_log
-from oanp.envelope import format_timestamp
+from oanp.wire.envelope import format_timestamp
 from tests.conftest import LiveServer, Worker
 from tests.support.factories.agents import ENVELOPES, SFO_JFK_ITEM, Agent, make_agent
 from tests.support.factories.sessions import sfo_jfk_agents

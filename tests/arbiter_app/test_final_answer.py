@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from arbiter_app import services
 from arbiter_app.models import Entry
-from oanp.invariants import audit_log
+from oanp.audit.invariants import audit_log
 from tests.support.api import Parties, problem
 from tests.support.factories.agents import Agent
 

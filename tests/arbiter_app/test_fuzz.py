@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arbiter_app.models import Entry, Session
-from oanp.envelope import MessageType
+from oanp.wire.envelope import MessageType
 from tests.support.factories.agents import Agent, ClientNegotiation, make_agent, post
 
 pytestmark = pytest.mark.django_db

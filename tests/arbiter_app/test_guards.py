@@ -28,8 +28,8 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from arbiter_app.models import Session
-from oanp.commitments import encode_salt
-from oanp.vaults import BuyerVault
+from oanp.agents.vaults import BuyerVault
+from oanp.wire.commitments import encode_salt
 from oanp_site.asgi import SyncMiddlewareHandler
 from sessions_app.models import MemberRole, Membership
 from tests.conftest import LiveServer

@@ -15,8 +15,8 @@ from django.test import Client
 
 from arbiter_app import integrity, selectors, tasks
 from arbiter_app.models import Entry, IntegrityAlarm, IntegrityCheck, Session
-from oanp.canonical import ZERO_HASH
-from oanp.log import entry_hash_of
+from oanp.wire.canonical import ZERO_HASH
+from oanp.wire.log import entry_hash_of
 from sessions_app.models import MemberRole
 from tests.support.factories.accounts import member, merchant, signed_in
 from tests.support.factories.agents import ClientNegotiation

@@ -20,9 +20,9 @@ from django.db import transaction
 from hypothesis import HealthCheck, example, given, settings
 
 from arbiter_app.models import AgentCallback, Entry, Session
-from oanp.canonical import ZERO_HASH, canonical_bytes, json_value, read_json, tagged_sha256
-from oanp.commitments import encode_salt
-from oanp.vaults import BuyerVault
+from oanp.agents.vaults import BuyerVault
+from oanp.wire.canonical import ZERO_HASH, canonical_bytes, json_value, read_json, tagged_sha256
+from oanp.wire.commitments import encode_salt
 from tests.support.api import COMMITS, problem
 from tests.support.factories.agents import Agent, ClientNegotiation, post
 from tests.support.factories.sessions import ITEM, envelope_json

@@ -12,7 +12,7 @@ from openapi_spec_validator import validate
 
 from arbiter_app.api.openapi import SCHEMA_DOCUMENTS
 from arbiter_app.refusals import REFUSALS as SERVER_REFUSALS
-from oanp.errors import REFUSALS as PROTOCOL_REFUSALS
+from oanp.wire.errors import REFUSALS as PROTOCOL_REFUSALS
 
 #: (path, method) → the problem statuses docs/protocol.md §14 documents for it. Every one
 #: refuses invalid characters (400) and answers 503 while the database is away.

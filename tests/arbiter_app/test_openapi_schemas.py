@@ -1,4 +1,4 @@
-"""The OpenAPI 3 document's schemas (oanp.schema's) judge envelopes, terms, agreements and
+"""The OpenAPI 3 document's schemas (oanp.wire.schema's) judge envelopes, terms, agreements and
 answers as the parser does, and the JSON Schemas served on their own judge as those do."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 from openapi_schema_validator import OAS30Validator
 
 from arbiter_app.api.openapi import SCHEMA_DOCUMENTS
-from oanp.envelope import SENDERS, MessageType, Role, check_sender, parse_envelope
-from oanp.errors import ProtocolError, SchemaInvalid
-from oanp.settlement import SETTLEMENT_RULE
-from oanp.terms import (
+from oanp.wire.envelope import SENDERS, MessageType, Role, check_sender, parse_envelope
+from oanp.wire.errors import ProtocolError, SchemaInvalid
+from oanp.wire.settlement import SETTLEMENT_RULE
+from oanp.wire.terms import (
     ISSUE_NAME_PATTERN,
     MAX_DECIMALS,
     MAX_ISSUES,
@@ -168,7 +168,7 @@ def test_what_the_parser_refuses_the_schema_refuses(
 
 
 def test_the_golden_trace_fits_the_envelope_schema(document: dict[str, Any]) -> None:
-    from tests.oanp.test_golden import golden_session
+    from tests.oanp.wire.test_golden import golden_session
 
     validator = envelope_validator(document)
     entries = golden_session()
@@ -189,8 +189,8 @@ def test_every_envelope_of_a_rehearsed_session_fits_the_envelope_schema(
 
 
 def test_the_documented_limits_are_the_parser_s(document: dict[str, Any]) -> None:
-    from oanp.envelope import MAX_ROUNDS_LIMIT, RESPONSE_WINDOW_RANGE
-    from oanp.profiles import PROFILES
+    from oanp.wire.envelope import MAX_ROUNDS_LIMIT, RESPONSE_WINDOW_RANGE
+    from oanp.wire.profiles import PROFILES
 
     opening = document["components"]["schemas"]["OpenPayload"]["properties"]
     assert opening["max_rounds"]["maximum"] == MAX_ROUNDS_LIMIT
@@ -214,7 +214,7 @@ def _envelope_of(kind: str) -> dict[str, Any]:
 
 
 def _golden(kind: str) -> dict[str, Any]:
-    from tests.oanp.test_golden import golden_session
+    from tests.oanp.wire.test_golden import golden_session
 
     envelopes = [json.loads(json.dumps(e.envelope, default=str)) for e in golden_session()]
     return next(e for e in envelopes if e["type"] == kind)
@@ -484,7 +484,7 @@ def test_the_standalone_schema_is_a_valid_draft_2020_12_schema(
 def test_the_standalone_schema_judges_as_the_openapi_one(
     document: dict[str, Any], standalone: dict[str, Any]
 ) -> None:
-    from tests.oanp.test_golden import golden_session
+    from tests.oanp.wire.test_golden import golden_session
 
     standard = jsonschema.Draft202012Validator(standalone)
     openapi = envelope_validator(document)

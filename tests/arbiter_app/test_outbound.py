@@ -41,7 +41,7 @@ from arbiter_app.models import (
     HandoffTarget,
     Session,
 )
-from oanp.envelope import parse_envelope
+from oanp.wire.envelope import parse_envelope
 from tests.support.factories.agents import Agent, ClientNegotiation
 
 pytestmark = pytest.mark.django_db

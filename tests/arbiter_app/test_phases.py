@@ -1,4 +1,4 @@
-"""A session's phases have one source, :class:`oanp.state.Phase`: the session row takes its
+"""A session's phases have one source, :class:`oanp.wire.state.Phase`: the session row takes its
 choices and ``is_terminal`` from it, the migrations hold those choices, and the OpenAPI document
 lists the same phases."""
 
@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from arbiter_app.models import Session
-from oanp.state import Phase
+from oanp.wire.state import Phase
 
 
 def test_the_migrations_hold_every_change_of_the_models(db: None) -> None:

@@ -28,10 +28,10 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from oanp.agents.strategies import STRATEGIES
 from oanp.audit import verify_log
 from oanp.net import cli, commands
 from oanp.net.client import ArbiterClient
-from oanp.strategies import STRATEGIES
 from tests.conftest import ROOT, LiveServer
 from tests.support.factories.agents import SFO_JFK_ITEM, SFO_JFK_TRACE, Agent, make_agent
 from tests.support.factories.terms import ISSUES
@@ -445,10 +445,10 @@ def test_a_merchant_stopped_between_sending_and_noting_it_resends_the_same_bytes
     from datetime import UTC, datetime
     from decimal import Decimal
 
-    from oanp.commitments import encode_salt
+    from oanp.agents.strategies import ReferenceMerchant
+    from oanp.agents.vaults import MerchantVault
     from oanp.net.negotiators import Merchant, MerchantState
-    from oanp.strategies import ReferenceMerchant
-    from oanp.vaults import MerchantVault
+    from oanp.wire.commitments import encode_salt
 
     seller = make_agent("merchant-window", "merchant")
     buyer = make_agent("buyer-window", "buyer")

@@ -12,8 +12,8 @@ import pytest
 from django.core.cache import cache
 
 from arbiter_app.models import Session
-from oanp.commitments import encode_salt
-from oanp.vaults import BuyerVault
+from oanp.agents.vaults import BuyerVault
+from oanp.wire.commitments import encode_salt
 from tests.support.factories.agents import Agent, ClientNegotiation, make_agent, post
 
 pytestmark = pytest.mark.django_db

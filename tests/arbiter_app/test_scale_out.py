@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from arbiter_app.models import Entry, Session
-from oanp.agents import BuyerAgent
+from oanp.agents.parties import BuyerAgent
 from oanp.audit import verify_log
 from tests.conftest import UNLIMITED_ADDRESS, Worker
 from tests.support.factories.agents import Agent, make_agent

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from arbiter_app.models import Entry
-from oanp.commitments import reference_commit
-from oanp.invariants import audit_log
+from oanp.audit.invariants import audit_log
+from oanp.wire.commitments import reference_commit
 from tests.support.api import COMMITS, CONSTRAINTS, SALTS, Parties, entry_hashes, problem
 from tests.support.factories.agents import Agent
 from tests.support.factories.sessions import ITEM

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from oanp.agents import BuyerAgent, MerchantAgent, PartyAgent
+from oanp.agents.parties import BuyerAgent, MerchantAgent, PartyAgent
 from oanp.audit import verify_log
 from oanp.net.client import ServerEvent, SseDecoder
 from tests.conftest import LiveServer

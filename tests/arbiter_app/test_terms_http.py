@@ -11,7 +11,7 @@ import pytest
 from arbiter_app import services
 from arbiter_app.models import Entry, Handoff
 from oanp.audit import verify_log
-from oanp.canonical import canonical_bytes
+from oanp.wire.canonical import canonical_bytes
 from tests.support.api import COMMITS, CONSTRAINTS, SALTS, Parties, entry_hashes, problem
 from tests.support.factories.agents import Agent
 from tests.support.factories.sessions import MERCHANT

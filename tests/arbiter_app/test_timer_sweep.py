@@ -17,7 +17,7 @@ from arbiter_app import selectors, services, timers
 from arbiter_app.deliveries import callbacks
 from arbiter_app.models import AgentCallback, CallbackCursor, Entry, Session
 from oanp.audit import verify_log
-from oanp.envelope import envelope_from_json
+from oanp.wire.envelope import envelope_from_json
 from tests.support.factories.logs import session_log
 from tests.support.factories.sessions import (
     BUYER,

@@ -27,7 +27,14 @@ def loaded_by(module: str, modules: tuple[str, ...] = ()) -> str:
 
 
 @pytest.mark.parametrize(
-    "module", ["oanp.machine", "oanp.invariants", "oanp.audit", "oanp.agents", "oanp.rehearsal"]
+    "module",
+    [
+        "oanp.wire.machine",
+        "oanp.audit.invariants",
+        "oanp.audit",
+        "oanp.agents.parties",
+        "oanp.agents.rehearsal",
+    ],
 )
 def test_importing_the_core_loads_no_framework(module):
     assert loaded_by(module) == ""

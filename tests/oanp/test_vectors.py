@@ -28,15 +28,15 @@ from jwcrypto import jwk as jwcrypto_jwk
 from jwcrypto import jws as jwcrypto_jws
 
 from oanp.audit import verify_bundle, verify_log
-from oanp.canonical import canonical_bytes, json_value, read_json
-from oanp.commitments import commit, opens, reference_commit
-from oanp.envelope import check_sender, parse_envelope
-from oanp.errors import ProtocolError, SchemaInvalid, VerificationError
-from oanp.invariants import audit_log
-from oanp.log import entry_hash_of
-from oanp.machine import Negotiation
-from oanp.signing import AGREEMENT_TYP, CHECKPOINT_TYP, ArbiterKey, verify_detached
-from oanp.walk import Status
+from oanp.audit.invariants import audit_log
+from oanp.audit.walk import Status
+from oanp.wire.canonical import canonical_bytes, json_value, read_json
+from oanp.wire.commitments import commit, opens, reference_commit
+from oanp.wire.envelope import check_sender, parse_envelope
+from oanp.wire.errors import ProtocolError, SchemaInvalid, VerificationError
+from oanp.wire.log import entry_hash_of
+from oanp.wire.machine import Negotiation
+from oanp.wire.signing import AGREEMENT_TYP, CHECKPOINT_TYP, ArbiterKey, verify_detached
 from tests.support.factories.sessions import ARBITER, T0
 from tests.support.vectors import FILES, VECTORS_DIR, agreements_json
 

@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
-from oanp.pricelist import PriceLimits, PriceList
-from oanp.tradeoffs import IssueLimits, TermsVault
+from oanp.agents.pricelist import PriceLimits, PriceList
+from oanp.agents.tradeoffs import IssueLimits, TermsVault
 from sessions_app.models import AgentProfile, Merchant
 from sessions_app.vault import unseal
 from tests.sessions_app.pages import error_summary_in

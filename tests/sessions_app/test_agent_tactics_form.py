@@ -12,10 +12,10 @@ from django.test import Client
 from django.utils.html import escape
 
 from arbiter_app.models import Entry, Session
-from oanp.rehearsal import Rehearsal, rehearse
-from oanp.settlement import SettlePolicy
-from oanp.strategies import STRATEGIES
-from oanp.tradeoffs import IssueLimits, TermsVault
+from oanp.agents.rehearsal import Rehearsal, rehearse
+from oanp.agents.strategies import STRATEGIES
+from oanp.agents.tradeoffs import IssueLimits, TermsVault
+from oanp.wire.settlement import SettlePolicy
 from sessions_app import preview
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, MemberRole, Merchant
 from tests.sessions_app.test_agents import agent_form, errors_of
@@ -42,7 +42,7 @@ def preview_rows(page: str) -> dict[str, str]:
 
 @pytest.fixture
 def rehearsals(monkeypatch: pytest.MonkeyPatch) -> list[Rehearsal]:
-    """Every session the preview plays, as :func:`oanp.rehearsal.rehearse` returned it."""
+    """Every session the preview plays, as :func:`oanp.agents.rehearsal.rehearse` returned it."""
     played: list[Rehearsal] = []
 
     def recording(**session: Any) -> Rehearsal:

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from arbiter_app.models import AgentCredential
-from oanp.pricelist import PriceLimits, PriceList
+from oanp.agents.pricelist import PriceLimits, PriceList
 from sessions_app import services
 from sessions_app.models import AgentProfile, AuditEvent, MemberRole, Merchant
 from sessions_app.templatetags.ago import when

@@ -9,10 +9,10 @@ from itertools import count
 
 import pytest
 
-from oanp.agents import Agreed, BuyerAgent
-from oanp.commitments import encode_salt
-from oanp.strategies import ReferenceBuyer
-from oanp.vaults import BuyerVault
+from oanp.agents.parties import Agreed, BuyerAgent
+from oanp.agents.strategies import ReferenceBuyer
+from oanp.agents.vaults import BuyerVault
+from oanp.wire.commitments import encode_salt
 from sessions_app.models import MemberRole
 from tests.conftest import LiveServer, Worker
 from tests.sessions_app.browser import chromium, screenshot, sign_in

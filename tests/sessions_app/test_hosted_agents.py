@@ -11,9 +11,9 @@ from django.test import Client
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import Entry
-from oanp.canonical import canonical_bytes
-from oanp.envelope import parse_envelope
-from oanp.pricelist import PriceLimits, PriceList
+from oanp.agents.pricelist import PriceLimits, PriceList
+from oanp.wire.canonical import canonical_bytes
+from oanp.wire.envelope import parse_envelope
 from sessions_app import hosted_agents, services, tasks
 from sessions_app.models import AgentProfile, HostedSession
 from sessions_app.vault import unseal_session_vault

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import Session
-from oanp.envelope import parse_timestamp
+from oanp.wire.envelope import parse_timestamp
 from sessions_app import hosted_agents, selectors, services, tasks
 from sessions_app.models import AgentProfile
 from tests.sessions_app.test_hosted_agents import types

@@ -11,8 +11,8 @@ import pytest
 from django.test import Client
 
 from arbiter_app import selectors as arbiter
-from oanp import discovery
-from oanp.pricelist import PriceLimits, PriceList
+from oanp.agents.pricelist import PriceLimits, PriceList
+from oanp.wire import discovery
 from sessions_app import hosted_agents, services
 from sessions_app.models import HostedSession, Merchant
 from tests.support.factories.accounts import (

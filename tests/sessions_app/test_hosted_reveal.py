@@ -12,8 +12,8 @@ from django.test import Client
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import Session
-from oanp.canonical import canonical_bytes
-from oanp.errors import AlreadyRevealed
+from oanp.wire.canonical import canonical_bytes
+from oanp.wire.errors import AlreadyRevealed
 from sessions_app import hosted_agents, services, tasks
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, MemberRole, Merchant
 from tests.sessions_app.test_agents import agent_form

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from oanp.agents.strategies import ParameterError, UnknownStrategy
 from oanp.audit import verify_log
 from oanp.net import commands
 from oanp.net.client import ArbiterClient
-from oanp.settlement import SettlePolicy
-from oanp.strategies import ParameterError, UnknownStrategy
+from oanp.wire.settlement import SettlePolicy
 from sessions_app import hosted_agents, services
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession
 from tests.arbiter_app.test_remote_agents import LIMIT_FLAGS, negotiate

@@ -12,10 +12,10 @@ import pytest
 from django.test import Client
 from django.utils.html import escape
 
+from oanp.agents.tradeoffs import IssueLimits, TermsVault
 from oanp.audit import verify_log
 from oanp.net import commands
 from oanp.net.client import ArbiterClient
-from oanp.tradeoffs import IssueLimits, TermsVault
 from sessions_app import hosted_agents
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant
 from sessions_app.vault import unseal, unseal_session_vault

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 
-from oanp.settlement import NEVER_SETTLE, SettlePolicy
+from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
 from sessions_app.models import MemberRole, Membership
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, screenshot, sign_in

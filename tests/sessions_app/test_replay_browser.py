@@ -1,7 +1,7 @@
 """The replay page in Chromium against the real ASGI server: the keys, the slider and the
 links step through the log with no request, the address follows the step, and at every step
 the checklist and the standing prices on screen are what the offline auditor and
-``oanp.replay`` compute from the entries up to it; the page fits 1440 px and a 390 px phone,
+``oanp.audit.replay`` compute from the entries up to it; the page fits 1440 px and a 390 px phone,
 in the light and the dark, and axe finds nothing wrong with it."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from django.test import Client
 from playwright.sync_api import Page
 
-from oanp.invariants import audit_log
-from oanp.replay import replay
+from oanp.audit.invariants import audit_log
+from oanp.audit.replay import replay
 from sessions_app.models import MemberRole
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import axe_violations, chromium, screenshot, sign_in

@@ -1,7 +1,7 @@
 """The replay page as the server renders it: who may see it (the session page's rules), a
 running session has none (409), a bad ``?step=`` is a 400 that says what to fix, every step
 deep-linked renders what the offline auditor reports for the log up to it, and the frames the
-page embeds for stepping are ``oanp.replay``'s of the log the API serves."""
+page embeds for stepping are ``oanp.audit.replay``'s of the log the API serves."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from oanp.invariants import audit_log
-from oanp.replay import replay
+from oanp.audit.invariants import audit_log
+from oanp.audit.replay import replay
 from sessions_app.models import AgentProfile, MemberRole
 from tests.support.factories.accounts import member, merchant, signed_in
 from tests.support.factories.agents import ClientNegotiation, make_agent

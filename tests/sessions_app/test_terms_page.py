@@ -17,9 +17,9 @@ import pytest
 from django.template.loader import render_to_string
 from django.test import Client
 
-from oanp.frontier import trade_offs
-from oanp.terms import read_terms
-from oanp.vaults import BuyerVault, MerchantVault
+from oanp.agents.frontier import trade_offs
+from oanp.agents.vaults import BuyerVault, MerchantVault
+from oanp.wire.terms import read_terms
 from sessions_app import analytics
 from sessions_app.analytics import analyse_terms
 from sessions_app.models import MemberRole

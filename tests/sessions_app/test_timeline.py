@@ -56,7 +56,7 @@ def test_a_final_answer_that_never_came() -> None:
 
 
 def test_a_settlement_shows_both_limits_the_midpoint_and_the_price() -> None:
-    from tests.oanp.test_settlement import Settling
+    from tests.oanp.wire.test_settlement import Settling
 
     s = Settling({"true_ceiling": 401}, {"floor_price": 280})
     s.propose(320)

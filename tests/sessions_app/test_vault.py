@@ -13,7 +13,7 @@ from cryptography.fernet import InvalidToken
 from django.db import connection
 from django.test import Client, override_settings
 
-from oanp.pricelist import PriceLimits, PriceList
+from oanp.agents.pricelist import PriceLimits, PriceList
 from sessions_app import hosted_agents
 from sessions_app.models import AgentProfile, HostedSession, MemberRole
 from sessions_app.vault import seal, seal_text, unseal, unseal_text

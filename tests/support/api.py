@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arbiter_app.models import Entry, Session
-from oanp.commitments import commit, encode_salt
+from oanp.wire.commitments import commit, encode_salt
 from tests.support.factories.agents import Agent, post, read_log
 from tests.support.factories.sessions import ITEM, envelope_json
 

@@ -22,14 +22,14 @@ from typing import Any, cast
 import rfc8785
 
 from oanp.audit import extract, verify_bundle
-from oanp.canonical import JsonObject, canonical_bytes, json_value, read_json, tagged_sha256
-from oanp.commitments import commit, encode_salt, reference_commit
-from oanp.envelope import check_sender, parse_envelope
-from oanp.errors import ProtocolError, SchemaInvalid, VerificationError
-from oanp.invariants import audit_log
-from oanp.machine import Negotiation
-from oanp.signing import AGREEMENT_TYP, CHECKPOINT_TYP, ArbiterKey, verify_detached
-from oanp.walk import Status
+from oanp.audit.invariants import audit_log
+from oanp.audit.walk import Status
+from oanp.wire.canonical import JsonObject, canonical_bytes, json_value, read_json, tagged_sha256
+from oanp.wire.commitments import commit, encode_salt, reference_commit
+from oanp.wire.envelope import check_sender, parse_envelope
+from oanp.wire.errors import ProtocolError, SchemaInvalid, VerificationError
+from oanp.wire.machine import Negotiation
+from oanp.wire.signing import AGREEMENT_TYP, CHECKPOINT_TYP, ArbiterKey, verify_detached
 from tests.support.factories.logs import (
     BUNDLED_AT,
     NO_DEAL,

@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
-from oanp.errors import Conflict, OutOfTurn, ProtocolError, SchemaInvalid
 from oanp.net.client import (
     ArbiterClient,
     ProblemError,
     SseDecoder,
     problem_from_response,
 )
+from oanp.wire.errors import Conflict, OutOfTurn, ProtocolError, SchemaInvalid
 
 # The event-stream parser ---------------------------------------------------------------------
 

@@ -17,10 +17,10 @@ import pytest
 from mcp import Client, types
 from mcp.server.mcpserver.exceptions import ToolError
 
-from oanp.envelope import parse_envelope
 from oanp.net import cli, commands
 from oanp.net.mcp import build_server
 from oanp.net.mcp_agent import McpAgent
+from oanp.wire.envelope import parse_envelope
 from tests.support.factories.sessions import (
     BUYER,
     BUYER_COMMIT,

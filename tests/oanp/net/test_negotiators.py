@@ -10,12 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oanp.agents import BuyerAgent, Closed, MerchantAgent
-from oanp.commitments import encode_salt, limit_breaches
-from oanp.invariants import audit_log
-from oanp.rehearsal import rehearse
-from oanp.state import Phase
-from oanp.strategies import (
+from oanp.agents.parties import BuyerAgent, Closed, MerchantAgent
+from oanp.agents.rehearsal import rehearse
+from oanp.agents.strategies import (
     Boulware,
     Conceder,
     Linear,
@@ -23,7 +20,10 @@ from oanp.strategies import (
     ReferenceMerchant,
     TitForTat,
 )
-from oanp.vaults import BuyerVault, MerchantVault
+from oanp.agents.vaults import BuyerVault, MerchantVault
+from oanp.audit.invariants import audit_log
+from oanp.wire.commitments import encode_salt, limit_breaches
+from oanp.wire.state import Phase
 from tests.support.factories.sessions import ARBITER, JWKS
 
 TIME_DEPENDENT = {"boulware": Boulware, "linear": Linear, "conceder": Conceder}

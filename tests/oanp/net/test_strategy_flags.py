@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from oanp.agents.strategies import Boulware, ReferenceMerchant, TitForTat
 from oanp.net import cli, commands
-from oanp.strategies import Boulware, ReferenceMerchant, TitForTat
 
 NEGOTIATE = [
     "negotiate",

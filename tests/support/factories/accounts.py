@@ -14,13 +14,13 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.test import Client
 
-from oanp.agents import BuyerAgent
-from oanp.commitments import encode_salt
-from oanp.pricelist import PriceLimits, PriceList
-from oanp.settlement import NEVER_SETTLE, SettlePolicy
-from oanp.strategies import ReferenceBuyer
-from oanp.tradeoffs import TermsVault
-from oanp.vaults import BuyerVault
+from oanp.agents.parties import BuyerAgent
+from oanp.agents.pricelist import PriceLimits, PriceList
+from oanp.agents.strategies import ReferenceBuyer
+from oanp.agents.tradeoffs import TermsVault
+from oanp.agents.vaults import BuyerVault
+from oanp.wire.commitments import encode_salt
+from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
 from sessions_app import services
 from sessions_app.models import AgentProfile, MemberRole, Membership, Merchant, Mode
 from tests.support.factories.agents import Agent, make_agent

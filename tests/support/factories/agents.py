@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 
 from arbiter_app import services
-from oanp import discovery
-from oanp.agents import BuyerAgent, MerchantAgent
+from oanp.agents.parties import BuyerAgent, MerchantAgent
+from oanp.wire import discovery
 from tests.support.factories.sessions import sfo_jfk_agents
 
 ENVELOPES = "/oanp/v0.1/envelopes"

@@ -18,17 +18,9 @@ from typing import Any, cast
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from oanp.agents import BuyerAgent, MerchantAgent
-from oanp.audit import build_bundle
-from oanp.canonical import ZERO_HASH, JsonObject, canonical_bytes
-from oanp.commitments import encode_salt
-from oanp.envelope import envelope_from_json
-from oanp.log import entry_hash_of
-from oanp.machine import Negotiation
-from oanp.rehearsal import rehearse
-from oanp.signing import AGREEMENT_TYP, ArbiterKey, jwks_document
-from oanp.state import Arbiter
-from oanp.strategies import (
+from oanp.agents.parties import BuyerAgent, MerchantAgent
+from oanp.agents.rehearsal import rehearse
+from oanp.agents.strategies import (
     Boulware,
     Conceder,
     Linear,
@@ -36,7 +28,15 @@ from oanp.strategies import (
     ReferenceMerchant,
     Strategy,
 )
-from oanp.vaults import BuyerVault, MerchantVault
+from oanp.agents.vaults import BuyerVault, MerchantVault
+from oanp.audit import build_bundle
+from oanp.wire.canonical import ZERO_HASH, JsonObject, canonical_bytes
+from oanp.wire.commitments import encode_salt
+from oanp.wire.envelope import envelope_from_json
+from oanp.wire.log import entry_hash_of
+from oanp.wire.machine import Negotiation
+from oanp.wire.signing import AGREEMENT_TYP, ArbiterKey, jwks_document
+from oanp.wire.state import Arbiter
 
 ARBITER_ID = "arbiter.test"
 JWKS_URI = "https://arbiter.test/.well-known/jwks.json"

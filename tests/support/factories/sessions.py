@@ -7,14 +7,14 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from oanp import rehearsal
-from oanp.agents import BuyerAgent, MerchantAgent
-from oanp.envelope import Envelope, envelope_from_json
-from oanp.log import Entry
-from oanp.machine import Negotiation
-from oanp.settlement import NEVER_SETTLE, SettlePolicy
-from oanp.signing import ArbiterKey, jwks_document
-from oanp.state import Arbiter
+from oanp.agents import rehearsal
+from oanp.agents.parties import BuyerAgent, MerchantAgent
+from oanp.wire.envelope import Envelope, envelope_from_json
+from oanp.wire.log import Entry
+from oanp.wire.machine import Negotiation
+from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
+from oanp.wire.signing import ArbiterKey, jwks_document
+from oanp.wire.state import Arbiter
 
 T0 = datetime(2026, 4, 28, 14, 0, tzinfo=UTC)
 BUYER, MERCHANT, SESSION = "buyer-001", "merchant-sfo", "01JDB1P4W3X7Q9M2K8T6R5N0B0"

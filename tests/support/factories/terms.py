@@ -7,12 +7,12 @@ import itertools
 from decimal import Decimal
 from typing import Any
 
-from oanp.agents import BuyerAgent, MerchantAgent
-from oanp.commitments import encode_salt
-from oanp.strategies import ReferenceBuyer, ReferenceMerchant
-from oanp.terms import read_issues
-from oanp.tradeoffs import IssueLimits, TermsVault
-from oanp.vaults import BuyerVault, MerchantVault
+from oanp.agents.parties import BuyerAgent, MerchantAgent
+from oanp.agents.strategies import ReferenceBuyer, ReferenceMerchant
+from oanp.agents.tradeoffs import IssueLimits, TermsVault
+from oanp.agents.vaults import BuyerVault, MerchantVault
+from oanp.wire.commitments import encode_salt
+from oanp.wire.terms import read_issues
 
 ISSUES: list[dict[str, Any]] = [
     {

@@ -1,0 +1,328 @@
+"""Canonical JSON (RFC 8785) and the strict JSON reader everything hashed goes through.
+
+The reader keeps numbers exact (``Decimal`` for every literal with a fraction or exponent) and
+refuses what would make two parties hash different bytes for "the same" document: duplicate
+keys, ``NaN``/``Infinity``, integers outside I-JSON's ±2^53, lone surrogates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from decimal import MAX_EMAX, MIN_ETINY, Decimal, InvalidOperation
+from typing import Any, TypeAlias
+
+import rfc8785
+
+from oanp.wire.errors import FieldError, MalformedEnvelope, SchemaInvalid
+
+JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
+JsonObject: TypeAlias = "dict[str, JsonValue]"
+
+#: I-JSON (RFC 7493) integer domain; JCS cannot represent integers beyond it exactly.
+MAX_SAFE_INTEGER = 2**53 - 1
+MAX_DEPTH = 64
+ZERO_HASH = "sha256:" + "0" * 64
+
+
+class ExponentDecimal(Decimal):
+    """A number written with an exponent (``3.4e2``). Kept apart because prices forbid it."""
+
+    __slots__ = ()
+
+
+#: What the reader returns for a nonzero number whose exponent ``Decimal`` cannot hold (beyond
+#: about ±10^18): the largest or the smallest magnitude it holds, of the same sign. Either lies
+#: far outside what a double holds, so :func:`json_value` refuses it, naming the field, as it
+#: refuses ``1e400`` and ``1e-400``.
+_HUGE = f"1E+{MAX_EMAX}"
+_TINY = f"1E{MIN_ETINY}"
+
+
+def _parse_float(literal: str) -> Decimal:
+    kind = ExponentDecimal if "e" in literal or "E" in literal else Decimal
+    try:
+        return kind(literal)
+    except InvalidOperation:  # the scanner matched a JSON number: only its exponent can fail
+        return kind(_beyond_decimal(literal))
+
+
+def _beyond_decimal(literal: str) -> str:
+    """A stand-in for a number too large or too small for ``Decimal``: zero when its digits
+    are all zeros (``0e999999999999999999999`` is 0), else ``_HUGE`` or ``_TINY`` by the sign
+    of its exponent. The digits before the exponent cannot tip it, being far fewer than 10^18."""
+    mantissa, _, exponent = literal.lower().partition("e")
+    sign = "-" if mantissa.startswith("-") else ""
+    if not mantissa.strip("-0."):
+        return sign + "0"
+    return sign + (_TINY if exponent.startswith("-") else _HUGE)
+
+
+def _parse_int(literal: str) -> int | Decimal:
+    try:
+        return int(literal)
+    except ValueError:  # more digits than int() converts: far beyond I-JSON, refused by value
+        return Decimal(literal)
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        dupes = [k for k, _ in pairs if k in seen or seen.add(k)]  # type: ignore[func-returns-value]
+        raise ValueError(f"duplicate key {dupes[0]!r}")
+    return obj
+
+
+#: The strict reader's decoder; :mod:`oanp.audit.jsonstream` reads large documents piece by piece
+#: with the same one, so a streamed file is held to the same rules as a loaded one.
+STRICT_DECODER = json.JSONDecoder(
+    parse_float=_parse_float,
+    parse_int=_parse_int,
+    parse_constant=_reject_constant,
+    object_pairs_hook=_unique_keys,
+)
+
+
+def read_json(data: bytes | str) -> Any:
+    """Parse strictly; numbers with a fraction or exponent come back as ``Decimal``."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return STRICT_DECODER.decode(text)
+    except UnicodeDecodeError as exc:
+        raise MalformedEnvelope("body is not UTF-8") from exc
+    except RecursionError as exc:
+        raise MalformedEnvelope("JSON nests too deeply") from exc
+    except ValueError as exc:  # JSONDecodeError, duplicate keys, int digit limit
+        raise MalformedEnvelope(f"body is not valid JSON: {exc}") from exc
+
+
+class _Slow(Exception):
+    """A fast path declines the value; the general one answers for it."""
+
+
+def json_value(
+    value: object, path: str = "$", depth: int = 0, *, max_depth: int = MAX_DEPTH
+) -> JsonValue:
+    """Normalize a parsed or hand-built value to what RFC 8785 hashes, or say where it breaks.
+
+    Every number must lie within I-JSON's ±(2^53-1), however it is spelled (``1e20`` as much
+    as ``100000000000000000000``), and be what a double holds: one with more significant
+    digits than that is refused rather than rounded. ``Decimal`` becomes ``int`` when whole,
+    ``float`` otherwise.
+    """
+    try:
+        plain: JsonValue = _plain_json(value, depth, max_depth)
+    except _Slow:
+        return _json_value(value, path, depth, max_depth=max_depth)
+    return plain
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _plain_json(value: Any, depth: int, max_depth: int) -> Any:
+    """:func:`_json_value` for the exact JSON types, keeping no path; :class:`_Slow` wherever
+    it would raise, and for any other type (subclasses too), so that it says where."""
+    if depth > max_depth:
+        raise _Slow
+    kind = type(value)
+    if kind is dict:
+        out: dict[str, Any] = {}
+        depth += 1
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or _encodes(key)):
+                raise _Slow
+            if type(item) is str and item.isascii() and depth <= max_depth:
+                out[key] = item  # the common leaf, without a call
+            else:
+                out[key] = _plain_json(item, depth, max_depth)
+        return out
+    if kind is list or kind is tuple:
+        return [_plain_json(item, depth + 1, max_depth) for item in value]
+    if kind is str:
+        if value.isascii() or _encodes(value):
+            return value
+    elif value is None or kind is bool:
+        return value
+    elif kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+    elif kind is Decimal or kind is ExponentDecimal or kind is float:
+        try:
+            return _number(value, "$")
+        except SchemaInvalid:
+            raise _Slow from None
+    raise _Slow
+
+
+def _json_value(value: object, path: str, depth: int, *, max_depth: int) -> JsonValue:
+    if depth > max_depth:
+        raise SchemaInvalid("too deeply nested", errors=[FieldError(path, "nests too deeply")])
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if abs(value) > MAX_SAFE_INTEGER:
+            raise _beyond_i_json(path)
+        return value
+    if isinstance(value, Decimal | float):
+        return _number(value, path)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise SchemaInvalid(
+                "invalid string", errors=[FieldError(path, "string holds a lone surrogate")]
+            ) from exc
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, JsonValue] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise SchemaInvalid(
+                    "invalid key", errors=[FieldError(path, "keys must be strings")]
+                )
+            _json_value(key, path, 0, max_depth=MAX_DEPTH)  # a key must be a valid string too
+            out[key] = _json_value(item, f"{path}.{key}", depth + 1, max_depth=max_depth)
+        return out
+    if isinstance(value, list | tuple):
+        return [
+            _json_value(item, f"{path}[{i}]", depth + 1, max_depth=max_depth)
+            for i, item in enumerate(value)
+        ]
+    raise SchemaInvalid(
+        "not JSON", errors=[FieldError(path, f"{type(value).__name__} is not JSON")]
+    )
+
+
+def _beyond_i_json(path: str) -> SchemaInvalid:
+    return SchemaInvalid("number out of range", errors=[FieldError(path, "beyond ±(2^53-1)")])
+
+
+def _number(value: Decimal | float, path: str) -> int | float:
+    as_decimal = Decimal(value) if isinstance(value, float) else value
+    if not as_decimal.is_finite():
+        raise SchemaInvalid("not a finite number", errors=[FieldError(path, "not finite")])
+    # copy_abs, not abs(): abs() rounds to the context, which overflows past 1e999999.
+    if as_decimal.copy_abs() > MAX_SAFE_INTEGER:
+        raise _beyond_i_json(path)
+    if as_decimal == as_decimal.to_integral_value():
+        return int(as_decimal)
+    as_float = float(as_decimal)
+    if not as_float:
+        raise SchemaInvalid(
+            "number too small",
+            errors=[FieldError(path, "is not 0, but a double rounds it to 0")],
+        )
+    if not isinstance(value, float) and Decimal(repr(as_float)) != as_decimal:
+        # Hashed as the double, the number would silently stand for another one.
+        raise SchemaInvalid(
+            "number too precise",
+            errors=[FieldError(path, "has more significant digits than a double holds")],
+        )
+    return as_float
+
+
+#: Compact, keys sorted, non-ASCII written as itself. A cycle never reaches it: the walk of
+#: :func:`_jcs_ready` fails on it first, with the ``RecursionError`` ``rfc8785`` raises too.
+_encode = json.JSONEncoder(
+    ensure_ascii=False, check_circular=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+).encode
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+#: Non-integral doubles at least this large print the same in ``repr`` and ECMAScript.
+_FIXED_FROM = 1e-4
+
+
+def _jcs_ready(value: Any) -> Any:
+    """``value`` as the C encoder spells in RFC 8785, or raise :class:`_Slow`.
+
+    Returns ``value`` itself unless a whole float had to become an ``int``, in which case the
+    containers on its path are copied. Exact types only: subclasses, ``Decimal`` and anything
+    else go the slow way, which then raises whatever ``rfc8785`` raises.
+    """
+    kind = type(value)
+    if kind is dict:
+        copy: dict[str, Any] | None = None
+        for key, item in value.items():
+            if type(key) is not str or (not key.isascii() and _ASTRAL.search(key)):
+                raise _Slow
+            kind = type(item)
+            if kind is str or item is None or kind is bool:
+                continue  # the common leaves, without a call
+            if kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                continue
+            ready = _jcs_ready(item)
+            if ready is not item:
+                if copy is None:
+                    copy = dict(value)
+                copy[key] = ready
+        return value if copy is None else copy
+    if kind is list or kind is tuple:
+        converted: list[Any] | None = None
+        for index, item in enumerate(value):
+            ready = _jcs_ready(item)
+            if ready is not item:
+                if converted is None:
+                    converted = list(value)
+                converted[index] = ready
+        return value if converted is None else converted
+    if kind is str or value is None or kind is bool:
+        return value
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+    elif kind is float:
+        if value.is_integer():
+            if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                return int(value)  # 340.0 -> 340, -0.0 -> 0
+        elif _FIXED_FROM <= abs(value) < 1e16:  # the bound refuses the infinities; NaN fails both
+            return value
+    raise _Slow
+
+
+def canonical_bytes(value: JsonValue) -> bytes:
+    """RFC 8785 bytes of an already normalized value (see :func:`json_value`).
+
+    Byte for byte what ``rfc8785.dumps`` gives, and the same error class for what it refuses.
+    Values :func:`_jcs_ready` vouches for take the C :mod:`json` encoder, which then writes
+    RFC 8785 exactly; anything else takes the ``rfc8785`` package:
+
+    - strings: with ``ensure_ascii=False`` it escapes ``"``, ``\\`` and the controls below
+      U+0020 (``\\b \\t \\n \\f \\r``, the rest as lowercase ``\\u00xx``) and nothing
+      else, as RFC 8785 section 3.2.2.2 does; a lone surrogate fails the UTF-8 encoding and goes
+      the slow way, which refuses it;
+    - keys: exact ``str``, sorted by code point, which is RFC 8785's UTF-16 order unless a key
+      holds a character beyond U+FFFF: such objects go the slow way;
+    - integers: the same decimal digits, within ±(2^53-1); beyond it the slow way refuses;
+    - floats: ``rfc8785`` lays out the shortest round-trip digits of ``repr``, as ECMAScript
+      does. A non-integral double of magnitude at least 1e-4 (and below 2^52, as every
+      non-integral double is) is written by ``repr`` in plain positional form, as ECMAScript
+      writes it; a whole float within ±(2^53-1) becomes an ``int``, whose digits are ECMAScript's
+      (``340.0`` is ``340``, ``-0.0`` is ``0``). The rest goes the slow way: below 1e-4 ``repr``
+      writes ``1e-05`` where ECMAScript writes ``0.00001``, larger whole floats ``1e+16`` or a
+      trailing ``.0``, and NaN and the infinities are refused.
+    """
+    try:
+        return _encode(_jcs_ready(value)).encode("utf-8")
+    except (_Slow, UnicodeEncodeError):
+        return rfc8785.dumps(value)
+
+
+def tagged_sha256(data: bytes) -> str:
+    """``"sha256:" + hex``, the form every hash of this protocol takes on the wire."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def hash_canonical(value: JsonValue) -> str:
+    return tagged_sha256(canonical_bytes(value))
