@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from oanp.agents.frontier import Frontier, Outcome, TradeOffs, trade_offs
+from oanp.agents.frontier import Candidate, Frontier, TradeOffs, trade_offs
 from oanp.wire.terms import Issue, issues_json, read_terms, terms_json
 
 PERCENT = Decimal("0.1")
@@ -157,7 +157,7 @@ class TermsAnalysis:
         if self.found is None:
             return "null"
 
-        def xy(o: Outcome | None) -> dict[str, float] | None:
+        def xy(o: Candidate | None) -> dict[str, float] | None:
             return None if o is None else {"x": float(o.buyer), "y": float(o.merchant)}
 
         return json.dumps(

@@ -17,8 +17,7 @@ from arbiter_app.models import (
     Session,
 )
 from oanp.wire.canonical import JsonObject
-from oanp.wire.commitments import Role as CommitRole
-from oanp.wire.commitments import is_weak, parse_reveal, verify_reveal
+from oanp.wire.commitments import Side, is_weak, parse_reveal, verify_reveal
 from oanp.wire.envelope import MessageType
 from oanp.wire.envelope import Role as OanpRole
 from oanp.wire.errors import AlreadyRevealed, NothingCommitted, RevealTooEarly
@@ -46,7 +45,7 @@ def reveal_constraints(
     """
     reveal = parse_reveal(data)
     role = agent.role
-    party: CommitRole = "buyer" if role == AgentRole.BUYER else "merchant"
+    party: Side = "buyer" if role == AgentRole.BUYER else "merchant"
     with transaction.atomic():
         locked = Session.objects.select_for_update().get(pk=session.pk)
         state = load_state(json.loads(locked.state))

@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from oanp.agents.tradeoffs import TermsPlan, read_terms_vault
 from oanp.agents.vaults import BuyerVault, MerchantVault
-from oanp.wire.commitments import Role
+from oanp.wire.commitments import Side
 from oanp.wire.money import decimals_of
 from oanp.wire.terms import ChoiceIssue, Issue, Values
 
@@ -36,7 +36,7 @@ MAX_ISSUE_VALUES = 101
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Candidate:
     """A candidate agreement and what it is worth to each side, 0 to 1."""
 
     price: Decimal
@@ -50,9 +50,9 @@ class Frontier:
     """The non-dominated candidates, by the buyer's utility ascending (so the merchant's
     descends): the curve a chart draws."""
 
-    points: tuple[Outcome, ...]
+    points: tuple[Candidate, ...]
 
-    def nearest(self, buyer: Decimal, merchant: Decimal) -> tuple[Outcome, Decimal]:
+    def nearest(self, buyer: Decimal, merchant: Decimal) -> tuple[Candidate, Decimal]:
         """The point of the frontier nearest to the utilities ``(buyer, merchant)``, and the
         distance between them (0 for a point on the frontier)."""
         if not self.points:
@@ -73,13 +73,13 @@ class TradeOffs:
     ceiling: Decimal
     frontier: Frontier
     #: ``None`` when the session did not agree.
-    agreement: Outcome | None
-    nearest: Outcome | None
+    agreement: Candidate | None
+    nearest: Candidate | None
     distance: Decimal | None
 
 
 def revealed_plan(
-    role: Role, issues: Sequence[Issue], constraints: Mapping[str, object]
+    role: Side, issues: Sequence[Issue], constraints: Mapping[str, object]
 ) -> TermsPlan:
     """A party's plan from the constraints its reveal opened: a buyer's ``true_ceiling`` and
     ``budget_cap`` (the ceiling when absent), a merchant's ``floor_price`` and ``ideal_price``,
@@ -128,7 +128,7 @@ def trade_offs(
     if agreement is None:
         return TradeOffs(floor, ceiling, found, None, None, None)
     price, values = agreement
-    agreed = Outcome(price, values, *(plan.utility(price, values) for plan in plans))
+    agreed = Candidate(price, values, *(plan.utility(price, values) for plan in plans))
     if not found.points:
         return TradeOffs(floor, ceiling, found, agreed, None, None)
     nearest, distance = found.nearest(agreed.buyer, agreed.merchant)
@@ -169,7 +169,7 @@ def frontier(
             _scores,
         )
     outcomes = [
-        Outcome(price, values, buyer.utility(price, values), merchant.utility(price, values))
+        Candidate(price, values, buyer.utility(price, values), merchant.utility(price, values))
         for _, _, price, values in partial
     ]
     # Once more on the utilities themselves, so that membership and distance agree exactly.

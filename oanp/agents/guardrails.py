@@ -21,7 +21,7 @@ from typing import Final, Literal
 
 from oanp.agents.strategies import at_least_as_good, in_own_favour
 from oanp.wire.canonical import JsonObject, JsonValue
-from oanp.wire.commitments import Role
+from oanp.wire.commitments import Side
 from oanp.wire.envelope import Offer, Open, envelope_from_json
 from oanp.wire.money import price_to_json
 from oanp.wire.terms import Issue, Values, is_pure_retraction, read_terms
@@ -84,7 +84,7 @@ class Position:
     ``limit_currency`` (``None``: the limit holds in any currency) and the session's
     ``currency`` and ``issues``."""
 
-    role: Role
+    role: Side
     currency: str
     own: Standing | None = None
     other: Standing | None = None
@@ -170,11 +170,11 @@ class Position:
 
 
 #: The member of a party's constraints that a settlement reveals as its limit.
-LIMIT_MEMBER: Final[Mapping[Role, str]] = {"buyer": "true_ceiling", "merchant": "floor_price"}
+LIMIT_MEMBER: Final[Mapping[Side, str]] = {"buyer": "true_ceiling", "merchant": "floor_price"}
 
 
 def past_committed_limit(
-    role: Role, constraints: Mapping[str, JsonValue], limit: Decimal
+    role: Side, constraints: Mapping[str, JsonValue], limit: Decimal
 ) -> str | None:
     """Why committing to ``constraints`` would let ``role`` agree past its own ``limit``, or
     ``None``: a settlement by reveal settles at the midpoint of the two committed limits
@@ -195,7 +195,7 @@ def past_committed_limit(
     return f"a {name} of {value} is past your limit of {limit}: a settlement could agree past it"
 
 
-def needs_approval(role: Role, threshold: Decimal | None, price: Decimal) -> bool:
+def needs_approval(role: Side, threshold: Decimal | None, price: Decimal) -> bool:
     """Whether accepting ``price`` waits for a person: past ``threshold`` on the side that
     costs ``role`` (above it for a buyer, below it for a merchant); never without one."""
     return threshold is not None and not at_least_as_good(role, price, threshold)
@@ -203,7 +203,7 @@ def needs_approval(role: Role, threshold: Decimal | None, price: Decimal) -> boo
 
 def read_position(
     entries: Sequence[Mapping[str, JsonValue]],
-    role: Role,
+    role: Side,
     limit: Decimal | None = None,
     limit_currency: str | None = None,
 ) -> Position:

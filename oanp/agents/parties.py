@@ -26,7 +26,7 @@ from oanp.agents.strategies import Accept, Decision, Limits, Situation, Strategy
 from oanp.agents.tradeoffs import TermsPlan, terms_of
 from oanp.agents.vaults import BuyerVault, MerchantVault, Vault
 from oanp.wire.canonical import JsonObject, json_value
-from oanp.wire.commitments import Role, commit
+from oanp.wire.commitments import Side, commit
 from oanp.wire.envelope import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_PROFILE,
@@ -89,7 +89,8 @@ class Closed:
     reason: str
 
 
-Outcome = Agreed | Closed
+#: How a session ended for an agent: with an agreement, or closed without one.
+SessionEnd = Agreed | Closed
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +123,7 @@ def _exact(value: object) -> Decimal:
 class PartyAgent(ABC, Generic[V]):
     """What buyer and merchant agents share: stream bookkeeping, guards, envelopes."""
 
-    role: ClassVar[Role]
+    role: ClassVar[Side]
     offer_type: ClassVar[MessageType]
 
     def __init__(
@@ -153,14 +154,14 @@ class PartyAgent(ABC, Generic[V]):
         self._seen: set[str] = set()
         self._settling = False
         self._finished = False
-        self._outcome: Outcome | None = None
+        self._outcome: SessionEnd | None = None
 
     def __repr__(self) -> str:
         session_id = self._session.session_id if self._session else None
         return f"{type(self).__name__}(agent_id={self.agent_id!r}, session_id={session_id!r})"
 
     @property
-    def outcome(self) -> Outcome | None:
+    def outcome(self) -> SessionEnd | None:
         """How the session ended, once the arbiter said so (agreed price or close reason)."""
         return self._outcome
 

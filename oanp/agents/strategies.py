@@ -34,7 +34,7 @@ from decimal import (
 from types import MappingProxyType
 from typing import Final, Literal, Protocol, get_args
 
-from oanp.wire.commitments import Role
+from oanp.wire.commitments import Side
 from oanp.wire.money import minor_units
 
 # A fixed context, so that a caller's global decimal settings can never change a price.
@@ -43,7 +43,7 @@ _ARITHMETIC: Final = Context(
 )
 
 
-def at_least_as_good(role: Role, price: Decimal, than: Decimal) -> bool:
+def at_least_as_good(role: Side, price: Decimal, than: Decimal) -> bool:
     """Whether ``price`` serves ``role`` at least as well as ``than``: lower for a buyer.
 
     Every comparison a party makes goes through here: "within my limit" is "at least as good
@@ -52,7 +52,7 @@ def at_least_as_good(role: Role, price: Decimal, than: Decimal) -> bool:
     return price <= than if role == "buyer" else price >= than
 
 
-def in_own_favour(role: Role, price: Decimal, currency: str) -> Decimal:
+def in_own_favour(role: Side, price: Decimal, currency: str) -> Decimal:
     """``price`` rounded to the currency's minor unit in the party's interest.
 
     A buyer rounds down and a merchant up, so rounding never carries a price past a limit.
@@ -88,7 +88,7 @@ class Situation:
     round before.
     """
 
-    role: Role
+    role: Side
     limits: Limits
     currency: str
     round: int
@@ -382,7 +382,7 @@ class Parameter:
     merchant_default: ParameterValue | None = None
     merchant_only: bool = False
 
-    def default_for(self, role: Role) -> ParameterValue:
+    def default_for(self, role: Side) -> ParameterValue:
         if role == "merchant" and self.merchant_default is not None:
             return self.merchant_default
         return self.default
@@ -435,11 +435,11 @@ class NamedStrategy:
     merchant: Callable[..., ConcessionStrategy]
     parameters: tuple[Parameter, ...]
 
-    def parameters_for(self, role: Role) -> tuple[Parameter, ...]:
+    def parameters_for(self, role: Side) -> tuple[Parameter, ...]:
         """The parameters ``role`` may set, in the order a form shows them."""
         return tuple(p for p in self.parameters if role == "merchant" or not p.merchant_only)
 
-    def parse(self, role: Role, raw: Mapping[str, object]) -> dict[str, ParameterValue]:
+    def parse(self, role: Side, raw: Mapping[str, object]) -> dict[str, ParameterValue]:
         """Every parameter of ``role``, typed: those of ``raw`` validated, the rest defaults.
 
         Raises :class:`ParameterError` with every bad or unknown name of ``raw`` at once.
@@ -460,18 +460,18 @@ class NamedStrategy:
             raise ParameterError(errors)
         return values
 
-    def _unknown(self, role: Role, name: str) -> str:
+    def _unknown(self, role: Side, name: str) -> str:
         if any(p.name == name for p in self.parameters):
             return f"{name} is a merchant's parameter, not a buyer's"
         names = ", ".join(p.name for p in self.parameters_for(role))
         return f"{self.name} has no parameter {name!r}; its parameters: {names}"
 
-    def stored(self, role: Role, raw: Mapping[str, object]) -> dict[str, str]:
+    def stored(self, role: Side, raw: Mapping[str, object]) -> dict[str, str]:
         """:meth:`parse` as JSON keeps it: every parameter as text, so decimals stay exact."""
         return {name: str(value) for name, value in self.parse(role, raw).items()}
 
     def build(
-        self, role: Role, parameters: Mapping[str, object] = MappingProxyType({})
+        self, role: Side, parameters: Mapping[str, object] = MappingProxyType({})
     ) -> Strategy:
         """A fresh strategy for ``role`` with ``parameters`` (validated by :meth:`parse`;
         none given: the defaults, which are the tactics' own)."""
@@ -601,7 +601,7 @@ def canonical_name(name: str) -> str:
 
 
 def strategy_named(
-    name: str, role: Role, parameters: Mapping[str, object] = MappingProxyType({})
+    name: str, role: Side, parameters: Mapping[str, object] = MappingProxyType({})
 ) -> Strategy:
     """A fresh strategy ``name`` (canonical or an alias) for ``role``, tuned by ``parameters``
     (:meth:`NamedStrategy.build`)."""

@@ -29,7 +29,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 from oanp.agents.strategies import Limits
 from oanp.wire.canonical import JsonObject, JsonValue
-from oanp.wire.commitments import Role
+from oanp.wire.commitments import Side
 from oanp.wire.money import PRICE_CEILING, decimals_of, price_to_json
 from oanp.wire.terms import (
     MAX_DECIMALS,
@@ -115,7 +115,7 @@ def _position(issue: Issue, value: Decimal | str) -> Decimal:
     return value
 
 
-def _best_for(role: Role, issue: Issue) -> Decimal:
+def _best_for(role: Side, issue: Issue) -> Decimal:
     """Where the issue's axis is best for ``role``."""
     if isinstance(issue, ChoiceIssue):
         return Decimal(0) if role == "buyer" else Decimal(len(issue.options) - 1)
@@ -164,12 +164,12 @@ class _Scale:
         return (a < b) == (self.ideal < self.limit) and a != b
 
 
-def _scales(role: Role, issues: Sequence[Issue], vault: TermsVault | None) -> list[_Scale]:
+def _scales(role: Side, issues: Sequence[Issue], vault: TermsVault | None) -> list[_Scale]:
     scales = []
     for issue in issues:
         limits = vault.of(issue.name) if vault is not None else None
         if limits is None:
-            other: Role = "merchant" if role == "buyer" else "buyer"
+            other: Side = "merchant" if role == "buyer" else "buyer"
             best_of_other = _best_for(other, issue)
             scales.append(_Scale(issue, Decimal(0), best_of_other, best_of_other))
         else:
@@ -192,7 +192,7 @@ def _scales(role: Role, issues: Sequence[Issue], vault: TermsVault | None) -> li
 class TermsPlan:
     """The declared issues as one party weighs them, with its price limits."""
 
-    role: Role
+    role: Side
     issues: tuple[Issue, ...]
     price: Limits
     vault: TermsVault | None
@@ -284,7 +284,7 @@ def terms_of(issues: Sequence[Issue], terms: Mapping[str, object]) -> Values:
     return tuple(values)
 
 
-def issues_for(role: Role, vault: TermsVault) -> tuple[Issue, ...]:
+def issues_for(role: Side, vault: TermsVault) -> tuple[Issue, ...]:
     """The narrowest issues a session could declare to negotiate ``vault``'s, in its order.
 
     Why: a vault names no domains (an ideal and a limit are all a party knows of an issue;

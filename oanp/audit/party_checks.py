@@ -13,8 +13,7 @@ from oanp.audit.walk import (
     T,
     Walk,
 )
-from oanp.wire.commitments import Role as CommitRole
-from oanp.wire.commitments import limit_breaches, limit_of, opens
+from oanp.wire.commitments import Side, limit_breaches, limit_of, opens
 from oanp.wire.envelope import (
     SENDERS,
     Ack,
@@ -69,7 +68,7 @@ def _visit_reveal(walk: Walk, seq: int, env: Envelope, reveal: SettleReveal) -> 
     opened = walk.opened
     assert opened is not None
     role = env.role
-    party: CommitRole = "buyer" if role is Role.BUYER else "merchant"
+    party: Side = "buyer" if role is Role.BUYER else "merchant"
     if opened.settlement is None:
         walk.fail("I2", f"entry {seq}: settle.reveal in a session opened without settlement")
     if reveal.round != walk.round or walk.final_answer is not None:

@@ -41,7 +41,7 @@ from oanp.wire.terms import Issue, issues_open, read_terms
 
 
 @dataclass(frozen=True, slots=True)
-class Check:
+class InvariantFinding:
     """One invariant as the auditor reports it: ``pass``, ``fail`` or ``n/a``, and why."""
 
     invariant: str
@@ -114,7 +114,7 @@ class Frame:
     merchant_price: Decimal | None
     offers: tuple[PriceMove, ...]
     verdicts: tuple[RoundVerdict, ...]
-    checks: tuple[Check, ...]
+    checks: tuple[InvariantFinding, ...]
     #: ``"agreed"``, a close reason, or ``None`` while the log has not ended.
     outcome: str | None
     #: ``None`` unless the session declared issues besides the price.
@@ -333,10 +333,11 @@ def _phase(walk: AuditWalk, audit: LogAudit) -> Phase:
     return Phase.NEGOTIATING
 
 
-def _checks(audit: LogAudit) -> tuple[Check, ...]:
+def _checks(audit: LogAudit) -> tuple[InvariantFinding, ...]:
     results = [audit.results[i] for i in INVARIANTS]
     return tuple(
-        Check(r.invariant, r.status.value, tuple(r.problems), tuple(r.notes)) for r in results
+        InvariantFinding(r.invariant, r.status.value, tuple(r.problems), tuple(r.notes))
+        for r in results
     )
 
 

@@ -43,7 +43,7 @@ from oanp.net.arguments import (
     parse_want,
 )
 from oanp.net.negotiators import Merchant, MerchantState, negotiate
-from oanp.wire.commitments import Role, encode_salt
+from oanp.wire.commitments import Side, encode_salt
 from oanp.wire.discovery import parse_query
 from oanp.wire.errors import ProtocolError
 from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
@@ -241,7 +241,7 @@ def _strategy_flags(command: argparse.ArgumentParser) -> None:
     )
 
 
-def tuned_strategy(args: argparse.Namespace, role: Role) -> Strategy:
+def tuned_strategy(args: argparse.Namespace, role: Side) -> Strategy:
     """``--strategy`` for ``role``, tuned by every ``--param NAME=VALUE``: the registry checks
     each name and value (:meth:`oanp.agents.strategies.NamedStrategy.parse`)."""
     parameters: dict[str, str] = {}

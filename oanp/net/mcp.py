@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field
 from oanp.agents.ids import new_ulid
 from oanp.net.client import ArbiterClient, ProblemError
 from oanp.net.mcp_agent import McpAgent, described
-from oanp.wire.commitments import Role
+from oanp.wire.commitments import Side
 from oanp.wire.envelope import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_PROFILE,
@@ -320,7 +320,7 @@ def serve(
     server: str,
     api_key: str,
     agent_id: str,
-    role: Role,
+    role: Side,
     state_path: Path | None,
     limit: Decimal | None = None,
     approval: Decimal | None = None,

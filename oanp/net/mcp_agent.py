@@ -32,7 +32,7 @@ from oanp.agents.guardrails import (
 from oanp.agents.ids import new_ulid
 from oanp.net.client import ArbiterClient, ProblemError, ServerEvent
 from oanp.wire.canonical import json_value
-from oanp.wire.commitments import Role, commit, encode_salt
+from oanp.wire.commitments import Side, commit, encode_salt
 from oanp.wire.discovery import parse_query
 from oanp.wire.envelope import (
     OANP_VERSION,
@@ -101,7 +101,7 @@ class McpAgent:
         client: ArbiterClient,
         *,
         agent_id: str,
-        role: Role,
+        role: Side,
         state_path: Path | None,
         limit: Decimal | None = None,
         approval: Decimal | None = None,

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from oanp.agents.parties import BuyerAgent, MerchantAgent, Outcome
+from oanp.agents.parties import BuyerAgent, MerchantAgent, SessionEnd
 from oanp.agents.pricelist import PriceList
 from oanp.agents.strategies import Strategy
 from oanp.agents.vaults import MerchantVault
@@ -73,7 +73,7 @@ class FinishedSession:
     """A finished session as the buyer saw it: outcome, the full log, its offline check."""
 
     session_id: str
-    outcome: Outcome | None
+    outcome: SessionEnd | None
     log: list[dict[str, Any]]
     report: Report
 

@@ -25,7 +25,8 @@ SALTED_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
 WEAK_PATTERN = re.compile(r"0x[0-9a-f]{16}")
 SALT_BYTES = 32
 
-Role = Literal["buyer", "merchant"]
+#: A party's side of a session, as commitments and limits name it; the arbiter has none.
+Side = Literal["buyer", "merchant"]
 
 
 def is_commitment(value: str) -> bool:
@@ -109,7 +110,7 @@ class LimitBreach:
     limit: Decimal
     limit_name: str
 
-    def describe(self, role: Role) -> str:
+    def describe(self, role: Side) -> str:
         relation = "above" if role == "buyer" else "below"
         return (
             f"round {self.round}: {role} offered {self.price}, "
@@ -118,10 +119,10 @@ class LimitBreach:
 
 
 #: Which revealed constraint bounds which role's prices, and in which direction.
-LIMIT_KEYS: dict[Role, str] = {"buyer": "true_ceiling", "merchant": "floor_price"}
+LIMIT_KEYS: dict[Side, str] = {"buyer": "true_ceiling", "merchant": "floor_price"}
 
 
-def limit_of(role: Role, constraints: Mapping[str, object]) -> Decimal | None:
+def limit_of(role: Side, constraints: Mapping[str, object]) -> Decimal | None:
     raw = constraints.get(LIMIT_KEYS[role])
     if isinstance(raw, bool) or not isinstance(raw, int | float | Decimal):
         return None
@@ -129,7 +130,7 @@ def limit_of(role: Role, constraints: Mapping[str, object]) -> Decimal | None:
 
 
 def limit_breaches(
-    role: Role, constraints: Mapping[str, object], prices: Iterable[tuple[int, Decimal]]
+    role: Side, constraints: Mapping[str, object], prices: Iterable[tuple[int, Decimal]]
 ) -> list[LimitBreach]:
     """The party's own ``(round, price)`` moves that its revealed limit forbids.
 
@@ -148,7 +149,7 @@ def limit_breaches(
 def verify_reveal(
     commitment: str,
     *,
-    role: Role,
+    role: Side,
     constraints: Mapping[str, object],
     salt: str | None,
     item: Mapping[str, object],

@@ -11,8 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from oanp.wire.canonical import JsonObject, canonical_bytes
-from oanp.wire.commitments import LIMIT_KEYS, is_weak, limit_breaches, limit_of, opens
-from oanp.wire.commitments import Role as CommitRole
+from oanp.wire.commitments import LIMIT_KEYS, Side, is_weak, limit_breaches, limit_of, opens
 from oanp.wire.envelope import (
     ARBITER_ID_PREFIX,
     INVARIANTS,
@@ -308,7 +307,7 @@ def _reveal(step: Step, envelope: Envelope) -> None:
         raise SettlementNotEnabled("the session was not opened with settlement: reveal")
     if reveal.round != state.round:
         raise WrongRound(f"this is round {state.round}, not {reveal.round}")
-    party: CommitRole = "buyer" if role is B else "merchant"
+    party: Side = "buyer" if role is B else "merchant"
     limit = limit_of(party, reveal.constraints)
     if limit is None or limit <= 0:
         raise NotSettleable(

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oanp.agents.frontier import Frontier, Outcome, frontier, revealed_plan, trade_offs
+from oanp.agents.frontier import Candidate, Frontier, frontier, revealed_plan, trade_offs
 from oanp.agents.tradeoffs import IssueLimits, TermsPlan, TermsVault
 from oanp.agents.vaults import BuyerVault, MerchantVault
 from tests.support.factories.terms import BUYER_TERMS, DECLARED, MERCHANT_TERMS
@@ -24,7 +24,7 @@ def plans(buyer: dict[str, object] = BUYER, merchant: dict[str, object] = MERCHA
     return revealed_plan("buyer", DECLARED, buyer), revealed_plan("merchant", DECLARED, merchant)
 
 
-def dominates(a: Outcome, b: Outcome) -> bool:
+def dominates(a: Candidate, b: Candidate) -> bool:
     return (
         a.buyer >= b.buyer
         and a.merchant >= b.merchant
@@ -36,14 +36,14 @@ def dominates(a: Outcome, b: Outcome) -> bool:
     )
 
 
-def brute_force(buyer: TermsPlan, merchant: TermsPlan, prices: set[Decimal]) -> list[Outcome]:
+def brute_force(buyer: TermsPlan, merchant: TermsPlan, prices: set[Decimal]) -> list[Candidate]:
     """Every agreement at these prices that both accept, with no folding and no pruning."""
     days = [Decimal(d) for d in range(1, 31)]
     outcomes = []
     for price, values in itertools.product(sorted(prices), itertools.product(days, range(3))):
         if buyer.within(values) and merchant.within(values):
             outcomes.append(
-                Outcome(
+                Candidate(
                     price, values, buyer.utility(price, values), merchant.utility(price, values)
                 )
             )

@@ -27,7 +27,7 @@ from oanp.agents.strategies import (
     at_least_as_good,
     strategy_named,
 )
-from oanp.wire.commitments import Role
+from oanp.wire.commitments import Side
 from oanp.wire.money import decimals_of, minor_units
 
 D = Decimal
@@ -40,14 +40,14 @@ ALL_STRATEGIES: list[Strategy] = [
     TitForTat(),
 ]
 #: Opponents that never give in, so a strategy's whole price path shows.
-STUBBORN: dict[Role, Decimal] = {"buyer": D(10) ** 9, "merchant": D("0.01")}
+STUBBORN: dict[Side, Decimal] = {"buyer": D(10) ** 9, "merchant": D("0.01")}
 
 DEMO_BUYER = Limits(ideal=D(320), reservation=D(420), target=D(400))
 DEMO_MERCHANT = Limits(ideal=D(400), reservation=D(280), target=D(400))
 
 
 def situation(
-    role: Role,
+    role: Side,
     limits: Limits,
     round_: int,
     *,
@@ -61,7 +61,7 @@ def situation(
 
 def price_path(
     strategy: Strategy,
-    role: Role,
+    role: Side,
     limits: Limits,
     opponent: list[Decimal] | None = None,
     *,
@@ -126,7 +126,7 @@ def test_reference_merchant_concedes_a_quarter_of_its_range_per_round_down_to_it
     ],
 )
 def test_linear_concedes_evenly_from_ideal_to_reservation(
-    role: Role, limits: Limits, expected: list[int]
+    role: Side, limits: Limits, expected: list[int]
 ) -> None:
     assert offered(price_path(Linear(), role, limits)) == expected
 
@@ -298,7 +298,7 @@ amounts = st.decimals(min_value=D(1), max_value=D(10) ** 7, places=3)
 
 
 @st.composite
-def limits_for(draw: st.DrawFn, role: Role) -> Limits:
+def limits_for(draw: st.DrawFn, role: Side) -> Limits:
     low, middle, high = sorted(draw(st.lists(amounts, min_size=3, max_size=3)))
     if role == "buyer":
         return Limits(ideal=low, reservation=high, target=middle)
@@ -310,7 +310,7 @@ def limits_for(draw: st.DrawFn, role: Role) -> Limits:
 def test_every_strategy_stays_within_its_limits_monotone_and_in_minor_units(
     data: st.DataObject,
 ) -> None:
-    role: Role = data.draw(st.sampled_from(["buyer", "merchant"]))
+    role: Side = data.draw(st.sampled_from(["buyer", "merchant"]))
     strategy = data.draw(st.sampled_from(ALL_STRATEGIES))
     limits = data.draw(limits_for(role))
     currency = data.draw(st.sampled_from(["USD", "JPY", "KWD"]))

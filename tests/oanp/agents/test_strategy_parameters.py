@@ -29,7 +29,7 @@ from oanp.agents.strategies import (
     strategy_named,
 )
 from oanp.agents.vaults import BuyerVault, MerchantVault
-from oanp.wire.commitments import Role, encode_salt
+from oanp.wire.commitments import Side, encode_salt
 from tests.oanp.agents.test_strategies import (
     DEMO_BUYER,
     DEMO_MERCHANT,
@@ -42,8 +42,8 @@ from tests.support.factories.logs import SteppingClock
 from tests.support.factories.sessions import ARBITER
 
 D = Decimal
-ROLES: list[Role] = ["buyer", "merchant"]
-TODAY: dict[tuple[str, Role], Strategy] = {
+ROLES: list[Side] = ["buyer", "merchant"]
+TODAY: dict[tuple[str, Side], Strategy] = {
     ("reference", "buyer"): ReferenceBuyer(),
     ("reference", "merchant"): ReferenceMerchant(),
     ("boulware", "buyer"): Boulware(),
@@ -65,7 +65,7 @@ def merchant(name: str, **parameters: str) -> Strategy:
 
 
 @pytest.mark.parametrize(("name", "role"), sorted(TODAY))
-def test_the_defaults_build_todays_tactic_stored_or_not(name: str, role: Role) -> None:
+def test_the_defaults_build_todays_tactic_stored_or_not(name: str, role: Side) -> None:
     named = STRATEGIES[name]
     assert named.build(role) == TODAY[name, role]
     # As a profile stores them: every parameter, as text.
@@ -152,7 +152,7 @@ def test_a_buyer_has_no_merchants_parameters() -> None:
     ],
 )
 def test_a_bad_parameter_is_refused_by_name_with_its_range(
-    name: str, role: Role, raw: dict[str, object], errors: dict[str, str]
+    name: str, role: Side, raw: dict[str, object], errors: dict[str, str]
 ) -> None:
     with pytest.raises(ParameterError) as refused:
         STRATEGIES[name].build(role, raw)
@@ -314,7 +314,7 @@ def test_in_a_whole_session_each_setting_moves_the_deal_its_way() -> None:
 
 
 @st.composite
-def tuned(draw: st.DrawFn, role: Role) -> Strategy:
+def tuned(draw: st.DrawFn, role: Side) -> Strategy:
     """Any strategy of the registry, every parameter drawn from its range or choices."""
     named = STRATEGIES[draw(st.sampled_from(sorted(STRATEGIES)))]
     raw: dict[str, object] = {}
@@ -330,7 +330,7 @@ def tuned(draw: st.DrawFn, role: Role) -> Strategy:
 
 @given(data=st.data())
 def test_every_tuned_strategy_stays_within_its_limits_and_monotone(data: st.DataObject) -> None:
-    role: Role = data.draw(st.sampled_from(ROLES))
+    role: Side = data.draw(st.sampled_from(ROLES))
     strategy = data.draw(tuned(role))
     limits = data.draw(limits_for(role))
     max_rounds = data.draw(st.integers(1, 20))
