@@ -5,26 +5,17 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 
 from arbiter_app.models import Session
 from oanp.audit import verify_log
 from tests.support.factories.agents import Agent, ClientNegotiation, post
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_throttle")]
 
 OTHER_COMMIT = "sha256:" + "ab" * 32
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttle() -> Iterator[None]:
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture
