@@ -14,9 +14,9 @@ A request is answered at the first check that fails:
 6. The key's rate limit (429): every request counted as it arrived, refused only here.
 7. The act.
 
-:meth:`AgentEndpoint.answer` runs steps 4 to 7; a service that checks under a lock (an envelope,
+:meth:`AgentEndpoint.answer` runs steps 5 to 7; a service that checks under a lock (an envelope,
 a reveal) gets step 6 as its ``admit`` and calls it between its last check and its first write,
-so that a replay, which changes nothing, is never refused for the rate limit.
+so that an envelope sent again, which changes nothing, is never refused for the rate limit.
 """
 
 from __future__ import annotations
