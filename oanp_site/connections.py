@@ -22,9 +22,10 @@ compares it with the server's real limit.
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+
+from oanp_site import procfile_format
 
 #: Half of PostgreSQL's default ``max_connections`` (100): the rest stays for other tenants of
 #: the server, migrations, consoles and the superuser's reserved slots.
@@ -103,10 +104,10 @@ def task_connections(procfile: str, environ: Mapping[str, str]) -> int:
     """What the Procfile's Celery processes hold at most: each worker its slots and one for its
     heartbeat (and one for beat when it runs embedded, ``-B``); each beat one."""
     total = 0
-    for line in procfile.splitlines():
-        name, colon, command = line.partition(":")
-        args = shlex.split(command) if colon and not name.strip().startswith("#") else []
-        if not args or os.path.basename(args[0]) != "celery":
+    processes, _ = procfile_format.read(procfile)  # a bad line starts nothing, so holds nothing
+    for process in processes:
+        args = process.args
+        if os.path.basename(args[0]) != "celery":
             continue
         if "worker" in args:
             slots = _option(args, "--concurrency", "-c")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import sys
 import threading
@@ -22,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from oanp_site import procfile_format
 from oanp_site.supervisor import Program, Supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,16 +32,11 @@ ECHO_SECONDS = 0.2
 
 
 def programs(procfile: Path, var: Path) -> list[Program]:
-    """Each ``name: command`` line of the Procfile, its log under ``var``."""
-    found = []
-    for number, line in enumerate(procfile.read_text().splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        name, colon, command = line.partition(":")
-        if not colon or not name.strip() or not command.strip():
-            raise ValueError(f"{procfile}:{number}: expected 'name: command', not {line!r}")
-        found.append(Program(name.strip(), shlex.split(command), var / f"serve-{name.strip()}.log"))
-    return found
+    """Each process of the Procfile, its log under ``var``; a bad line refuses the file."""
+    processes, problems = procfile_format.read(procfile.read_text(), source=str(procfile))
+    if problems:
+        raise ValueError("; ".join(problems))
+    return [Program(p.name, p.args, var / f"serve-{p.name}.log") for p in processes]
 
 
 def status(supervisor: Supervisor) -> dict[str, Any]:

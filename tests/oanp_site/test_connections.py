@@ -78,6 +78,12 @@ def test_the_procfile_says_what_the_workers_and_beat_hold() -> None:
     assert task_connections(PROCFILE, {}) == 19
 
 
+def test_the_budget_counts_the_lines_the_runner_would_start_and_skips_the_others() -> None:
+    # The runner refuses such a file; the settings still load, counting what it would start.
+    broken = "worker\nbeat: celery -A x beat -l 'INFO\n" + PROCFILE
+    assert task_connections(broken, {}) == task_connections(PROCFILE, {})
+
+
 def test_a_worker_without_a_concurrency_takes_celerys_default() -> None:
     procfile = "worker: celery -A oanp_site worker --loglevel INFO\n"
     assert task_connections(procfile, {"CELERY_WORKER_CONCURRENCY": "6"}) == 7

@@ -40,6 +40,13 @@ def test_a_line_that_names_no_command_stops_the_start(tmp_path: Path) -> None:
         procfile.programs(file, tmp_path)
 
 
+def test_an_unclosed_quote_stops_the_start_naming_its_line(tmp_path: Path) -> None:
+    file = tmp_path / "Procfile"
+    file.write_text("web: python -m oanp_site.serve\nbeat: celery -A x beat -l 'INFO\n")
+    with pytest.raises(ValueError, match="Procfile:2: No closing quotation"):
+        procfile.programs(file, tmp_path)
+
+
 def test_a_process_that_exits_is_restarted_and_the_others_run_on(tmp_path: Path) -> None:
     file = tmp_path / "Procfile"
     file.write_text(
