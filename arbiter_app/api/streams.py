@@ -141,6 +141,8 @@ class Waker:
         self.credential_id = credential.pk
         self.quiet_since = time.monotonic()
         self.woken_by: str | None = None
+        #: Set once :meth:`sleep` has yielded the stream's last line.
+        self.ended = False
 
     async def key_revoked(self) -> bool:
         # Asked once the stream listens for revocations: one announced between the key's
@@ -161,6 +163,23 @@ class Waker:
             if time.monotonic() - self.quiet_since >= HEARTBEAT_SECONDS:
                 yield KEEP_ALIVE
                 self.sent()
+
+    async def sleep(self, change: asyncio.Event, past: int | None) -> AsyncIterator[bytes]:
+        """Keep-alive lines until a wake-up, or a change of the watch that moved its head past
+        ``past`` (the watch's head only moves up); a change that moved nothing (another
+        stream's key revoked) sends the stream back to sleep without a read. When the stream
+        must end, its last line, and :attr:`ended`."""
+        while True:
+            async for line in self.idle(change):
+                yield line
+            last = await self.stop()
+            if last is not None:
+                self.ended = True
+                yield last
+                return
+            if self.woken_by is not None or (WATCH.head or 0) > (past or 0):
+                return
+            change = WATCH.changed()
 
     async def stop(self) -> bytes | None:
         """The stream's last line when it must end now, else ``None``."""
@@ -291,18 +310,10 @@ async def _session_frames(
             if frames:
                 waker.sent()
                 continue
-            # A change of the watch that moved no entries (another stream's key revoked)
-            # sends the stream back to sleep without a read.
-            while True:
-                async for line in waker.idle(change):
-                    yield line
-                last = await waker.stop()
-                if last is not None:
-                    yield last
-                    return
-                if waker.woken_by is not None or WATCH.head != read_at:
-                    break
-                change = WATCH.changed()
+            async for line in waker.sleep(change, read_at):
+                yield line
+            if waker.ended:
+                return
 
 
 # The agent's inbox -------------------------------------------------------------------------
@@ -368,13 +379,7 @@ async def _inbox_frames(
             after = page.scanned_to
             if after < head:
                 continue
-            while True:  # as for a session: back to sleep when no entry moved
-                async for line in waker.idle(change):
-                    yield line
-                last = await waker.stop()
-                if last is not None:
-                    yield last
-                    return
-                if waker.woken_by is not None or (WATCH.head or 0) > after:
-                    break
-                change = WATCH.changed()
+            async for line in waker.sleep(change, after):
+                yield line
+            if waker.ended:
+                return
