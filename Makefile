@@ -26,7 +26,7 @@ ensure_service = if ! { $(2); }; then \
 	{ $(2); } || { echo "$(1) did not answer on 127.0.0.1 within $(SERVICE_WAIT)s" >&2; exit 1; }; \
 	fi
 
-.PHONY: venv demo serve services browser lint test test-fast bench soak clean
+.PHONY: venv demo serve services browser promtool lint test test-fast bench soak clean
 
 venv: $(STAMP)
 
@@ -60,6 +60,17 @@ browser:
 		apt-get install -y -q chromium >/dev/null || \
 		{ apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; }
 
+# The alert rules' tests (tests/test_alerts.py) run promtool. When it is missing, it is taken
+# from Debian's prometheus package into the venv: unpacked, not installed, so no Prometheus
+# server is set up or started on the machine.
+promtool: venv
+	@command -v promtool >/dev/null || test -x $(BIN)/promtool || { echo "installing promtool"; \
+		deb=$$(mktemp -d); \
+		( cd "$$deb" && { apt-get download -q prometheus >/dev/null 2>&1 || \
+			{ apt-get update -q >/dev/null && apt-get download -q prometheus >/dev/null 2>&1; }; } \
+		&& dpkg-deb -x prometheus_*.deb . ) && mv "$$deb/usr/bin/promtool" $(BIN)/promtool; \
+		rm -rf "$$deb"; test -x $(BIN)/promtool; }
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
@@ -81,7 +92,7 @@ TEST_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	PROMETHEUS_MULTIPROC_DIR=$(TEST_METRICS_DIR) $(TEST_SECRETS)
 
 # Everything, with Hypothesis's large profile (tests/conftest.py).
-test: venv services browser lint
+test: venv services browser promtool lint
 	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
 	$(TEST_ENV) HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q
 
@@ -89,7 +100,7 @@ test: venv services browser lint
 # own (tests/conftest.py marks the others live or browser), with Hypothesis's small profile,
 # on every core: each test module stays on one process (loadfile), so a module's tests that
 # read a process-wide figure (/metrics) see only their own.
-test-fast: venv services
+test-fast: venv services promtool
 	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
 	$(TEST_ENV) $(BIN)/pytest -q -m "not live and not browser" -n auto --dist loadfile
 

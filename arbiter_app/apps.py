@@ -25,6 +25,7 @@ class ArbiterAppConfig(AppConfig):
         from arbiter_app import heartbeats, pools
         from arbiter_app.deliveries.callbacks import on_batch_committed
         from arbiter_app.events import batch_committed, deadlines_set, entries_committed
+        from arbiter_app.metric_zeros import start_at_zero
         from arbiter_app.metrics import count_verdicts
         from arbiter_app.timers import on_deadlines_set
 
@@ -36,3 +37,4 @@ class ArbiterAppConfig(AppConfig):
         entries_committed.connect(count_verdicts, dispatch_uid="oanp-verdict-metrics")
         heartbeats.connect()
         pools.connect()
+        start_at_zero()

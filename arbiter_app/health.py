@@ -344,23 +344,54 @@ def _queue() -> Metric:
     )
 
 
+def _overdue() -> Metric:
+    # A timer's lateness is observed only when it closes its session: one that never fires (no
+    # worker takes the timers queue, the sweep keeps failing) shows here instead.
+    first = selectors.earliest_deadline()
+    overdue = 0.0 if first is None else (timezone.now() - first).total_seconds()
+    return GaugeMetricFamily(
+        "oanp_timer_overdue_seconds",
+        "How long ago the most overdue timer of an open session fell due (0: none is due).",
+        value=max(0.0, overdue),
+    )
+
+
 #: Each live figure read by a probe of its own (:mod:`arbiter_app.probes`): a source that
 #: hangs holds one thread, however often it is scraped.
 FIGURES: dict[str, Probe[Metric]] = {
     "sessions": Probe(_phases),
     "workers": Probe(_workers),
     "queue_depth": Probe(_queue),
+    "timer_overdue": Probe(_overdue),
 }
+#: The checks of /readyz that turn its status, each exported as ``oanp_ready{check}``.
+GAUGED_CHECKS = tuple(name for name in PROBES if name not in ADVISORY)
 
 
 class _LiveFigures:
     """Gauges read at scrape time from the database and the broker, all at once and for at
     most LIVE_SECONDS. A figure whose source is away or late is left out, not zeroed, and
-    ``oanp_live_figure_up`` says which: 0 for the database's while it is down."""
+    ``oanp_live_figure_up`` says which: 0 for the database's while it is down.
+
+    The checks of /readyz run in the same time, sharing its probes (so scrapes and probes
+    together cost each dependency one check at a time): ``oanp_ready{check}`` is 1 for each
+    that passed, 0 for one that failed or had no answer within LIVE_SECONDS, so an alert can
+    tell which dependency is down without reading /readyz."""
 
     def collect(self) -> Iterator[Metric]:
         futures = {name: probe.start() for name, probe in FIGURES.items()}
-        wait(futures.values(), timeout=LIVE_SECONDS)
+        checks = {name: PROBES[name].start() for name in GAUGED_CHECKS}
+        wait([*futures.values(), *checks.values()], timeout=LIVE_SECONDS)
+        ready = GaugeMetricFamily(
+            "oanp_ready",
+            "Whether each check of /readyz passed this scrape (0: it failed, or had no answer "
+            f"within {LIVE_SECONDS:g} s).",
+            labels=["check"],
+        )
+        for name, check in checks.items():
+            # A check never raises: _checked turns its failure into {"ok": False, ...}.
+            ready.add_metric([name], int(check.done() and check.result()["ok"]))
+        yield ready
         up = GaugeMetricFamily(
             "oanp_live_figure_up",
             "Whether each live figure was read this scrape (0: its source is away or late).",

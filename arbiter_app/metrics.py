@@ -8,7 +8,8 @@ or the broker (sessions by phase, queue depth) are read at scrape time instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -54,6 +55,18 @@ INTEGRITY_MISMATCHES = Gauge(
     # Set by whichever worker ran the last check; that value stands until the next one.
     multiprocess_mode="mostrecent",
 )
+
+
+def at_zero(counter: Counter, **values: Iterable[str]) -> None:
+    """Create every child of ``counter`` over the label ``values`` given, each at zero.
+
+    A child otherwise appears at its first count, so ``rate`` and ``increase`` miss that first
+    event (there is no earlier sample to compare it with) and an alert on it never fires; in
+    multiprocess mode creating the child writes its zero to this process's file, which the
+    scrape adds up like any other."""
+    names = list(values)
+    for combination in itertools.product(*values.values()):
+        counter.labels(**dict(zip(names, combination, strict=True)))
 
 
 def count_envelope(type_: str, outcome: str) -> None:

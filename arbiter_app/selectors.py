@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import IO
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from arbiter_app import signing_keys
@@ -52,6 +52,7 @@ from oanp.wire.canonical import JsonObject
 from oanp.wire.errors import UnknownSession
 from oanp.wire.signing import jwks_document
 from oanp.wire.snapshot import load_state
+from oanp.wire.state import Phase
 from oanp.wire.summary import session_summary
 
 
@@ -423,8 +424,14 @@ def delivery_backlog() -> DeliveryBacklog:
 
 
 def sessions_by_phase() -> dict[str, int]:
+    """How many sessions are in each phase, every phase named (0 when none is in it)."""
     rows = Session.objects.values_list("phase").annotate(n=Count("pk")).order_by()
-    return dict(rows)
+    return {phase.value: 0 for phase in Phase} | dict(rows)
+
+
+def earliest_deadline() -> datetime | None:
+    """When the first timer of any open session falls (or fell) due."""
+    return Session.objects.aggregate(first=Min("next_deadline"))["first"]
 
 
 # Signing keys --------------------------------------------------------------------------------

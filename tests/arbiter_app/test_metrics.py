@@ -1,0 +1,113 @@
+"""What /metrics lists before anything has happened, and the figures the alert rules of
+deploy/prometheus read: every counter with a known set of labels at zero on a fresh server,
+each check of /readyz as a gauge, and how overdue the first due timer is."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from arbiter_app import health, services
+from arbiter_app.deliveries.outbound import AttemptOutcome
+from arbiter_app.metric_zeros import party_types, refusal_codes
+from arbiter_app.models import Heartbeat, ProcessKind
+from oanp.wire.profiles import VerdictStatus
+from oanp.wire.state import Phase
+from tests.arbiter_app.test_health import scrape
+from tests.conftest import serve
+from tests.support.factories.sessions import BUYER, BUYER_COMMIT, ITEM, MERCHANT, envelope
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def samples_of(client: Any) -> Samples:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for sample in family.samples
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fresh_server_lists_every_counter_with_known_labels_at_zero(tmp_path: Path) -> None:
+    from tests.conftest import _database_url
+
+    # A folder of its own: no earlier process of the suite has counted anything in it.
+    env = {"DATABASE_URL": _database_url(), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    with serve(env) as server:
+        samples = scrape(server)
+
+    expected = {
+        **{
+            ("oanp_deliveries_total", (("kind", kind), ("outcome", outcome.value))): 0
+            for kind in ("callback", "handoff")
+            for outcome in AttemptOutcome
+        },
+        **{
+            ("oanp_envelopes_total", (("outcome", outcome), ("type", kind))): 0
+            for kind in party_types()
+            for outcome in ("accepted", "refused", "replayed")
+        },
+        # The scrape itself is a request, but not a refusal.
+        **{("oanp_refusals_total", (("code", code),)): 0 for code in refusal_codes()},
+        **{("oanp_verdicts_total", (("status", status.value),)): 0 for status in VerdictStatus},
+        **{("oanp_sessions", (("phase", phase.value),)): 0 for phase in Phase},
+        ("oanp_timer_lateness_seconds_count", ()): 0,
+        ("oanp_timer_overdue_seconds", ()): 0,
+    }
+    assert {key: samples.get(key) for key in expected} == expected
+    # Known only once an integrity check has run: absent until then, never a zero it did not find.
+    assert ("oanp_integrity_mismatches", ()) not in samples
+    # Both catalogues, the server's and the protocol's.
+    assert {"metrics_forbidden", "malformed_json", "rate_limited"} <= set(refusal_codes())
+    assert "session.open" in party_types()
+    assert "round.verdict" not in party_types()
+    for check in ("database", "broker", "channel_layer", "worker", "beat"):
+        assert ("oanp_ready", (("check", check),)) in samples
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_check_of_readyz_is_a_gauge_that_follows_it(client: Any) -> None:
+    assert set(health.GAUGED_CHECKS) == {"database", "broker", "channel_layer", "worker", "beat"}
+    before = samples_of(client)
+    assert before[("oanp_ready", (("check", "database"),))] == 1
+    assert before[("oanp_ready", (("check", "broker"),))] == 1
+    # No beat has ever reported on this database: /readyz's beat check fails, and so does the
+    # gauge, until a beat is seen.
+    assert before[("oanp_ready", (("check", "beat"),))] == 0
+    now = timezone.now()
+    Heartbeat.objects.create(kind=ProcessKind.BEAT, name="beat@test", started_at=now, seen_at=now)
+    health.PROBES["beat"].start().result(timeout=5)  # a run started before the row is stale
+    after = samples_of(client)
+    assert after[("oanp_ready", (("check", "beat"),))] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_timer_nobody_fired_shows_how_overdue_it_is(client: Any) -> None:
+    assert samples_of(client)[("oanp_timer_overdue_seconds", ())] == 0
+    buyer = services.issue_credential(agent_id=BUYER, role="buyer").credential
+    services.issue_credential(agent_id=MERCHANT, role="merchant")
+    window = 10
+    opened = timezone.now() - timedelta(seconds=300)
+    opening = envelope(
+        "session.open",
+        {
+            "merchant_agent_id": MERCHANT,
+            "item": ITEM,
+            "currency": "USD",
+            "constraints_commit": BUYER_COMMIT,
+            "response_window_s": window,
+        },
+        session_id="overdue-001",
+    )
+    services.receive_envelope(agent=buyer, envelope=opening, now=opened)
+    overdue = samples_of(client)[("oanp_timer_overdue_seconds", ())]
+    # Due at opened + window; the scrape came moments after.
+    assert 300 - window <= overdue < 300 - window + 30
