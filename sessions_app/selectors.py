@@ -1,8 +1,8 @@
 """The dashboard's reads, every one scoped by tenant.
 
-A merchant member sees the sessions of its own merchant's agents and nothing else: to it,
-another merchant's session does not exist (404, as for an unknown id). Operators and admins
-see every session.
+A member of an organisation sees the sessions of its own organisation's agents and nothing
+else: to it, another organisation's session does not exist (404, as for an unknown id).
+Operators and admins see every session; only admins see people and organisations.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import (
     Avg,
     Case,
@@ -51,7 +52,15 @@ from oanp.wire.terms import issues_open, terms_json
 from oanp.wire.transcript import terms_text
 from sessions_app.analytics import plain
 from sessions_app.filters import SORTS, STATES, VIOLATED, SessionFilter, encode_cursor
-from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Mode
+from sessions_app.models import (
+    AgentProfile,
+    AuditEvent,
+    HostedSession,
+    Invitation,
+    Merchant,
+    Mode,
+    OrganisationKind,
+)
 from sessions_app.tenancy import Scope
 from sessions_app.vault import unseal
 
@@ -504,3 +513,61 @@ def by_strategy(scope: Scope) -> list[dict[str, Any]]:
         .order_by("strategy")
     )
     return [{**row, "rate": row["agreed"] / row["total"] if row["total"] else 0.0} for row in rows]
+
+
+# Organisations and people ------------------------------------------------------------------
+
+
+def merchants() -> QuerySet[Merchant]:
+    """The organisations whose agents sell: the only ones an agent profile may belong to."""
+    return Merchant.objects.filter(kind=OrganisationKind.MERCHANT)
+
+
+def organisations(scope: Scope) -> QuerySet[Merchant]:
+    """Every organisation, with how many people and agents each has, for an admin; to anyone
+    else, none: people and organisations are the admins' business."""
+    found = Merchant.objects.annotate(
+        people=Count("members", distinct=True), agent_count=Count("agents", distinct=True)
+    )
+    return found if scope.is_admin else found.none()
+
+
+def organisation(scope: Scope, pk: int) -> Merchant:
+    found = organisations(scope).filter(pk=pk).first()
+    if found is None:
+        raise Http404("no such organisation")
+    return found
+
+
+def people(scope: Scope, organisation: Merchant | None = None) -> QuerySet[User]:
+    """Every account (with its membership, when it has one) for an admin, or those of
+    ``organisation``; none for anyone else."""
+    found = User.objects.select_related("membership__merchant").order_by("username")
+    if organisation is not None:
+        found = found.filter(membership__merchant=organisation)
+    return found if scope.is_admin else found.none()
+
+
+def person(scope: Scope, user_id: int) -> User:
+    found = people(scope).filter(pk=user_id).first()
+    if found is None:
+        raise Http404("no such person")
+    return found
+
+
+def invitations(scope: Scope, organisation: Merchant | None = None) -> QuerySet[Invitation]:
+    """The invitations not yet accepted or revoked, expired ones included (they may be sent
+    again), newest first; for admins only."""
+    found = Invitation.objects.select_related("organisation", "invited_by").filter(
+        accepted_at__isnull=True, revoked_at__isnull=True
+    )
+    if organisation is not None:
+        found = found.filter(organisation=organisation)
+    return found if scope.is_admin else found.none()
+
+
+def invitation(scope: Scope, pk: int) -> Invitation:
+    found = invitations(scope).filter(pk=pk).first()
+    if found is None:
+        raise Http404("no such invitation")
+    return found

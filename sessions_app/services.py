@@ -61,7 +61,8 @@ class HostedKey(ValueError):
     """The hosted runner's key is not the merchant's to revoke."""
 
 
-def _audit(actor: AbstractBaseUser, action: str, target: str, **detail: Any) -> None:
+def audit(actor: AbstractBaseUser, action: str, target: str, **detail: Any) -> None:
+    """Record that ``actor`` did ``action`` to ``target``, in the caller's transaction."""
     AuditEvent.objects.create(actor=actor, action=action, target=target, detail=detail)
 
 
@@ -108,7 +109,7 @@ def create_agent(
     )
     if mode == Mode.HOSTED:
         hosted_credential(agent_id)  # the arbiter opens sessions only to a registered merchant
-    _audit(
+    audit(
         actor,
         "agent.created",
         agent_id,
@@ -191,7 +192,7 @@ def update_agent(
         detail |= {"parameters": tactics["parameters"], "settle": settle_text(tactics)}
     if "reveal_after_end" in changed:
         detail["reveal_after_end"] = reveal_after_end
-    _audit(actor, "agent.updated", profile.agent_id, **detail)
+    audit(actor, "agent.updated", profile.agent_id, **detail)
     return profile
 
 
@@ -208,7 +209,7 @@ def issue_key(
         expires_at=expires_at,
         owner=profile.merchant.slug,
     )
-    _audit(
+    audit(
         actor,
         "key.issued",
         profile.agent_id,
@@ -230,7 +231,7 @@ def revoke_key(
     if credential.revoked_at is not None:
         return
     arbiter_services.revoke_credential(credential=credential)
-    _audit(actor, "key.revoked", profile.agent_id, prefix=credential.prefix, label=credential.label)
+    audit(actor, "key.revoked", profile.agent_id, prefix=credential.prefix, label=credential.label)
 
 
 def hosted_credential(agent_id: str) -> AgentCredential:
@@ -340,7 +341,7 @@ def configure_acp(
         source = "entered"
     else:
         source = "generated" if configured.generated else "kept"
-    _audit(actor, "acp.configured", profile.agent_id, endpoint=endpoint, secret=source)
+    audit(actor, "acp.configured", profile.agent_id, endpoint=endpoint, secret=source)
     return configured.secret if configured.generated else None
 
 
@@ -362,7 +363,7 @@ def send_acp_test(*, actor: AbstractBaseUser, profile: AgentProfile) -> dict[str
         "excerpt": answer.body[:TEST_EXCERPT_CHARS].decode("utf-8", "replace"),
         "error": answer.error[:TEST_EXCERPT_CHARS],
     }
-    _audit(actor, "acp.tested", profile.agent_id, **result)
+    audit(actor, "acp.tested", profile.agent_id, **result)
     return result
 
 
@@ -389,7 +390,7 @@ def save_listing(
         for name in ("listed", "description", "currencies", "catalog")
         if before is None or getattr(before, name) != getattr(saved, name)
     ]
-    _audit(
+    audit(
         actor,
         "listing.saved",
         profile.agent_id,

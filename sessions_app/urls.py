@@ -1,6 +1,16 @@
 from django.urls import path
 
-from sessions_app.views import accounts, admin, agents, deliveries, overview, replay, sessions
+from sessions_app.views import (
+    accounts,
+    admin,
+    agents,
+    deliveries,
+    invitations,
+    overview,
+    people,
+    replay,
+    sessions,
+)
 
 urlpatterns = [
     path("login/", accounts.SignIn.as_view(), name="login"),
@@ -34,4 +44,29 @@ urlpatterns = [
     path("exports/<int:export_id>/status/", admin.export_status, name="export-status"),
     path("exports/<int:export_id>/<str:part>/", admin.export_download, name="export-download"),
     path("audit/", admin.audit_page, name="audit"),
+    path("organisations/", people.organisation_list, name="organisations"),
+    path("organisations/<int:pk>/", people.organisation_page, name="organisation"),
+    path("people/", people.people_list, name="people"),
+    path("people/invite/", people.invite, name="invite"),
+    path("people/<int:user_id>/", people.person_page, name="person"),
+    path(
+        "people/<int:user_id>/deactivate/",
+        people.person_active,
+        {"active": False},
+        name="person-deactivate",
+    ),
+    path(
+        "people/<int:user_id>/reactivate/",
+        people.person_active,
+        {"active": True},
+        name="person-reactivate",
+    ),
+    path(
+        "invitations/<int:pk>/send-again/",
+        people.invitation_send_again,
+        name="invitation-send-again",
+    ),
+    path("invitations/<int:pk>/revoke/", people.invitation_revoke, name="invitation-revoke"),
+    # The invited person's link: open to anyone who holds it, signed in or not.
+    path("invitations/<str:token>/", invitations.invitation_page, name="invitation"),
 ]

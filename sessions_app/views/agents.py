@@ -126,7 +126,7 @@ def agent_page(request: HttpRequest, agent_id: str) -> HttpResponse:
 
 def _edit(request: HttpRequest, scope: Scope, agent_id: str | None) -> HttpResponse:
     profile = None if agent_id is None else selectors.agent(scope, agent_id)
-    merchants = Merchant.objects.all() if profile is None and scope.merchant_id is None else None
+    merchants = selectors.merchants() if profile is None and scope.merchant_id is None else None
     options = {"creating": profile is None, "merchants": merchants}
     # Read here to merge the form's edits into; never handed to a template.
     stored = selectors.price_list(profile) if profile is not None else None
