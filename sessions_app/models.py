@@ -160,6 +160,38 @@ class AgentProfile(HostedTactics):
     def __str__(self) -> str:
         return self.agent_id
 
+    #: The side its keys speak for; its merchant owns them, so the arbiter refuses a session
+    #: between it and a buyer agent of the same owner (``self_dealing``).
+    key_role = "merchant"
+
+    @property
+    def key_owner(self) -> str:
+        return self.merchant.slug
+
+
+class PlatformAgent(models.Model):
+    """A buyer platform's agent: an id its people hold API keys for, run by the platform's own
+    process through the API. Nothing of it is hosted here, so there is nothing else to keep."""
+
+    organisation = models.ForeignKey(
+        Merchant, on_delete=models.CASCADE, related_name="buyer_agents"
+    )
+    agent_id = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["agent_id"]
+
+    def __str__(self) -> str:
+        return self.agent_id
+
+    #: The side its keys speak for, as :class:`AgentProfile`'s speak for the merchant's.
+    key_role = "buyer"
+
+    @property
+    def key_owner(self) -> str:
+        return self.organisation.slug
+
 
 class HostedSession(HostedTactics):
     """A hosted agent's side of one session: the salt of its commitment, sealed like the

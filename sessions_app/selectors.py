@@ -60,12 +60,15 @@ from sessions_app.models import (
     Merchant,
     Mode,
     OrganisationKind,
+    PlatformAgent,
 )
 from sessions_app.tenancy import Scope
 from sessions_app.vault import unseal
 
 
 def sessions(scope: Scope) -> QuerySet[Session]:
+    if scope.is_buyer_side:
+        return arbiter.sessions_bought_by(scope.agent_ids or [])
     return arbiter.sessions_of(scope.agent_ids)
 
 
@@ -319,8 +322,8 @@ def agent(scope: Scope, agent_id: str) -> AgentProfile:
     return found
 
 
-def api_keys_of(profile: AgentProfile) -> QuerySet[AgentCredential]:
-    return arbiter.credentials_of(agent_id=profile.agent_id, role="merchant")
+def api_keys_of(profile: AgentProfile | PlatformAgent) -> QuerySet[AgentCredential]:
+    return arbiter.credentials_of(agent_id=profile.agent_id, role=profile.key_role)
 
 
 def price_list(profile: AgentProfile) -> PriceList | None:
@@ -414,7 +417,7 @@ def deliveries(
 ) -> tuple[list[arbiter.Delivery], arbiter.Position | None]:
     """A page of the deliveries in scope, newest first, and where the next page starts;
     with ``agent``, only that merchant agent's (none when it is not in scope)."""
-    agent_ids = scope.agent_ids
+    agent_ids = scope.merchant_agent_ids
     if agent:
         agent_ids = [agent] if agent_ids is None or agent in agent_ids else []
     return arbiter.delivery_page(
@@ -428,14 +431,14 @@ def deliveries(
 
 
 def delivery(scope: Scope, kind: str, pk: int) -> tuple[arbiter.Delivery, list[DeliveryAttempt]]:
-    found = arbiter.delivery_of(scope.agent_ids, kind, pk)
+    found = arbiter.delivery_of(scope.merchant_agent_ids, kind, pk)
     if found is None:
         raise Http404("no such delivery")
     return found
 
 
 def failed_handoffs(scope: Scope, pks: list[int]) -> list[arbiter.Delivery]:
-    return arbiter.failed_handoffs(scope.agent_ids, pks)
+    return arbiter.failed_handoffs(scope.merchant_agent_ids, pks)
 
 
 # Across sessions -----------------------------------------------------------------------------
@@ -570,4 +573,25 @@ def invitation(scope: Scope, pk: int) -> Invitation:
     found = invitations(scope).filter(pk=pk).first()
     if found is None:
         raise Http404("no such invitation")
+    return found
+
+
+# Buyer platforms' agents -------------------------------------------------------------------
+
+
+def platform_agents(scope: Scope) -> QuerySet[PlatformAgent]:
+    """A buyer platform's own agents for its members; every platform's for operators and
+    admins; none for a merchant's people."""
+    found = PlatformAgent.objects.select_related("organisation")
+    if scope.is_staff_role:
+        return found
+    if scope.is_buyer_side:
+        return found.filter(organisation_id=scope.merchant_id)
+    return found.none()
+
+
+def platform_agent(scope: Scope, agent_id: str) -> PlatformAgent:
+    found = platform_agents(scope).filter(agent_id=agent_id).first()
+    if found is None:
+        raise Http404("no such agent")
     return found

@@ -1,5 +1,5 @@
-"""Every write of the merchant side: agents, their API keys and directory listings, hosted
-agents' sessions.
+"""Every write of the organisations' agents: merchants' agents, their API keys and directory
+listings, hosted agents' sessions; buyer platforms' agents and their API keys.
 
 API keys are the arbiter's business (who may speak for which agent id), so these services ask
 :mod:`arbiter_app.services` for them; private limits are not, so they are sealed here with the
@@ -30,7 +30,15 @@ from oanp.wire import discovery
 from oanp.wire.commitments import SALT_BYTES, encode_salt
 from oanp.wire.envelope import IDENTIFIER_RULE, is_identifier
 from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
-from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Mode
+from sessions_app.models import (
+    AgentProfile,
+    AuditEvent,
+    HostedSession,
+    Merchant,
+    Mode,
+    OrganisationKind,
+    PlatformAgent,
+)
 from sessions_app.tactics import changed_tactics, settle_text, tactics_fields
 from sessions_app.vault import seal, seal_session_vault, seal_text, unseal
 
@@ -74,7 +82,11 @@ def check_agent_id(agent_id: str) -> None:
     """
     if not is_identifier(agent_id):
         raise ValueError(f"an agent id is {IDENTIFIER_RULE}")
-    if AgentProfile.objects.filter(agent_id=agent_id).exists() or arbiter.agent_id_in_use(agent_id):
+    if (
+        AgentProfile.objects.filter(agent_id=agent_id).exists()
+        or PlatformAgent.objects.filter(agent_id=agent_id).exists()
+        or arbiter.agent_id_in_use(agent_id)
+    ):
         raise AgentIdTaken(f"the agent id {agent_id!r} is taken")
 
 
@@ -197,17 +209,35 @@ def update_agent(
 
 
 @transaction.atomic
+def create_platform_agent(
+    *, actor: AbstractBaseUser, organisation: Merchant, agent_id: str
+) -> PlatformAgent:
+    """A buyer platform's new agent id, for its people to issue keys to."""
+    if organisation.kind != OrganisationKind.BUYER_PLATFORM:
+        raise ValueError(f"{organisation.name} is not a buyer platform: its agents sell")
+    check_agent_id(agent_id)
+    agent = PlatformAgent.objects.create(organisation=organisation, agent_id=agent_id)
+    audit(actor, "buyer_agent.created", agent_id, organisation=organisation.slug)
+    return agent
+
+
+@transaction.atomic
 def issue_key(
-    *, actor: AbstractBaseUser, profile: AgentProfile, label: str, lifetime: timedelta | None = None
+    *,
+    actor: AbstractBaseUser,
+    profile: AgentProfile | PlatformAgent,
+    label: str,
+    lifetime: timedelta | None = None,
 ) -> arbiter_services.IssuedKey:
-    """A new key for the agent, expiring ``lifetime`` from now (``None``: never)."""
+    """A new key for the agent, expiring ``lifetime`` from now (``None``: never), owned by its
+    organisation: the owner the arbiter's ``self_dealing`` check compares."""
     expires_at = None if lifetime is None else timezone.now() + lifetime
     issued = arbiter_services.issue_credential(
         agent_id=profile.agent_id,
-        role=MERCHANT_ROLE,
+        role=profile.key_role,
         label=label,
         expires_at=expires_at,
-        owner=profile.merchant.slug,
+        owner=profile.key_owner,
     )
     audit(
         actor,
@@ -222,9 +252,9 @@ def issue_key(
 
 @transaction.atomic
 def revoke_key(
-    *, actor: AbstractBaseUser, profile: AgentProfile, credential: AgentCredential
+    *, actor: AbstractBaseUser, profile: AgentProfile | PlatformAgent, credential: AgentCredential
 ) -> None:
-    if credential.agent_id != profile.agent_id or credential.role != MERCHANT_ROLE:
+    if credential.agent_id != profile.agent_id or credential.role != profile.key_role:
         raise ValueError("this key does not belong to this agent")
     if credential.label == HOSTED_KEY_LABEL:
         raise HostedKey("the hosted runner's key is never shown, so it cannot leak")

@@ -18,7 +18,13 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
-from sessions_app.models import TENANT_ROLES, AgentProfile, MemberRole, Membership
+from sessions_app.models import (
+    TENANT_ROLES,
+    AgentProfile,
+    MemberRole,
+    Membership,
+    PlatformAgent,
+)
 
 
 @dataclass(frozen=True)
@@ -26,9 +32,22 @@ class Scope:
     """What one dashboard user may see and do."""
 
     role: str
+    #: The organisation it is confined to (a merchant or a buyer platform); ``None``: none.
     merchant_id: int | None
-    #: The merchant agents whose sessions are visible; ``None`` means every session.
+    #: The organisation's agents, whose sessions are visible; ``None`` means every session.
     agent_ids: list[str] | None
+    #: The side of a session ``agent_ids`` sit on: a buyer platform's agents buy.
+    side: str = "merchant"
+
+    @property
+    def is_buyer_side(self) -> bool:
+        return self.side == "buyer"
+
+    @property
+    def merchant_agent_ids(self) -> list[str] | None:
+        """The merchant agents whose deliveries are visible: none of a buyer platform's, since
+        a handoff goes to the merchant's own system."""
+        return [] if self.is_buyer_side else self.agent_ids
 
     @property
     def is_tenant(self) -> bool:
@@ -49,6 +68,10 @@ class Scope:
         return self.role in (MemberRole.MERCHANT_MANAGER, MemberRole.ADMIN)
 
     @property
+    def may_manage_buyer_agents(self) -> bool:
+        return self.role in (MemberRole.BUYER_MEMBER, MemberRole.ADMIN)
+
+    @property
     def may_export(self) -> bool:
         # Operators watch sessions; exporting them is an admin's job, or a merchant's for its own.
         return self.role in (
@@ -65,6 +88,10 @@ def scope_of(user: AbstractBaseUser | AnonymousUser) -> Scope | None:
         return None
     if membership.role not in TENANT_ROLES:
         return Scope(membership.role, None, None)
+    if membership.role == MemberRole.BUYER_MEMBER:
+        bought = PlatformAgent.objects.filter(organisation_id=membership.merchant_id)
+        buyers = list(bought.values_list("agent_id", flat=True))
+        return Scope(membership.role, membership.merchant_id, buyers, side="buyer")
     agent_ids = list(
         AgentProfile.objects.filter(merchant_id=membership.merchant_id).values_list(
             "agent_id", flat=True
@@ -93,6 +120,11 @@ def require_staff(scope: Scope) -> None:
 def require_agent_manager(scope: Scope) -> None:
     if not scope.may_manage_agents:
         raise PermissionDenied("only a merchant's managers and admins may change its agents")
+
+
+def require_buyer_agent_manager(scope: Scope) -> None:
+    if not scope.may_manage_buyer_agents:
+        raise PermissionDenied("only a buyer platform's members and admins may change its keys")
 
 
 def require_export(scope: Scope) -> None:

@@ -23,8 +23,7 @@ from sessions_app import invitations, people, people_forms, selectors
 from sessions_app.forms import sentence
 from sessions_app.models import Invitation, MemberRole, Merchant, OrganisationKind
 from sessions_app.tenancy import Scope, require_admin, scope_or_denied
-from sessions_app.vault import seal_text, unseal_text
-from sessions_app.views import refusal
+from sessions_app.views import refusal, shown_once
 
 
 def _admin(request: HttpRequest) -> Scope:
@@ -122,29 +121,28 @@ def organisation_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 # People ----------------------------------------------------------------------------------
 
-# An invitation's link, sealed, from the action that made it to the one page that shows it.
+# An invitation's link is shown once (:mod:`sessions_app.views.shown_once`).
 INVITED_LINK = "sessions_app.invited_link"
 
 
 def _invitation_context(request: HttpRequest) -> dict[str, object]:
     """What a page with the invitations table and the link of the last invitation needs."""
-    shown = request.session.pop(INVITED_LINK, None)
-    invited = None
-    if shown is not None:
-        invited = {**shown, "link": unseal_text(shown["sealed"].encode())}
+    link, about = shown_once.take(request, INVITED_LINK)
     return {
-        "invited": invited,
+        "invited": {**about, "link": link} if link else None,
         "invitation_hours": f"{settings.OANP_INVITATION_HOURS:g}",
         "now": timezone.now(),
     }
 
 
 def _show_link(request: HttpRequest, invitation: Invitation, mailed: invitations.Mailed) -> None:
-    request.session[INVITED_LINK] = {
-        "email": invitation.email,
-        "mailed": mailed,
-        "sealed": seal_text(invitations.link(invitation)).decode(),
-    }
+    shown_once.keep(
+        request,
+        INVITED_LINK,
+        invitations.link(invitation),
+        email=invitation.email,
+        mailed=mailed,
+    )
 
 
 def _people_page(

@@ -132,7 +132,8 @@ def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
     found = selectors.session(scope, session_id)
     entries = selectors.entries(found)
     view = timeline(entries, arbiter.every_public_jwk())
-    handoff, attempts = selectors.handoff(found)
+    # The handoff goes to the merchant's own system: its requests are the merchant's business.
+    handoff, attempts = (None, []) if scope.is_buyer_side else selectors.handoff(found)
     # A settlement's reveals are in the log; reveals after the end complete them.
     revealed = {
         **(view.settlement.constraints if view.settlement else {}),
