@@ -164,3 +164,15 @@ def reactivate(*, actor: AbstractBaseUser, scope: Scope, user: User) -> None:
     user.is_active = True
     user.save(update_fields=["is_active"])
     audit(actor, "person.reactivated", user.get_username())
+
+
+@transaction.atomic
+def make_admin_from_shell(user: User) -> Membership:
+    """Give ``user`` the admin role, from the server's shell (``manage.py bootstrap_admin``):
+    whoever runs it owns the deployment already, so no admin's say is asked. Audited as the
+    new admin's own act."""
+    membership, _ = Membership.objects.update_or_create(
+        user=user, defaults={"role": MemberRole.ADMIN, "merchant": None}
+    )
+    audit(user, "person.made_admin", user.get_username(), by="manage.py bootstrap_admin")
+    return membership
