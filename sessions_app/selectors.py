@@ -530,7 +530,9 @@ def organisations(scope: Scope) -> QuerySet[Merchant]:
     """Every organisation, with how many people and agents each has, for an admin; to anyone
     else, none: people and organisations are the admins' business."""
     found = Merchant.objects.annotate(
-        people=Count("members", distinct=True), agent_count=Count("agents", distinct=True)
+        people=Count("members", distinct=True),
+        # An organisation has agents of one kind: a merchant's sell, a platform's buy.
+        agent_count=Count("agents", distinct=True) + Count("buyer_agents", distinct=True),
     )
     return found if scope.is_admin else found.none()
 

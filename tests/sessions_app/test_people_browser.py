@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page
 
-from sessions_app.models import MemberRole, Membership, Merchant
+from sessions_app.models import MemberRole, Membership, Merchant, OrganisationKind
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import axe_violations, chromium, sign_in
 
@@ -91,3 +91,27 @@ def test_an_admin_invites_a_person_who_sets_a_password_and_signs_in(
     assert created_at == f"{base}/organisations/{organisation.pk}/"
     carol = Membership.objects.get(user__username="carol@example.com")
     assert (carol.role, carol.merchant) == (MemberRole.MERCHANT_MEMBER, organisation)
+
+
+def test_a_platform_member_adds_an_agent_and_copies_its_key(live_arbiter: LiveServer) -> None:
+    platform = Merchant.objects.create(
+        name="Fly Buyers", slug="fly-buyers", kind=OrganisationKind.BUYER_PLATFORM
+    )
+    bea = User.objects.create_user("bea", password=PASSWORD)
+    Membership.objects.create(user=bea, role=MemberRole.BUYER_MEMBER, merchant=platform)
+    base = live_arbiter.url
+    with chromium() as browser:
+        page = browser.new_page(viewport=WIDTHS["1440"])
+        sign_in(page, base, "bea", PASSWORD)
+        page.click("nav >> text=Agents")
+        page.wait_for_url(f"{base}/buyer-agents/")
+        look(page, "buyer-agents-empty")
+        page.fill("#id_agent_id", "fly-buyer-1")
+        page.click("#new-agent button[type=submit]")
+        page.wait_for_url(f"{base}/buyer-agents/fly-buyer-1/")
+        page.fill("#id_label", "production")
+        page.click("#issue-key button[type=submit]")
+        page.wait_for_selector("#issued-key")
+        assert page.input_value("#issued-key").startswith("oanp_")
+        assert page.locator("#keys tbody tr").count() == 1
+        look(page, "buyer-agent-key-issued")
