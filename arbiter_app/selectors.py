@@ -240,6 +240,11 @@ def sessions_of(merchant_agent_ids: list[str] | None) -> QuerySet[Session]:
     return sessions
 
 
+def sessions_bought_by(buyer_agent_ids: list[str]) -> QuerySet[Session]:
+    """Sessions whose buyer agent is one of ``buyer_agent_ids``."""
+    return Session.objects.filter(buyer_agent_id__in=buyer_agent_ids)
+
+
 def session_entries(session: Session) -> list[JsonObject]:
     """Every entry of the session as JSON, in order."""
     return [e.as_json() for e in entries_after(session)]

@@ -82,7 +82,7 @@ def request_export(
     require_export(scope)
     now = now or timezone.now()
     tenant = None
-    if scope.is_merchant:
+    if scope.is_tenant:
         tenant = Merchant.objects.get(pk=scope.merchant_id).slug
     session_id = session_id.strip()
     if kind == "session":
@@ -131,7 +131,7 @@ def exports_of(scope: Scope) -> QuerySet[Export]:
     those any of its members requested."""
     require_export(scope)
     exports = Export.objects.select_related("requested_by")
-    if scope.is_merchant:
+    if scope.is_tenant:
         exports = exports.filter(requested_by__membership__merchant_id=scope.merchant_id)
     return exports
 

@@ -46,7 +46,7 @@ from sessions_app.models import Merchant, Mode
 from sessions_app.strategy_forms import TacticsFields
 
 
-def _sentence(message: str) -> str:
+def sentence(message: str) -> str:
     """A refusal of the pure core (``"the floor must be a number"``) as a form shows it."""
     return f"{message[:1].upper()}{message[1:]}."
 
@@ -287,7 +287,7 @@ class PriceRowForm(forms.Form):
             try:
                 amounts[name] = read_amount(data[name], what, key[1])
             except ValueError as bad:
-                self.add_error(name, _sentence(str(bad)))
+                self.add_error(name, sentence(str(bad)))
         if len(amounts) == 2:
             if amounts["floor_price"] > amounts["ideal_price"]:
                 self.add_error("floor_price", "The floor cannot be above the ideal price.")
@@ -387,7 +387,7 @@ def limits_from(
     try:
         prices = PriceList(rows.rows, bool(data.get("items_only")), terms)
     except ValueError as refused:  # more rows than a price list holds
-        form.add_error(None, _sentence(str(refused)))
+        form.add_error(None, sentence(str(refused)))
         return None
     if prices == stored or (stored is None and not prices.limits and terms is None):
         return None
@@ -495,7 +495,7 @@ def _listing_error(field: str, message: str) -> str:
     by its place in the list, counted from 1."""
     found = _CATALOG_ITEM.fullmatch(field)
     if found is None:
-        return _sentence(message)
+        return sentence(message)
     where = f"Item {int(found.group(1)) + 1}" + (f", {found.group(2)}" if found.group(2) else "")
     return f"{where}: {message}."
 

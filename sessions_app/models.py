@@ -1,5 +1,6 @@
-"""Where people and hosted agents work: merchants, who belongs to which, the agents merchants
-configure, exports and the admin audit log.
+"""Where people and hosted agents work: organisations (merchants and buyer platforms), who
+belongs to which, invitations to join, the agents merchants configure, exports and the admin
+audit log.
 
 A merchant's private limits live here, encrypted with the vault key; the arbiter has no
 import path to them (``arbiter_app`` never imports ``sessions_app``).
@@ -14,11 +15,23 @@ from oanp.agents.strategies import STRATEGIES, Strategy
 from oanp.wire.settlement import SettlePolicy
 
 
+class OrganisationKind(models.TextChoices):
+    """Which side of a session an organisation's agents sit on."""
+
+    MERCHANT = "merchant", "Merchant"
+    BUYER_PLATFORM = "buyer_platform", "Buyer platform"
+
+
 class Merchant(models.Model):
-    """A merchant organisation: the tenant its members, agents and sessions belong to."""
+    """An organisation: the tenant its members, agents and sessions belong to. Most are
+    merchants, whose agents sell; a buyer platform's agents buy. Its slug is the owner the
+    arbiter records on its agents' keys, which the arbiter's ``self_dealing`` check compares."""
 
     name = models.CharField(max_length=200, unique=True)
     slug = models.SlugField(max_length=64, unique=True)
+    kind = models.CharField(
+        max_length=16, choices=OrganisationKind.choices, default=OrganisationKind.MERCHANT
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -31,14 +44,28 @@ class Merchant(models.Model):
 class MemberRole(models.TextChoices):
     """What a person may do in the dashboard, as their membership records it."""
 
-    MERCHANT = "merchant", "Merchant member"
+    MERCHANT_MANAGER = "merchant_manager", "Merchant manager"
+    MERCHANT_MEMBER = "merchant_member", "Merchant member"
+    BUYER_MEMBER = "buyer_member", "Buyer-platform member"
     OPERATOR = "operator", "Operator"
     ADMIN = "admin", "Admin"
 
 
+#: The roles confined to one organisation, and the kind of organisation each belongs to.
+TENANT_ROLES = {
+    MemberRole.MERCHANT_MANAGER: OrganisationKind.MERCHANT,
+    MemberRole.MERCHANT_MEMBER: OrganisationKind.MERCHANT,
+    MemberRole.BUYER_MEMBER: OrganisationKind.BUYER_PLATFORM,
+}
+
+# Spelled out for the constraint, which a migration copies as it stands.
+_TENANT_ROLE_VALUES = sorted(str(role) for role in TENANT_ROLES)
+
+
 class Membership(models.Model):
-    """What a user may see and do: a merchant member sees its merchant only; operators see
-    every session, read-only but for terminating one; admins also manage keys and exports."""
+    """What a user may see and do: a member of an organisation sees its organisation only (a
+    merchant manager also changes its agents); operators see every session, read-only but for
+    terminating one; admins also manage keys, exports and people."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership"
@@ -51,9 +78,9 @@ class Membership(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=models.Q(role="merchant", merchant__isnull=False)
-                | ~models.Q(role="merchant"),
-                name="merchant_member_has_merchant",
+                condition=models.Q(role__in=_TENANT_ROLE_VALUES, merchant__isnull=False)
+                | (~models.Q(role__in=_TENANT_ROLE_VALUES) & models.Q(merchant__isnull=True)),
+                name="tenant_member_has_organisation",
             )
         ]
 
@@ -133,6 +160,38 @@ class AgentProfile(HostedTactics):
     def __str__(self) -> str:
         return self.agent_id
 
+    #: The side its keys speak for; its merchant owns them, so the arbiter refuses a session
+    #: between it and a buyer agent of the same owner (``self_dealing``).
+    key_role = "merchant"
+
+    @property
+    def key_owner(self) -> str:
+        return self.merchant.slug
+
+
+class PlatformAgent(models.Model):
+    """A buyer platform's agent: an id its people hold API keys for, run by the platform's own
+    process through the API. Nothing of it is hosted here, so there is nothing else to keep."""
+
+    organisation = models.ForeignKey(
+        Merchant, on_delete=models.CASCADE, related_name="buyer_agents"
+    )
+    agent_id = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["agent_id"]
+
+    def __str__(self) -> str:
+        return self.agent_id
+
+    #: The side its keys speak for, as :class:`AgentProfile`'s speak for the merchant's.
+    key_role = "buyer"
+
+    @property
+    def key_owner(self) -> str:
+        return self.organisation.slug
+
 
 class HostedSession(HostedTactics):
     """A hosted agent's side of one session: the salt of its commitment, sealed like the
@@ -205,3 +264,30 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-at"]
+
+
+class Invitation(models.Model):
+    """An admin's invitation to a person, by email, to join with a role (and, for a tenant
+    role, an organisation). Its link is signed over the row and ``nonce``: sending it again
+    draws a new nonce, so only the latest link works, and only until ``expires_at`` and once."""
+
+    email = models.EmailField()
+    role = models.CharField(max_length=16, choices=MemberRole.choices)
+    organisation = models.ForeignKey(
+        Merchant, on_delete=models.CASCADE, null=True, blank=True, related_name="invitations"
+    )
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="invitations_sent"
+    )
+    nonce = models.CharField(max_length=43)
+    sent_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-sent_at"]
+
+    def __str__(self) -> str:
+        return f"{self.email} ({self.role})"

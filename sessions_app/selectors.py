@@ -1,8 +1,8 @@
 """The dashboard's reads, every one scoped by tenant.
 
-A merchant member sees the sessions of its own merchant's agents and nothing else: to it,
-another merchant's session does not exist (404, as for an unknown id). Operators and admins
-see every session.
+A member of an organisation sees the sessions of its own organisation's agents and nothing
+else: to it, another organisation's session does not exist (404, as for an unknown id).
+Operators and admins see every session; only admins see people and organisations.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import (
     Avg,
     Case,
@@ -51,12 +52,23 @@ from oanp.wire.terms import issues_open, terms_json
 from oanp.wire.transcript import terms_text
 from sessions_app.analytics import plain
 from sessions_app.filters import SORTS, STATES, VIOLATED, SessionFilter, encode_cursor
-from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Mode
+from sessions_app.models import (
+    AgentProfile,
+    AuditEvent,
+    HostedSession,
+    Invitation,
+    Merchant,
+    Mode,
+    OrganisationKind,
+    PlatformAgent,
+)
 from sessions_app.tenancy import Scope
 from sessions_app.vault import unseal
 
 
 def sessions(scope: Scope) -> QuerySet[Session]:
+    if scope.is_buyer_side:
+        return arbiter.sessions_bought_by(scope.agent_ids or [])
     return arbiter.sessions_of(scope.agent_ids)
 
 
@@ -310,8 +322,8 @@ def agent(scope: Scope, agent_id: str) -> AgentProfile:
     return found
 
 
-def api_keys_of(profile: AgentProfile) -> QuerySet[AgentCredential]:
-    return arbiter.credentials_of(agent_id=profile.agent_id, role="merchant")
+def api_keys_of(profile: AgentProfile | PlatformAgent) -> QuerySet[AgentCredential]:
+    return arbiter.credentials_of(agent_id=profile.agent_id, role=profile.key_role)
 
 
 def price_list(profile: AgentProfile) -> PriceList | None:
@@ -405,7 +417,7 @@ def deliveries(
 ) -> tuple[list[arbiter.Delivery], arbiter.Position | None]:
     """A page of the deliveries in scope, newest first, and where the next page starts;
     with ``agent``, only that merchant agent's (none when it is not in scope)."""
-    agent_ids = scope.agent_ids
+    agent_ids = scope.merchant_agent_ids
     if agent:
         agent_ids = [agent] if agent_ids is None or agent in agent_ids else []
     return arbiter.delivery_page(
@@ -419,14 +431,14 @@ def deliveries(
 
 
 def delivery(scope: Scope, kind: str, pk: int) -> tuple[arbiter.Delivery, list[DeliveryAttempt]]:
-    found = arbiter.delivery_of(scope.agent_ids, kind, pk)
+    found = arbiter.delivery_of(scope.merchant_agent_ids, kind, pk)
     if found is None:
         raise Http404("no such delivery")
     return found
 
 
 def failed_handoffs(scope: Scope, pks: list[int]) -> list[arbiter.Delivery]:
-    return arbiter.failed_handoffs(scope.agent_ids, pks)
+    return arbiter.failed_handoffs(scope.merchant_agent_ids, pks)
 
 
 # Across sessions -----------------------------------------------------------------------------
@@ -504,3 +516,84 @@ def by_strategy(scope: Scope) -> list[dict[str, Any]]:
         .order_by("strategy")
     )
     return [{**row, "rate": row["agreed"] / row["total"] if row["total"] else 0.0} for row in rows]
+
+
+# Organisations and people ------------------------------------------------------------------
+
+
+def merchants() -> QuerySet[Merchant]:
+    """The organisations whose agents sell: the only ones an agent profile may belong to."""
+    return Merchant.objects.filter(kind=OrganisationKind.MERCHANT)
+
+
+def organisations(scope: Scope) -> QuerySet[Merchant]:
+    """Every organisation, with how many people and agents each has, for an admin; to anyone
+    else, none: people and organisations are the admins' business."""
+    found = Merchant.objects.annotate(
+        people=Count("members", distinct=True),
+        # An organisation has agents of one kind: a merchant's sell, a platform's buy.
+        agent_count=Count("agents", distinct=True) + Count("buyer_agents", distinct=True),
+    )
+    return found if scope.is_admin else found.none()
+
+
+def organisation(scope: Scope, pk: int) -> Merchant:
+    found = organisations(scope).filter(pk=pk).first()
+    if found is None:
+        raise Http404("no such organisation")
+    return found
+
+
+def people(scope: Scope, organisation: Merchant | None = None) -> QuerySet[User]:
+    """Every account (with its membership, when it has one) for an admin, or those of
+    ``organisation``; none for anyone else."""
+    found = User.objects.select_related("membership__merchant").order_by("username")
+    if organisation is not None:
+        found = found.filter(membership__merchant=organisation)
+    return found if scope.is_admin else found.none()
+
+
+def person(scope: Scope, user_id: int) -> User:
+    found = people(scope).filter(pk=user_id).first()
+    if found is None:
+        raise Http404("no such person")
+    return found
+
+
+def invitations(scope: Scope, organisation: Merchant | None = None) -> QuerySet[Invitation]:
+    """The invitations not yet accepted or revoked, expired ones included (they may be sent
+    again), newest first; for admins only."""
+    found = Invitation.objects.select_related("organisation", "invited_by").filter(
+        accepted_at__isnull=True, revoked_at__isnull=True
+    )
+    if organisation is not None:
+        found = found.filter(organisation=organisation)
+    return found if scope.is_admin else found.none()
+
+
+def invitation(scope: Scope, pk: int) -> Invitation:
+    found = invitations(scope).filter(pk=pk).first()
+    if found is None:
+        raise Http404("no such invitation")
+    return found
+
+
+# Buyer platforms' agents -------------------------------------------------------------------
+
+
+def platform_agents(scope: Scope) -> QuerySet[PlatformAgent]:
+    """A buyer platform's own agents for its members; every platform's for operators and
+    admins; none for a merchant's people."""
+    found = PlatformAgent.objects.select_related("organisation")
+    if scope.is_staff_role:
+        return found
+    if scope.is_buyer_side:
+        return found.filter(organisation_id=scope.merchant_id)
+    return found.none()
+
+
+def platform_agent(scope: Scope, agent_id: str) -> PlatformAgent:
+    found = platform_agents(scope).filter(agent_id=agent_id).first()
+    if found is None:
+        raise Http404("no such agent")
+    return found

@@ -1,5 +1,5 @@
-"""Every write of the merchant side: agents, their API keys and directory listings, hosted
-agents' sessions.
+"""Every write of the organisations' agents: merchants' agents, their API keys and directory
+listings, hosted agents' sessions; buyer platforms' agents and their API keys.
 
 API keys are the arbiter's business (who may speak for which agent id), so these services ask
 :mod:`arbiter_app.services` for them; private limits are not, so they are sealed here with the
@@ -30,7 +30,15 @@ from oanp.wire import discovery
 from oanp.wire.commitments import SALT_BYTES, encode_salt
 from oanp.wire.envelope import IDENTIFIER_RULE, is_identifier
 from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
-from sessions_app.models import AgentProfile, AuditEvent, HostedSession, Merchant, Mode
+from sessions_app.models import (
+    AgentProfile,
+    AuditEvent,
+    HostedSession,
+    Merchant,
+    Mode,
+    OrganisationKind,
+    PlatformAgent,
+)
 from sessions_app.tactics import changed_tactics, settle_text, tactics_fields
 from sessions_app.vault import seal, seal_session_vault, seal_text, unseal
 
@@ -61,7 +69,8 @@ class HostedKey(ValueError):
     """The hosted runner's key is not the merchant's to revoke."""
 
 
-def _audit(actor: AbstractBaseUser, action: str, target: str, **detail: Any) -> None:
+def audit(actor: AbstractBaseUser, action: str, target: str, **detail: Any) -> None:
+    """Record that ``actor`` did ``action`` to ``target``, in the caller's transaction."""
     AuditEvent.objects.create(actor=actor, action=action, target=target, detail=detail)
 
 
@@ -73,7 +82,11 @@ def check_agent_id(agent_id: str) -> None:
     """
     if not is_identifier(agent_id):
         raise ValueError(f"an agent id is {IDENTIFIER_RULE}")
-    if AgentProfile.objects.filter(agent_id=agent_id).exists() or arbiter.agent_id_in_use(agent_id):
+    if (
+        AgentProfile.objects.filter(agent_id=agent_id).exists()
+        or PlatformAgent.objects.filter(agent_id=agent_id).exists()
+        or arbiter.agent_id_in_use(agent_id)
+    ):
         raise AgentIdTaken(f"the agent id {agent_id!r} is taken")
 
 
@@ -108,7 +121,7 @@ def create_agent(
     )
     if mode == Mode.HOSTED:
         hosted_credential(agent_id)  # the arbiter opens sessions only to a registered merchant
-    _audit(
+    audit(
         actor,
         "agent.created",
         agent_id,
@@ -191,24 +204,42 @@ def update_agent(
         detail |= {"parameters": tactics["parameters"], "settle": settle_text(tactics)}
     if "reveal_after_end" in changed:
         detail["reveal_after_end"] = reveal_after_end
-    _audit(actor, "agent.updated", profile.agent_id, **detail)
+    audit(actor, "agent.updated", profile.agent_id, **detail)
     return profile
 
 
 @transaction.atomic
+def create_platform_agent(
+    *, actor: AbstractBaseUser, organisation: Merchant, agent_id: str
+) -> PlatformAgent:
+    """A buyer platform's new agent id, for its people to issue keys to."""
+    if organisation.kind != OrganisationKind.BUYER_PLATFORM:
+        raise ValueError(f"{organisation.name} is not a buyer platform: its agents sell")
+    check_agent_id(agent_id)
+    agent = PlatformAgent.objects.create(organisation=organisation, agent_id=agent_id)
+    audit(actor, "buyer_agent.created", agent_id, organisation=organisation.slug)
+    return agent
+
+
+@transaction.atomic
 def issue_key(
-    *, actor: AbstractBaseUser, profile: AgentProfile, label: str, lifetime: timedelta | None = None
+    *,
+    actor: AbstractBaseUser,
+    profile: AgentProfile | PlatformAgent,
+    label: str,
+    lifetime: timedelta | None = None,
 ) -> arbiter_services.IssuedKey:
-    """A new key for the agent, expiring ``lifetime`` from now (``None``: never)."""
+    """A new key for the agent, expiring ``lifetime`` from now (``None``: never), owned by its
+    organisation: the owner the arbiter's ``self_dealing`` check compares."""
     expires_at = None if lifetime is None else timezone.now() + lifetime
     issued = arbiter_services.issue_credential(
         agent_id=profile.agent_id,
-        role=MERCHANT_ROLE,
+        role=profile.key_role,
         label=label,
         expires_at=expires_at,
-        owner=profile.merchant.slug,
+        owner=profile.key_owner,
     )
-    _audit(
+    audit(
         actor,
         "key.issued",
         profile.agent_id,
@@ -221,16 +252,16 @@ def issue_key(
 
 @transaction.atomic
 def revoke_key(
-    *, actor: AbstractBaseUser, profile: AgentProfile, credential: AgentCredential
+    *, actor: AbstractBaseUser, profile: AgentProfile | PlatformAgent, credential: AgentCredential
 ) -> None:
-    if credential.agent_id != profile.agent_id or credential.role != MERCHANT_ROLE:
+    if credential.agent_id != profile.agent_id or credential.role != profile.key_role:
         raise ValueError("this key does not belong to this agent")
     if credential.label == HOSTED_KEY_LABEL:
         raise HostedKey("the hosted runner's key is never shown, so it cannot leak")
     if credential.revoked_at is not None:
         return
     arbiter_services.revoke_credential(credential=credential)
-    _audit(actor, "key.revoked", profile.agent_id, prefix=credential.prefix, label=credential.label)
+    audit(actor, "key.revoked", profile.agent_id, prefix=credential.prefix, label=credential.label)
 
 
 def hosted_credential(agent_id: str) -> AgentCredential:
@@ -340,7 +371,7 @@ def configure_acp(
         source = "entered"
     else:
         source = "generated" if configured.generated else "kept"
-    _audit(actor, "acp.configured", profile.agent_id, endpoint=endpoint, secret=source)
+    audit(actor, "acp.configured", profile.agent_id, endpoint=endpoint, secret=source)
     return configured.secret if configured.generated else None
 
 
@@ -362,7 +393,7 @@ def send_acp_test(*, actor: AbstractBaseUser, profile: AgentProfile) -> dict[str
         "excerpt": answer.body[:TEST_EXCERPT_CHARS].decode("utf-8", "replace"),
         "error": answer.error[:TEST_EXCERPT_CHARS],
     }
-    _audit(actor, "acp.tested", profile.agent_id, **result)
+    audit(actor, "acp.tested", profile.agent_id, **result)
     return result
 
 
@@ -389,7 +420,7 @@ def save_listing(
         for name in ("listed", "description", "currencies", "catalog")
         if before is None or getattr(before, name) != getattr(saved, name)
     ]
-    _audit(
+    audit(
         actor,
         "listing.saved",
         profile.agent_id,

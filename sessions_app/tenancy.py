@@ -1,11 +1,13 @@
 """Who may see and do what on the dashboard: :class:`Scope`, the one home of the tenant and
 role rules, and the guards that refuse (403) whoever the rules leave out.
 
-A merchant member is confined to its merchant's agents, their sessions and its exports; an
-operator sees every session and acts on live ones (terminate, redeliver) but changes no agent
-and exports nothing; an admin may do everything. Reads narrow what they return to a scope
-(the selectors, the exports); actions and pages call a guard first, so no view or command
-skips the check.
+A member of an organisation is confined to it: a merchant manager to its merchant's agents
+(which it changes), their sessions and its exports; a merchant member sees the same and changes
+nothing; a buyer-platform member to its own buyer agents and their sessions. An operator sees
+every session and acts on live ones (terminate, redeliver) but changes no agent and exports
+nothing; an admin may do everything, people and organisations included. Reads narrow what
+they return to a scope (the selectors, the exports); actions and pages call a guard first, so
+no view or command skips the check.
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
-from sessions_app.models import AgentProfile, MemberRole, Membership
+from sessions_app.models import (
+    TENANT_ROLES,
+    AgentProfile,
+    MemberRole,
+    Membership,
+    PlatformAgent,
+)
 
 
 @dataclass(frozen=True)
@@ -24,14 +32,27 @@ class Scope:
     """What one dashboard user may see and do."""
 
     role: str
+    #: The organisation it is confined to (a merchant or a buyer platform); ``None``: none.
     merchant_id: int | None
-    #: The merchant agents whose sessions are visible; ``None`` means every session.
+    #: The organisation's agents, whose sessions are visible; ``None`` means every session.
     agent_ids: list[str] | None
+    #: The side of a session ``agent_ids`` sit on: a buyer platform's agents buy.
+    side: str = "merchant"
 
     @property
-    def is_merchant(self) -> bool:
-        """Confined to one merchant's agents, sessions and exports."""
-        return self.role == MemberRole.MERCHANT
+    def is_buyer_side(self) -> bool:
+        return self.side == "buyer"
+
+    @property
+    def merchant_agent_ids(self) -> list[str] | None:
+        """The merchant agents whose deliveries are visible: none of a buyer platform's, since
+        a handoff goes to the merchant's own system."""
+        return [] if self.is_buyer_side else self.agent_ids
+
+    @property
+    def is_tenant(self) -> bool:
+        """Confined to one organisation's agents, sessions and exports."""
+        return self.role in TENANT_ROLES
 
     @property
     def is_admin(self) -> bool:
@@ -44,12 +65,20 @@ class Scope:
 
     @property
     def may_manage_agents(self) -> bool:
-        return self.role in (MemberRole.MERCHANT, MemberRole.ADMIN)
+        return self.role in (MemberRole.MERCHANT_MANAGER, MemberRole.ADMIN)
+
+    @property
+    def may_manage_buyer_agents(self) -> bool:
+        return self.role in (MemberRole.BUYER_MEMBER, MemberRole.ADMIN)
 
     @property
     def may_export(self) -> bool:
         # Operators watch sessions; exporting them is an admin's job, or a merchant's for its own.
-        return self.role in (MemberRole.ADMIN, MemberRole.MERCHANT)
+        return self.role in (
+            MemberRole.ADMIN,
+            MemberRole.MERCHANT_MANAGER,
+            MemberRole.MERCHANT_MEMBER,
+        )
 
 
 def scope_of(user: AbstractBaseUser | AnonymousUser) -> Scope | None:
@@ -57,8 +86,12 @@ def scope_of(user: AbstractBaseUser | AnonymousUser) -> Scope | None:
     membership = Membership.objects.filter(user_id=user.pk).first()
     if membership is None:
         return None
-    if membership.role != MemberRole.MERCHANT:
+    if membership.role not in TENANT_ROLES:
         return Scope(membership.role, None, None)
+    if membership.role == MemberRole.BUYER_MEMBER:
+        bought = PlatformAgent.objects.filter(organisation_id=membership.merchant_id)
+        buyers = list(bought.values_list("agent_id", flat=True))
+        return Scope(membership.role, membership.merchant_id, buyers, side="buyer")
     agent_ids = list(
         AgentProfile.objects.filter(merchant_id=membership.merchant_id).values_list(
             "agent_id", flat=True
@@ -86,9 +119,14 @@ def require_staff(scope: Scope) -> None:
 
 def require_agent_manager(scope: Scope) -> None:
     if not scope.may_manage_agents:
-        raise PermissionDenied("operators watch sessions; agents are their merchants' to change")
+        raise PermissionDenied("only a merchant's managers and admins may change its agents")
+
+
+def require_buyer_agent_manager(scope: Scope) -> None:
+    if not scope.may_manage_buyer_agents:
+        raise PermissionDenied("only a buyer platform's members and admins may change its keys")
 
 
 def require_export(scope: Scope) -> None:
     if not scope.may_export:
-        raise PermissionDenied("only admins and merchant members may export")
+        raise PermissionDenied("only admins and a merchant's people may export")

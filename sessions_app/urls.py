@@ -1,6 +1,17 @@
 from django.urls import path
 
-from sessions_app.views import accounts, admin, agents, deliveries, overview, replay, sessions
+from sessions_app.views import (
+    accounts,
+    admin,
+    agents,
+    buyer_agents,
+    deliveries,
+    invitations,
+    overview,
+    people,
+    replay,
+    sessions,
+)
 
 urlpatterns = [
     path("login/", accounts.SignIn.as_view(), name="login"),
@@ -28,10 +39,47 @@ urlpatterns = [
     path("agents/<str:agent_id>/acp/", agents.acp_configure, name="agent-acp"),
     path("agents/<str:agent_id>/acp/test/", agents.acp_test, name="agent-acp-test"),
     path("agents/<str:agent_id>/listing/", agents.listing_save, name="agent-listing"),
+    path("buyer-agents/", buyer_agents.buyer_agent_list, name="buyer-agents"),
+    path("buyer-agents/<str:agent_id>/", buyer_agents.buyer_agent_page, name="buyer-agent"),
+    path(
+        "buyer-agents/<str:agent_id>/keys/",
+        buyer_agents.buyer_key_issue,
+        name="buyer-agent-key-issue",
+    ),
+    path(
+        "buyer-agents/<str:agent_id>/keys/<int:key_id>/revoke/",
+        buyer_agents.buyer_key_revoke,
+        name="buyer-agent-key-revoke",
+    ),
     path("keys/", admin.signing_keys_page, name="signing-keys"),
     path("keys/rotate/", admin.rotate_signing_key, name="rotate-signing-key"),
     path("exports/", admin.exports_page, name="exports"),
     path("exports/<int:export_id>/status/", admin.export_status, name="export-status"),
     path("exports/<int:export_id>/<str:part>/", admin.export_download, name="export-download"),
     path("audit/", admin.audit_page, name="audit"),
+    path("organisations/", people.organisation_list, name="organisations"),
+    path("organisations/<int:pk>/", people.organisation_page, name="organisation"),
+    path("people/", people.people_list, name="people"),
+    path("people/invite/", people.invite, name="invite"),
+    path("people/<int:user_id>/", people.person_page, name="person"),
+    path(
+        "people/<int:user_id>/deactivate/",
+        people.person_active,
+        {"active": False},
+        name="person-deactivate",
+    ),
+    path(
+        "people/<int:user_id>/reactivate/",
+        people.person_active,
+        {"active": True},
+        name="person-reactivate",
+    ),
+    path(
+        "invitations/<int:pk>/send-again/",
+        people.invitation_send_again,
+        name="invitation-send-again",
+    ),
+    path("invitations/<int:pk>/revoke/", people.invitation_revoke, name="invitation-revoke"),
+    # The invited person's link: open to anyone who holds it, signed in or not.
+    path("invitations/<str:token>/", invitations.invitation_page, name="invitation"),
 ]

@@ -66,8 +66,8 @@ MERCHANTS = {"skyfare": "SkyFare", "railco": "RailCo"}
 ACCOUNTS = (
     Account("admin", MemberRole.ADMIN),
     Account("operator", MemberRole.OPERATOR),
-    Account("skyfare", MemberRole.MERCHANT, "skyfare"),
-    Account("railco", MemberRole.MERCHANT, "railco"),
+    Account("skyfare", MemberRole.MERCHANT_MANAGER, "skyfare"),
+    Account("railco", MemberRole.MERCHANT_MANAGER, "railco"),
 )
 
 

@@ -1,6 +1,7 @@
 """The dashboard's pages, one module per family: the overview, sessions (list, page, and the
-operators' actions on one), agents (merchants' own agents and keys), and the admins' pages
-(signing keys, exports, the audit log)."""
+operators' actions on one), agents (merchants' own agents and keys), buyer agents (buyer
+platforms' agents and keys), the admins' pages (signing keys, exports, the audit log), people
+(organisations, accounts, invitations), and the page an invitation's link opens."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from arbiter_app import selectors as arbiter
 from arbiter_app.models import KeyState
-from sessions_app import actions, audit_log, exports
-from sessions_app.models import Export, Merchant
+from sessions_app import actions, audit_log, exports, selectors
+from sessions_app.models import Export
 from sessions_app.tenancy import Scope, require_admin, scope_or_denied
 
 # Signing keys ----------------------------------------------------------------------------
@@ -116,8 +116,8 @@ class ExportForm(forms.Form):
 
 
 def _merchant_choices(scope: Scope) -> list[tuple[str, str]]:
-    merchants = Merchant.objects.all()
-    if scope.is_merchant:
+    merchants = selectors.merchants()
+    if scope.is_tenant:
         merchants = merchants.filter(pk=scope.merchant_id)
     return [(m.slug, m.name) for m in merchants]
 

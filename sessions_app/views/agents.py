@@ -20,12 +20,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 from arbiter_app.services import HostNotFound
 from oanp.agents.pricelist import MAX_PRICE_ROWS, PriceList
 from sessions_app import forms, selectors, services
-from sessions_app.models import AgentProfile, Merchant, Mode
+from sessions_app.models import AgentProfile, Merchant, Mode, PlatformAgent
 from sessions_app.preview import Preview, preview_form, preview_saved
 from sessions_app.strategy_forms import tactics_initial
 from sessions_app.tenancy import Scope, require_agent_manager, scope_or_denied
-from sessions_app.vault import seal_text, unseal_text
-from sessions_app.views import refusal
+from sessions_app.views import refusal, shown_once
 
 
 def _manager(request: HttpRequest) -> Scope:
@@ -104,29 +103,26 @@ def _agent_page(
     return response
 
 
-# A new key crosses the redirect after its issue sealed in the user's session, and is dropped
-# from it by the one page that shows it: a reload neither shows it again nor issues another.
+# A new key is shown once (:mod:`sessions_app.views.shown_once`), on its agent's page.
 ISSUED_KEY = "sessions_app.issued_key"
 
 
 @login_required
 def agent_page(request: HttpRequest, agent_id: str) -> HttpResponse:
-    issued = request.session.pop(ISSUED_KEY, None)
-    api_key = None
-    if issued is not None and issued["agent_id"] == agent_id:
-        api_key = unseal_text(issued["sealed"].encode())
-    shown = request.session.pop(ACP_SECRET, None)
-    acp_secret = None
-    if shown is not None and shown["agent_id"] == agent_id:
-        acp_secret = unseal_text(shown["sealed"].encode())
+    api_key, _ = shown_once.take(request, ISSUED_KEY, agent_id=agent_id)
+    acp_secret, _ = shown_once.take(request, ACP_SECRET, agent_id=agent_id)
     return _agent_page(
-        request, scope_or_denied(request), agent_id, issued=api_key, acp_secret=acp_secret
+        request,
+        scope_or_denied(request),
+        agent_id,
+        issued=api_key or None,
+        acp_secret=acp_secret or None,
     )
 
 
 def _edit(request: HttpRequest, scope: Scope, agent_id: str | None) -> HttpResponse:
     profile = None if agent_id is None else selectors.agent(scope, agent_id)
-    merchants = Merchant.objects.all() if profile is None and scope.merchant_id is None else None
+    merchants = selectors.merchants() if profile is None and scope.merchant_id is None else None
     options = {"creating": profile is None, "merchants": merchants}
     # Read here to merge the form's edits into; never handed to a template.
     stored = selectors.price_list(profile) if profile is not None else None
@@ -245,31 +241,55 @@ def api_key_issue(request: HttpRequest, agent_id: str) -> HttpResponse:
     form = forms.KeyForm(request.POST)
     if not form.is_valid():
         return _agent_page(request, scope, agent_id, key_form=form, status=400)
+    return issue_and_show(request, profile, form, agent_url="agent")
+
+
+def issue_and_show(
+    request: HttpRequest,
+    profile: AgentProfile | PlatformAgent,
+    form: forms.KeyForm,
+    *,
+    agent_url: str,
+) -> HttpResponse:
+    """Issue the key ``form`` describes, and show it once on the agent's page."""
     issued = services.issue_key(
         actor=request.user,
         profile=profile,
         label=form.cleaned_data["label"],
         lifetime=form.lifetime(),
     )
-    sealed = seal_text(issued.api_key).decode()
-    request.session[ISSUED_KEY] = {"agent_id": profile.agent_id, "sealed": sealed}
+    shown_once.keep(request, ISSUED_KEY, issued.api_key, agent_id=profile.agent_id)
     messages.success(request, f"Key {issued.credential.prefix} issued.")
-    return redirect("agent", agent_id=profile.agent_id)
+    return redirect(agent_url, agent_id=profile.agent_id)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_key_revoke(request: HttpRequest, agent_id: str, key_id: int) -> HttpResponse:
-    """A GET, or a POST without the confirmation page's answer, only asks: a stray link or an
-    old form revokes nothing."""
     scope = _manager(request)
     profile = selectors.agent(scope, agent_id)
+    return revoke_after_confirming(request, scope, profile, key_id, agent_url="agent")
+
+
+def revoke_after_confirming(
+    request: HttpRequest,
+    scope: Scope,
+    profile: AgentProfile | PlatformAgent,
+    key_id: int,
+    *,
+    agent_url: str,
+) -> HttpResponse:
+    """A GET, or a POST without the confirmation page's answer, only asks: a stray link or an
+    old form revokes nothing. ``agent_url`` names the agent's page, whose key-revoking
+    action is ``<agent_url>-key-revoke``."""
     credential = get_object_or_404(selectors.api_keys_of(profile), pk=key_id)
     context = {
         "scope": scope,
         "agent": profile,
         "key": credential,
         "hosted": credential.label == services.HOSTED_KEY_LABEL,
+        "agent_url": agent_url,
+        "revoke_url": f"{agent_url}-key-revoke",
     }
     if request.POST.get("confirmed") != "yes":
         return render(request, "sessions_app/api_key_revoke_confirm.html", context)
@@ -279,7 +299,7 @@ def api_key_revoke(request: HttpRequest, agent_id: str, key_id: int) -> HttpResp
         context["form"] = refusal(f"Key {credential.prefix} was not revoked: {refused}.")
         return render(request, "sessions_app/api_key_revoke_confirm.html", context, status=400)
     messages.success(request, f"Key {credential.prefix} revoked.")
-    return redirect("agent", agent_id=agent_id)
+    return redirect(agent_url, agent_id=profile.agent_id)
 
 
 # The ACP handoff target ------------------------------------------------------------------
@@ -309,10 +329,7 @@ def acp_configure(request: HttpRequest, agent_id: str) -> HttpResponse:
             form.add_error(None, f"The arbiter refused this target: {refused}")
         else:
             if secret is not None:
-                request.session[ACP_SECRET] = {
-                    "agent_id": profile.agent_id,
-                    "sealed": seal_text(secret).decode(),
-                }
+                shown_once.keep(request, ACP_SECRET, secret, agent_id=profile.agent_id)
             messages.success(request, "ACP handoff target saved.")
             return redirect(f"{reverse('agent', args=[profile.agent_id])}#acp-h")
     return _agent_page(request, scope, agent_id, acp_form=form, status=400)

@@ -21,7 +21,6 @@ from oanp.wire.envelope import IDENTIFIER_RULE, is_identifier
 from sessions_app import actions, selectors
 from sessions_app.analytics import analyse, analyse_terms
 from sessions_app.filters import PROFILE_NAMES, RANGES, SORTS, STATES, VERDICTS
-from sessions_app.models import Merchant
 from sessions_app.tenancy import Scope, require_staff, scope_or_denied
 from sessions_app.timeline import timeline
 from sessions_app.views import refusal
@@ -50,7 +49,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
         "verdicts": VERDICTS,
         "profiles": PROFILE_NAMES,
         "ranges": RANGES,
-        "merchants": Merchant.objects.all() if scope.is_staff_role else [],
+        "merchants": selectors.merchants() if scope.is_staff_role else [],
         "filters": {k: request.GET.get(k, "") for k in found.form.fields},
         # The first page as it is now: where "show" and the sort headers lead.
         "query": params.urlencode(),
@@ -133,7 +132,8 @@ def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
     found = selectors.session(scope, session_id)
     entries = selectors.entries(found)
     view = timeline(entries, arbiter.every_public_jwk())
-    handoff, attempts = selectors.handoff(found)
+    # The handoff goes to the merchant's own system: its requests are the merchant's business.
+    handoff, attempts = (None, []) if scope.is_buyer_side else selectors.handoff(found)
     # A settlement's reveals are in the log; reveals after the end complete them.
     revealed = {
         **(view.settlement.constraints if view.settlement else {}),

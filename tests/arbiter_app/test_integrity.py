@@ -110,7 +110,7 @@ def test_a_moved_head_is_an_alarm_until_put_back(
     audit = admin.get("/audit/").content.decode()
     assert 'id="integrity-alarms"' in audit
     assert alarm.detail in audit
-    assert notice(signed_in(member("shop", MemberRole.MERCHANT, merchant("shop")))) is None
+    assert notice(signed_in(member("shop", MemberRole.MERCHANT_MANAGER, merchant("shop")))) is None
 
     Session.objects.filter(pk=session.pk).update(head_seq=9, head_hash=real)
     assert tasks.check_integrity() == 0

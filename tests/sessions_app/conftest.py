@@ -23,7 +23,7 @@ def agent_a(shop_a: Merchant) -> AgentProfile:
 
 @pytest.fixture
 def alice(shop_a: Merchant) -> User:
-    return member("alice", MemberRole.MERCHANT, shop_a)
+    return member("alice", MemberRole.MERCHANT_MANAGER, shop_a)
 
 
 @pytest.fixture

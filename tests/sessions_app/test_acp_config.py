@@ -28,7 +28,7 @@ TEST = "/agents/hosted-a/acp/test/"
 
 @pytest.fixture
 def alice(shop_a: Merchant, agent_a: AgentProfile) -> Client:
-    return signed_in(member("alice", MemberRole.MERCHANT, shop_a))
+    return signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop_a))
 
 
 @pytest.fixture
@@ -180,7 +180,7 @@ def test_another_merchant_can_neither_configure_nor_test(
     private_allowed: None, alice: Client, acp_server: Receiver
 ) -> None:
     configure(alice, f"{acp_server.url}/acp")
-    bob: User = member("bob", MemberRole.MERCHANT, merchant("b"))
+    bob: User = member("bob", MemberRole.MERCHANT_MANAGER, merchant("b"))
     other = signed_in(bob)
     assert configure(other, "http://127.0.0.1:9/evil").status_code == 404
     assert other.post(TEST).status_code == 404

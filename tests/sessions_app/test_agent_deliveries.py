@@ -48,7 +48,7 @@ def rail_callback(failed: Handoff) -> CallbackCursor:
 def test_the_agent_page_lists_its_deliveries_newest_first_with_their_attempts(
     failed: Handoff, callback: CallbackCursor, rail_callback: CallbackCursor, shop: Merchant
 ) -> None:
-    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
+    alice = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop))
     shown = section(alice.get(AGENT_PAGE))
     rows = shown.split("<tbody>", 1)[1].split("<tr>")[1:]
     assert len(rows) == 2
@@ -70,7 +70,7 @@ def test_the_page_shows_only_the_latest_few(
     failed: Handoff, callback: CallbackCursor, monkeypatch: pytest.MonkeyPatch, shop: Merchant
 ) -> None:
     monkeypatch.setattr(agents_view, "AGENT_PAGE_DELIVERIES", 1)
-    shown = section(signed_in(member("alice", MemberRole.MERCHANT, shop)).get(AGENT_PAGE))
+    shown = section(signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop)).get(AGENT_PAGE))
     assert "hooks.example" in shown
     assert "checkout_sessions" not in shown
 
@@ -101,7 +101,7 @@ def test_the_deliveries_page_filters_by_agent(
 def test_an_agent_out_of_scope_is_a_clear_400(
     failed: Handoff, rail_callback: CallbackCursor, shop: Merchant, agent: str
 ) -> None:
-    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
+    alice = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop))
     page = alice.get(LIST, {"agent": agent})
     assert page.status_code == 400
     html = page.content.decode()

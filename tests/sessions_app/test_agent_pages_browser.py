@@ -41,7 +41,7 @@ def test_the_agent_page_lists_its_deliveries(
     settings.OANP_ALLOW_PRIVATE_TARGETS = True
     shop = merchant("sfo")
     handoff = failed_handoff(Client(), shop, f"{acp_server.url}/acp")
-    member("alice", MemberRole.MERCHANT, shop)
+    member("alice", MemberRole.MERCHANT_MANAGER, shop)
     base = live_arbiter.url
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -79,7 +79,7 @@ def test_a_hosted_reveal_after_the_end_fills_the_zone_panel(live_arbiter: LiveSe
         headers=negotiation.buyer_key.headers,
     )
     assert buyer.status_code == 200, buyer.content
-    member("alice", MemberRole.MERCHANT, shop)
+    member("alice", MemberRole.MERCHANT_MANAGER, shop)
     base = live_arbiter.url
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 1000})

@@ -35,7 +35,7 @@ def test_each_agent_has_its_sessions_agreement_rate_and_last_activity_within_sco
     HostedNegotiation(client, "hosted-a", session_id="sess-a-2").open()
     hosted_session(client, "hosted-b", "sess-b-1")
 
-    alice = tenancy.scope_of(member("alice", MemberRole.MERCHANT, shop_a))
+    alice = tenancy.scope_of(member("alice", MemberRole.MERCHANT_MANAGER, shop_a))
     assert alice is not None
     with django_assert_num_queries(2):  # the agents, then one grouped query: no N+1
         rows = {row.agent.agent_id: row for row in selectors.agent_rows(alice)}

@@ -42,7 +42,7 @@ def saved_agents() -> list[AgentProfile]:
 
 
 def test_a_merchant_tunes_previews_and_saves_a_hosted_agent(live_arbiter: LiveServer) -> None:
-    member("mia", MemberRole.MERCHANT, merchant("skyways"))
+    member("mia", MemberRole.MERCHANT_MANAGER, merchant("skyways"))
     base = live_arbiter.url
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -140,7 +140,7 @@ def test_a_merchant_tunes_previews_and_saves_a_hosted_agent(live_arbiter: LiveSe
 
 
 def test_the_preview_plays_an_agents_terms(live_arbiter: LiveServer) -> None:
-    member("mia", MemberRole.MERCHANT, merchant("skyways"))
+    member("mia", MemberRole.MERCHANT_MANAGER, merchant("skyways"))
     base = live_arbiter.url
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})

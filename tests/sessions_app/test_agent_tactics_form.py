@@ -302,7 +302,7 @@ def test_only_those_who_may_change_an_agent_may_preview_it(shop_a: Merchant) -> 
     hosted_agent(shop_a, "hosted-a")
     hosted_agent(merchant("b"), "hosted-b")
     form: dict[str, Any] = agent_form(floor_price="", ideal_price="", preview="1")
-    alice = signed_in(member("alice", MemberRole.MERCHANT, shop_a))
+    alice = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop_a))
     assert alice.post("/agents/hosted-a/edit/", form).status_code == 200
     # Another merchant's agent is unknown to her, as on the agent page.
     assert alice.post("/agents/hosted-b/edit/", form).status_code == 404
@@ -363,7 +363,7 @@ def test_an_external_agent_has_nothing_to_preview(browser: Client, shop_a: Merch
 
 def test_the_saved_preview_is_for_managers_of_the_agent(shop_a: Merchant) -> None:
     hosted_agent(shop_a, "hosted-a")
-    stranger = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
+    stranger = signed_in(member("bob", MemberRole.MERCHANT_MANAGER, merchant("b")))
     assert stranger.post("/agents/hosted-a/preview/").status_code == 404
     operator = signed_in(member("olga", MemberRole.OPERATOR))
     assert operator.post("/agents/hosted-a/preview/").status_code == 403

@@ -214,7 +214,7 @@ def test_a_merchant_cannot_see_or_change_another_merchants_agent(
     hosted_agent(shop_a, "hosted-a")
     other = hosted_agent(merchant("b"), "hosted-b")
     key = services.issue_key(
-        actor=member("bob", MemberRole.MERCHANT, other.merchant), profile=other, label=""
+        actor=member("bob", MemberRole.MERCHANT_MANAGER, other.merchant), profile=other, label=""
     )
     assert "hosted-b" not in browser.get("/agents/").content.decode()
     assert browser.get("/agents/hosted-b/").status_code == 404

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_merchant_creates_a_hosted_agent_that_a_buyer_negotiates_with(
     live_arbiter: LiveServer, celery_worker_process: Worker
 ) -> None:
-    member("mia", MemberRole.MERCHANT, merchant("skyways"))
+    member("mia", MemberRole.MERCHANT_MANAGER, merchant("skyways"))
     base = live_arbiter.url
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})

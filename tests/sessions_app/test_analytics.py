@@ -95,10 +95,10 @@ def test_a_merchant_member_sees_its_own_sessions_analytics(
     reveal(client, agreed, "merchant")
     shop = merchant("sfo")
     AgentProfile.objects.create(merchant=shop, agent_id="merchant-sfo", mode="external")
-    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
+    alice = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop))
     html = alice.get(PAGE).content.decode()
     assert cell(html, "merchant-surplus") == "60"
-    other = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
+    other = signed_in(member("bob", MemberRole.MERCHANT_MANAGER, merchant("b")))
     assert other.get(PAGE).status_code == 404
 
 
@@ -194,5 +194,5 @@ def test_the_strategy_table(client: Client) -> None:
         ["reference", "2", "2", "100 %", "2.0"],
     ]
     # A merchant member of another shop sees no strategy figures of this one.
-    bob = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
+    bob = signed_in(member("bob", MemberRole.MERCHANT_MANAGER, merchant("b")))
     assert 'id="by-strategy"' not in bob.get("/").content.decode()

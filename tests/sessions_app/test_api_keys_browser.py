@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_merchant_issues_copies_and_revokes_a_key(live_arbiter: LiveServer) -> None:
     shop = merchant("skyways")
     hosted_agent(shop, "skyways-sfo")
-    member("mia", MemberRole.MERCHANT, shop)
+    member("mia", MemberRole.MERCHANT_MANAGER, shop)
     base = live_arbiter.url
     with chromium() as browser:
         context = browser.new_context(viewport={"width": 1280, "height": 900})

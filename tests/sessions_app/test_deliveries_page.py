@@ -161,8 +161,8 @@ def test_pages_run_newest_first_by_cursor(
 def test_each_merchant_sees_its_own_and_the_operator_sees_all(
     failed: Handoff, callback: CallbackCursor, shop: Merchant
 ) -> None:
-    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
-    bob = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
+    alice = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop))
+    bob = signed_in(member("bob", MemberRole.MERCHANT_MANAGER, merchant("b")))
     assert listed(alice.get(LIST)).count("<tr>") == 3
     assert "No delivery matches." in listed(bob.get(LIST))
     olga = operator()
@@ -218,7 +218,7 @@ def test_attempts_number_on_across_a_redeliver_with_requests_redacted(failed: Ha
 
 
 def test_bulk_redeliver_is_audited_and_for_staff_only(failed: Handoff, shop: Merchant) -> None:
-    alice = member("alice", MemberRole.MERCHANT, shop)
+    alice = member("alice", MemberRole.MERCHANT_MANAGER, shop)
     with pytest.raises(PermissionDenied):
         actions.redeliver_handoffs(
             actor=alice, scope=tenancy.scope_of(alice), handoff_ids=[failed.pk]
@@ -265,7 +265,7 @@ def test_a_bad_selection_changes_nothing(failed: Handoff, selection: list[str]) 
 
 
 def test_bulk_redeliver_needs_staff_post_and_csrf(failed: Handoff, shop: Merchant) -> None:
-    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
+    alice = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop))
     assert alice.post(BULK, {"handoff": [str(failed.pk)], "confirm": "yes"}).status_code == 403
     assert operator().get(BULK).status_code == 405
     strict = signed_in(member("ada", MemberRole.ADMIN), enforce_csrf_checks=True)

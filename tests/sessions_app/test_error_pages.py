@@ -27,7 +27,7 @@ def test_debug_is_off_so_the_pages_are_the_ones_people_see() -> None:
 
 
 def test_a_merchant_refused_the_admins_signing_keys_page_gets_a_403_with_the_navigation() -> None:
-    browser = signed_in(member("mia", MemberRole.MERCHANT, merchant("skyways")))
+    browser = signed_in(member("mia", MemberRole.MERCHANT_MANAGER, merchant("skyways")))
     response = browser.get("/keys/")
     page = response.content.decode()
     assert response.status_code == 403
@@ -53,7 +53,13 @@ def test_an_address_nothing_answers_is_a_404_page_for_people_and_problem_json_fo
     browser = signed_in(member("ada", MemberRole.ADMIN))
     page = browser.get("/no-such-page/")
     assert page.status_code == 404
-    assert nav_links(page.content.decode())[-3:] == ["Keys", "Exports", "Audit log"]
+    assert nav_links(page.content.decode())[-5:] == [
+        "Keys",
+        "Exports",
+        "Audit log",
+        "Organisations",
+        "People",
+    ]
     api = browser.get("/oanp/v0.1/no-such-endpoint")
     assert api.status_code == 404
     assert api["Content-Type"] == "application/problem+json"

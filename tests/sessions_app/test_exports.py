@@ -165,7 +165,7 @@ def test_the_worker_exports_a_bundle_that_verifies_and_a_csv_row_per_session(
 def test_a_merchants_export_holds_only_its_own_sessions(
     celery_worker_process: Worker, sessions: None, cleanup: None, tmp_path: Path
 ) -> None:
-    a = member("user-a", MemberRole.MERCHANT, Merchant.objects.get(slug="a"))
+    a = member("user-a", MemberRole.MERCHANT_MANAGER, Merchant.objects.get(slug="a"))
     # Merchant b is not among merchant a's choices, like a merchant that does not exist.
     for slug in ("b", "nowhere"):
         answer = a.post("/exports/", {"kind": "merchant", "merchant": slug})
@@ -195,7 +195,7 @@ def test_a_merchants_export_holds_only_its_own_sessions(
     assert Export.objects.count() == 1
 
     # Another merchant's member neither lists nor downloads it.
-    b = member("user-b", MemberRole.MERCHANT, Merchant.objects.get(slug="b"))
+    b = member("user-b", MemberRole.MERCHANT_MANAGER, Merchant.objects.get(slug="b"))
     assert f"/exports/{export.pk}/" not in b.get("/exports/").content.decode()
     assert b.get(f"/exports/{export.pk}/bundle/").status_code == 404
     assert b.get(f"/exports/{export.pk}/status/").status_code == 404
@@ -296,7 +296,7 @@ def verify_since(path: Path, earlier: Path) -> subprocess.CompletedProcess[str]:
 def test_a_later_export_of_the_same_scope_proves_it_extends_the_earlier_one(
     client: Client, sessions: None, cleanup: None, tmp_path: Path
 ) -> None:
-    b = member("user-b", MemberRole.MERCHANT, Merchant.objects.get(slug="b"))
+    b = member("user-b", MemberRole.MERCHANT_MANAGER, Merchant.objects.get(slug="b"))
     first, first_path = exported(b, tmp_path, kind="merchant", merchant="b")
     assert first.extends is None
     assert json.loads(first_path.read_text())["consistency"] == []
@@ -330,7 +330,7 @@ def test_a_later_export_of_the_same_scope_proves_it_extends_the_earlier_one(
 def test_an_export_whose_sessions_changed_since_extends_nothing(
     client: Client, sessions: dict[str, ClientNegotiation], cleanup: None, tmp_path: Path
 ) -> None:
-    a = member("user-a", MemberRole.MERCHANT, Merchant.objects.get(slug="a"))
+    a = member("user-a", MemberRole.MERCHANT_MANAGER, Merchant.objects.get(slug="a"))
     buyer, merchant = make_agent("buyer-002", "buyer"), make_agent("agent-a", "merchant")
     after = ClientNegotiation(client, buyer, merchant, "sess-a-after", "sess-a-after-")
     after.open()

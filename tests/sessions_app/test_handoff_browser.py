@@ -45,7 +45,7 @@ def test_the_agent_page_acp_section(
     settings: Any, live_arbiter: LiveServer, acp_server: Receiver
 ) -> None:
     shop = merchant("skyways")
-    member("mia", MemberRole.MERCHANT, shop)
+    member("mia", MemberRole.MERCHANT_MANAGER, shop)
     profile: AgentProfile = hosted_agent(shop, "skyways-sfo")
     # Configured and tested in this process, where loopback targets are allowed; the server
     # under test keeps the production rule, so the browser sees its refusal of one.

@@ -115,7 +115,7 @@ def rows(html: str) -> list[str]:
 def test_the_panel_lists_the_target_state_flag_and_every_attempt(
     handed_off: Handoff, shop: Merchant, acp_server: Receiver
 ) -> None:
-    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
+    alice = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop))
     html = panel(alice.get(PAGE))
     assert f"{acp_server.url}/acp/checkout_sessions" in html
     assert ">delivered<" in html
@@ -202,8 +202,8 @@ def test_an_admin_redelivers_a_refused_one_and_sees_why(handed_off: Handoff) -> 
 
 
 def test_merchants_cannot_redeliver(handed_off: Handoff, shop: Merchant) -> None:
-    own = signed_in(member("alice", MemberRole.MERCHANT, shop))
-    other = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
+    own = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop))
+    other = signed_in(member("bob", MemberRole.MERCHANT_MANAGER, merchant("b")))
     assert own.post(REDELIVER).status_code == 403
     assert other.post(REDELIVER).status_code == 403
     assert other.get(PAGE).status_code == 404
@@ -291,7 +291,7 @@ def test_the_sweep_closes_a_dead_attempt_once_and_delivers_the_handoff(
     assert handed_off.state == HandoffState.DELIVERED
     assert handed_off.attempt_log.filter(outcome="").count() == 0
     assert deliveries_counted(client, "handoff", "abandoned") == counted + 1
-    alice = signed_in(member("alice", MemberRole.MERCHANT, shop))
+    alice = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop))
     abandoned, delivered = (row.split("</td><td>")[2] for row in rows(panel(alice.get(PAGE)))[2:])
     assert abandoned.startswith('<span class="badge warn" title="The worker stopped during')
     assert abandoned.endswith(">abandoned</span>")

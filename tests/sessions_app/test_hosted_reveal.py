@@ -66,7 +66,9 @@ def buyer_reveals(client: Client, negotiation: HostedNegotiation) -> None:
 
 
 def session_page(shop: Merchant) -> str:
-    page = signed_in(member("alice", MemberRole.MERCHANT, shop)).get(f"/sessions/{SESSION}/")
+    page = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop)).get(
+        f"/sessions/{SESSION}/"
+    )
     assert page.status_code == 200
     return str(page.content.decode())
 

@@ -184,7 +184,7 @@ def test_another_merchants_member_can_neither_see_nor_change_it(
     browser: Client, buyer: Agent
 ) -> None:
     browser.post(LISTING, listing_form())
-    bob = member("bob", MemberRole.MERCHANT, merchant("b"))
+    bob = member("bob", MemberRole.MERCHANT_MANAGER, merchant("b"))
     other = signed_in(bob)
     assert other.post(LISTING, listing_form(description="hijacked")).status_code == 404
     assert other.post(LISTING, listing_form(listed=None)).status_code == 404

@@ -24,7 +24,7 @@ def test_a_merchant_lists_its_agent_from_the_agent_page(
 ) -> None:
     shop = merchant("skyways")
     hosted_agent(shop, "skyways-sfo")
-    member("mia", MemberRole.MERCHANT, shop)
+    member("mia", MemberRole.MERCHANT_MANAGER, shop)
     buyer = make_agent("buyer-001", "buyer")
     base = live_arbiter.url
     with chromium() as browser:

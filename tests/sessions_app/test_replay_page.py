@@ -199,7 +199,7 @@ def test_an_ended_sessions_page_links_to_its_replay(
 def test_a_merchant_replays_its_own_sessions_only(client: Client) -> None:
     negotiation(client, "a")
     negotiation(client, "b")
-    alice = signed_in(member("alice", MemberRole.MERCHANT, merchant("a")))
+    alice = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, merchant("a")))
     assert page(alice, "sess-a").status_code == 200
     assert page(alice, "sess-b").status_code == 404
     assert page(alice, "sess-b", "?step=1").status_code == 404

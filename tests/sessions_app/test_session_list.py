@@ -372,7 +372,7 @@ def test_a_bad_value_is_reported_and_left_out(
     ],
 )
 def test_a_merchant_member_filters_only_its_own_sessions(query: str, expected: set[str]) -> None:
-    found = filtered(scope_of(MemberRole.MERCHANT, "shop"), query)
+    found = filtered(scope_of(MemberRole.MERCHANT_MANAGER, "shop"), query)
     assert "merchant" not in found.form.fields
     assert found.is_valid(), found.errors
     assert through(found) == expected

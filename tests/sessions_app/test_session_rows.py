@@ -29,7 +29,7 @@ def opened(client: Client) -> HostedNegotiation:
 
 
 def test_the_rows_asked_for_in_scope_as_they_stand(opened: HostedNegotiation) -> None:
-    alice = signed_in(member("alice", MemberRole.MERCHANT, merchant("sfo")))
+    alice = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, merchant("sfo")))
     answer = alice.get("/sessions/", {"ids": "sess-row,sess-unknown"})
     assert answer.status_code == 200
     rows = answer.content.decode()
@@ -42,7 +42,7 @@ def test_the_rows_asked_for_in_scope_as_they_stand(opened: HostedNegotiation) ->
         'data-session="sess-row"'
         in alice.get("/sessions/", {"ids": "sess-row", "state": "AGREED"}).content.decode()
     )
-    bob = signed_in(member("bob", MemberRole.MERCHANT, merchant("b")))
+    bob = signed_in(member("bob", MemberRole.MERCHANT_MANAGER, merchant("b")))
     assert (
         'data-session="sess-row"' not in bob.get("/sessions/", {"ids": "sess-row"}).content.decode()
     )

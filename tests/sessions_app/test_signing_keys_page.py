@@ -104,10 +104,10 @@ def test_an_unknown_algorithm_is_refused_and_changes_nothing() -> None:
     assert not AuditEvent.objects.exists()
 
 
-@pytest.mark.parametrize("role", [MemberRole.OPERATOR, MemberRole.MERCHANT])
+@pytest.mark.parametrize("role", [MemberRole.OPERATOR, MemberRole.MERCHANT_MANAGER])
 def test_only_admins_see_keys_and_rotate(role: str) -> None:
     merchant = Merchant.objects.create(name="Skyways", slug="skyways")
-    browser = member("someone", role, merchant if role == MemberRole.MERCHANT else None)
+    browser = member("someone", role, merchant if role == MemberRole.MERCHANT_MANAGER else None)
     kids = [k["kid"] for k in browser.get("/.well-known/jwks.json").json()["keys"]]
     assert browser.get("/keys/").status_code == 403
     assert browser.get("/keys/rotate/", {"alg": "Ed25519"}).status_code == 403

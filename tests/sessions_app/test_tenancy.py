@@ -21,7 +21,7 @@ def merchant_member(name: str) -> tuple[User, Merchant]:
     merchant = Merchant.objects.create(name=name, slug=name)
     AgentProfile.objects.create(merchant=merchant, agent_id=f"agent-{name}", mode="external")
     user = User.objects.create_user(f"user-{name}", password=PASSWORD)
-    Membership.objects.create(user=user, role=MemberRole.MERCHANT, merchant=merchant)
+    Membership.objects.create(user=user, role=MemberRole.MERCHANT_MANAGER, merchant=merchant)
     return user, merchant
 
 

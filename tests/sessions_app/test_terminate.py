@@ -119,7 +119,7 @@ def test_a_merchant_neither_sees_nor_uses_terminate(live: ClientNegotiation, own
     merchant = Merchant.objects.get(slug="skyways")
     if not own:
         merchant = Merchant.objects.create(name="Other", slug="other")
-    browser = member("merchant-user", MemberRole.MERCHANT, merchant)
+    browser = member("merchant-user", MemberRole.MERCHANT_MANAGER, merchant)
     if own:
         page = browser.get(f"/sessions/{SESSION}/").content.decode()
         assert "Terminate" not in page

@@ -33,7 +33,7 @@ def test_times_read_relative_with_the_exact_utc_time_on_hover(
 ) -> None:
     shop = merchant("skyways")
     profile = hosted_agent(shop, "skyways-sfo")
-    mia = member("mia", MemberRole.MERCHANT, shop)
+    mia = member("mia", MemberRole.MERCHANT_MANAGER, shop)
     issued = services.issue_key(actor=mia, profile=profile, label="ci", lifetime=timedelta(days=30))
     AgentCredential.objects.filter(pk=issued.credential.pk).update(
         created_at=timezone.now() - timedelta(hours=3, minutes=5)
@@ -89,7 +89,7 @@ def test_a_message_and_an_error_summary_in_each_scheme(
 ) -> None:
     shop = merchant("skyways")
     hosted_agent(shop, "skyways-sfo")
-    member("mia", MemberRole.MERCHANT, shop)
+    member("mia", MemberRole.MERCHANT_MANAGER, shop)
     base = live_arbiter.url
     with chromium() as browser:
         context = browser.new_context(

@@ -87,7 +87,7 @@ def test_a_floor_of_280_is_nowhere_in_clear_after_a_hosted_negotiation(
     # Other tests may configure logging; this one listens to the runner whatever they did.
     logging.getLogger("sessions_app").addHandler(caplog.handler)
     shop = merchant("sfo")
-    browser = signed_in(member("sam", MemberRole.MERCHANT, shop))
+    browser = signed_in(member("sam", MemberRole.MERCHANT_MANAGER, shop))
     created = browser.post(
         "/agents/new/",
         agent_form(

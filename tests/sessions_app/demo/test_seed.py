@@ -58,8 +58,8 @@ def test_a_second_run_changes_nothing_and_prints_the_same_accounts() -> None:
     assert {user: row[:2] for user, row in first.items()} == {
         "admin": ("admin", "(all)"),
         "operator": ("operator", "(all)"),
-        "skyfare": ("merchant", "SkyFare"),
-        "railco": ("merchant", "RailCo"),
+        "skyfare": ("merchant_manager", "SkyFare"),
+        "railco": ("merchant_manager", "RailCo"),
     }
     assert {user: row[:2] for user, row in second.items()} == {
         user: row[:2] for user, row in first.items()
