@@ -5,12 +5,13 @@ import hashlib
 import ipaddress
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
-from oanp_site import connections, serve
+from oanp_site import connections, mail, serve
 from oanp_site.forwarded import proxy_hops
 from oanp_site.logs import logging_config
 
@@ -210,6 +211,8 @@ MEDIA_ROOT = VAR_DIR / "media"
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
+# A password-reset link works once, and within this long of being mailed.
+PASSWORD_RESET_TIMEOUT = int(os.environ.get("OANP_PASSWORD_RESET_SECONDS", "3600"))
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -239,6 +242,15 @@ SPECTACULAR_SETTINGS = {
 OANP_ARBITER_ID = os.environ.get("OANP_ARBITER_ID", "arbiter.local")
 # Where agents and auditors reach this server; the agreement's jwks_uri is built from it.
 OANP_PUBLIC_URL = os.environ.get("OANP_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# Mail (password resets): EMAIL_URL or Django's EMAIL_* variables (oanp_site.mail), whose
+# settings differ by backend, hence set by name.
+globals().update(mail.from_environment(os.environ, debug=DEBUG))
+DEFAULT_FROM_EMAIL = os.environ.get(
+    "DEFAULT_FROM_EMAIL", f"OANP arbiter <noreply@{urlsplit(OANP_PUBLIC_URL).hostname}>"
+)
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+
 OANP_SIGNING_ALG = os.environ.get("OANP_SIGNING_ALG", "Ed25519")
 # Fernet key that encrypts signing keys at rest. Derived from SECRET_KEY when unset, which is
 # only good enough for a development machine: with DEBUG off, an unset one stops every start.

@@ -1,9 +1,26 @@
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from sessions_app.views import accounts, admin, agents, deliveries, overview, replay, sessions
 
 urlpatterns = [
     path("login/", accounts.SignIn.as_view(), name="login"),
+    path("password-reset/", accounts.PasswordReset.as_view(), name="password_reset"),
+    path(
+        "password-reset/sent/",
+        auth_views.PasswordResetDoneView.as_view(),
+        name="password_reset_done",
+    ),
+    path(
+        "reset/<uidb64>/<token>/",
+        accounts.PasswordResetConfirm.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "reset/done/",
+        auth_views.PasswordResetCompleteView.as_view(),
+        name="password_reset_complete",
+    ),
     path("", overview.overview, name="overview"),
     path("sessions/", sessions.session_list, name="sessions"),
     path("sessions/<str:session_id>/", sessions.session_page, name="session"),

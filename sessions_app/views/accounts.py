@@ -1,4 +1,5 @@
-"""Signing in to the dashboard: Django's view, refusing as the rest of the site refuses.
+"""Signing in to the dashboard and resetting a forgotten password: Django's views, refusing as
+the rest of the site refuses.
 
 A failed attempt answers 400 with the form's reasons, like every refused form here, and counts
 against the client address's budget of failed authentications, the one the API keeps
@@ -11,8 +12,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django import forms
+from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
-from django.contrib.auth.views import LoginView
+from django.contrib.auth.views import LoginView, PasswordResetConfirmView, PasswordResetView
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
@@ -30,23 +33,76 @@ class RefusedSignIn(AuthenticationForm):
         raise ValidationError(self.refusal, code="rate_limited")
 
 
-class SignIn(LoginView):
+class SpendsSignInBudget:
+    """A form view whose posts the address's budget admits first: past it, the form comes back
+    429 with the refusal and Retry-After, and nothing it holds is checked. A refused form
+    answers 400."""
+
+    request: HttpRequest
+
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             sign_ins.admit_sign_in(request.META)
         except sign_ins.RateLimited as refused:
             wait = max(1, math.ceil(refused.retry_after))
-            form = RefusedSignIn(
-                request,
-                f"Too many failed sign-ins from your address: try again in {wait} s.",
-                data=request.POST,
+            form = self.refused_form(
+                f"Too many failed sign-ins from your address: try again in {wait} s."
             )
-            response = self.render_to_response(self.get_context_data(form=form), status=429)
+            response = self.render_to_response(
+                self.get_context_data(form=form),
+                status=429,
+            )
             for name, value in refused.headers.items():
                 response[name] = value
             return response
         return super().post(request, *args, **kwargs)
 
-    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+    def refused_form(self, refusal: str) -> forms.Form:
+        """The form as sent, carrying ``refusal``; its clean() checks no secret."""
+        form: forms.Form = self.get_form()
+        form.add_error(None, ValidationError(refusal, code="rate_limited"))
+        return form
+
+    def form_invalid(self, form: forms.Form) -> HttpResponse:
+        return self.render_to_response(
+            self.get_context_data(form=form),
+            status=400,
+        )
+
+
+class SignIn(SpendsSignInBudget, LoginView):
+    def refused_form(self, refusal: str) -> forms.Form:
+        # AuthenticationForm's clean() is the password check itself: refused before it.
+        return RefusedSignIn(self.request, refusal, data=self.request.POST)
+
+    def form_invalid(self, form: forms.Form) -> HttpResponse:
         sign_ins.count_failed_sign_in(self.request.META)
+        return super().form_invalid(form)
+
+
+class PasswordReset(SpendsSignInBudget, PasswordResetView):
+    """Mails a link to choose a new password to each active account with the address given.
+
+    The answer is the same whether any account has it (Django's view), so the form tells
+    nobody who has an account here. Every request is counted against the address's budget, so
+    that it cannot mail a person more often than it could guess a password.
+    """
+
+    def form_valid(self, form: forms.Form) -> HttpResponse:
+        sign_ins.count_failed_sign_in(self.request.META)
+        # The link names the public address, whatever Host the request came with.
+        self.extra_email_context = {"public_url": settings.OANP_PUBLIC_URL}
+        return super().form_valid(form)
+
+
+class PasswordResetConfirm(PasswordResetConfirmView):
+    """The mailed link's page: a new password twice, or, for a link that was used, expired,
+    was altered or cut short, a page saying so with 400."""
+
+    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
+        if not self.validlink:
+            kwargs["status"] = 400
+        return super().render_to_response(context, **kwargs)
+
+    def form_invalid(self, form: forms.Form) -> HttpResponse:
         return self.render_to_response(self.get_context_data(form=form), status=400)
