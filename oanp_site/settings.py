@@ -211,6 +211,11 @@ MEDIA_ROOT = VAR_DIR / "media"
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
+# A dashboard session ends after this long without a request, in the database as in the
+# cookie: each answer moves its expiry on (Django saves the session on every request).
+OANP_SESSION_IDLE_SECONDS = int(os.environ.get("OANP_SESSION_IDLE_SECONDS", "1800"))
+SESSION_COOKIE_AGE = OANP_SESSION_IDLE_SECONDS
+SESSION_SAVE_EVERY_REQUEST = True
 # A password-reset link works once, and within this long of being mailed.
 PASSWORD_RESET_TIMEOUT = int(os.environ.get("OANP_PASSWORD_RESET_SECONDS", "3600"))
 

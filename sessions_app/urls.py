@@ -21,6 +21,8 @@ urlpatterns = [
         auth_views.PasswordResetCompleteView.as_view(),
         name="password_reset_complete",
     ),
+    path("account/", accounts.account_page, name="account"),
+    path("account/sign-out-everywhere/", accounts.sign_out_everywhere, name="sign-out-everywhere"),
     path("", overview.overview, name="overview"),
     path("sessions/", sessions.session_list, name="sessions"),
     path("sessions/<str:session_id>/", sessions.session_page, name="session"),

@@ -14,12 +14,18 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import logout
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView, PasswordResetConfirmView, PasswordResetView
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
 from arbiter_app.services import sign_ins
+from sessions_app import web_sessions
 
 
 class RefusedSignIn(AuthenticationForm):
@@ -106,3 +112,24 @@ class PasswordResetConfirm(PasswordResetConfirmView):
 
     def form_invalid(self, form: forms.Form) -> HttpResponse:
         return self.render_to_response(self.get_context_data(form=form), status=400)
+
+
+@login_required
+@require_GET
+def account_page(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "sessions_app/account.html",
+        {"idle_minutes": settings.OANP_SESSION_IDLE_SECONDS // 60},
+    )
+
+
+@login_required
+@require_POST
+def sign_out_everywhere(request: HttpRequest) -> HttpResponse:
+    """Ends every session of the person, this one last: logging out announces it to their
+    dashboard sockets (sessions_app.access), which then find their sessions gone."""
+    ended = web_sessions.end_all(request.user)
+    logout(request)
+    messages.success(request, f"Signed out everywhere ({ended} session(s) ended).")
+    return redirect(settings.LOGIN_URL)
