@@ -40,6 +40,10 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "django_celery_beat",
+    # The dashboard's second factor: authenticator apps (TOTP) and recovery codes.
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "oanp_site.apps.SiteConfig",
     "arbiter_app",
     "sessions_app",
@@ -58,6 +62,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Whether this session's sign-in took a code; then whether the person must give one or set
+    # up an app before going on.
+    "django_otp.middleware.OTPMiddleware",
+    "sessions_app.second_factor.SecondFactorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A database that is away answers 503 with Retry-After, not 500.
@@ -218,6 +226,14 @@ SESSION_COOKIE_AGE = OANP_SESSION_IDLE_SECONDS
 SESSION_SAVE_EVERY_REQUEST = True
 # A password-reset link works once, and within this long of being mailed.
 PASSWORD_RESET_TIMEOUT = int(os.environ.get("OANP_PASSWORD_RESET_SECONDS", "3600"))
+# Operators and admins, who see every merchant's sessions, sign in with a second factor: one
+# without it is sent to set it up first (sessions_app.second_factor). On unless DEBUG is.
+OANP_REQUIRE_2FA = os.environ.get("OANP_REQUIRE_2FA", "0" if DEBUG else "1").lower() in {
+    "1",
+    "true",
+    "yes",
+    "on",
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -255,6 +271,8 @@ DEFAULT_FROM_EMAIL = os.environ.get(
     "DEFAULT_FROM_EMAIL", f"OANP arbiter <noreply@{urlsplit(OANP_PUBLIC_URL).hostname}>"
 )
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# How authenticator apps name this deployment's accounts, apart from another's.
+OTP_TOTP_ISSUER = f"OANP arbiter {urlsplit(OANP_PUBLIC_URL).hostname}"
 
 OANP_SIGNING_ALG = os.environ.get("OANP_SIGNING_ALG", "Ed25519")
 # Fernet key that encrypts signing keys at rest. Derived from SECRET_KEY when unset, which is

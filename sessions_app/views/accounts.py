@@ -1,5 +1,6 @@
-"""Signing in to the dashboard and resetting a forgotten password: Django's views, refusing as
-the rest of the site refuses.
+"""Signing in to the dashboard, in two steps for a person with an authenticator app
+(:mod:`sessions_app.second_factor`), resetting a forgotten password, and the account page:
+Django's views, refusing as the rest of the site refuses.
 
 A failed attempt answers 400 with the form's reasons, like every refused form here, and counts
 against the client address's budget of failed authentications, the one the API keeps
@@ -10,12 +11,13 @@ even with the right password, so guessing passwords is no faster than guessing A
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import logout
+from django.contrib.auth import get_user_model, login, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView, PasswordResetConfirmView, PasswordResetView
@@ -23,9 +25,15 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
+from django.views.generic import FormView
 
 from arbiter_app.services import sign_ins
-from sessions_app import web_sessions
+from sessions_app import second_factor, web_sessions
+
+#: Where the session keeps a sign-in whose password was right and whose code is awaited.
+PENDING = "oanp_sign_in_awaiting_code"
+#: How long the code may take after the password, before the password is asked for again.
+PENDING_SECONDS = 300
 
 
 class RefusedSignIn(AuthenticationForm):
@@ -75,15 +83,83 @@ class SpendsSignInBudget:
             status=400,
         )
 
+    def refuse_code(self, form: forms.Form, message: str) -> HttpResponse:
+        """A wrong or used one-time code: counted against the budget, refused with 400."""
+        sign_ins.count_failed_sign_in(self.request.META)
+        form.add_error("code", message)
+        return self.form_invalid(form)
+
 
 class SignIn(SpendsSignInBudget, LoginView):
+    """The first step: the password. A person with an authenticator app is not signed in yet:
+    the session remembers the password was right, for :class:`SignInCode` to finish."""
+
     def refused_form(self, refusal: str) -> forms.Form:
         # AuthenticationForm's clean() is the password check itself: refused before it.
         return RefusedSignIn(self.request, refusal, data=self.request.POST)
 
+    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
+        user = form.get_user()
+        if not second_factor.has_device(user):
+            return super().form_valid(form)
+        self.request.session[PENDING] = {
+            "user": user.pk,
+            "backend": user.backend,
+            "next": self.get_success_url(),
+            "until": time.time() + PENDING_SECONDS,
+        }
+        return redirect("sign-in-code")
+
     def form_invalid(self, form: forms.Form) -> HttpResponse:
         sign_ins.count_failed_sign_in(self.request.META)
         return super().form_invalid(form)
+
+
+class CodeForm(forms.Form):
+    code = forms.CharField(
+        label="Code",
+        max_length=32,
+        widget=forms.TextInput(
+            attrs={"autocomplete": "one-time-code", "autocapitalize": "off", "spellcheck": "false"}
+        ),
+    )
+
+
+class SignInCode(SpendsSignInBudget, FormView):
+    """The second step: a code of the person's app, or one of their recovery codes. A wrong or
+    used one counts against the same budget as a wrong password, and past it the answer is 429
+    before the code is looked at."""
+
+    template_name = "registration/login_code.html"
+    form_class = CodeForm
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        pending = request.session.get(PENDING)
+        user = None
+        if pending and pending["until"] > time.time():
+            user = get_user_model().objects.filter(pk=pending["user"], is_active=True).first()
+        if user is None:
+            if request.session.pop(PENDING, None):
+                messages.error(request, "The code was not given in time: sign in again.")
+            return redirect(settings.LOGIN_URL)
+        self.user, self.pending = user, pending
+        return super().dispatch(request, *args, **kwargs)
+
+    def form_valid(self, form: forms.Form) -> HttpResponse:
+        found = second_factor.check(self.user, form.cleaned_data["code"])
+        if isinstance(found, second_factor.Refusal):
+            return self.refuse_code(form, found.message)
+        del self.request.session[PENDING]
+        login(self.request, self.user, backend=self.pending["backend"])
+        second_factor.mark_verified(self.request, found)
+        if second_factor.is_recovery_code(found):
+            left = second_factor.recovery_codes_left(self.user)
+            messages.warning(
+                self.request,
+                f"You signed in with a recovery code, which now no longer works; {left} left. "
+                "Your account page makes new ones.",
+            )
+        return redirect(self.pending["next"])
 
 
 class PasswordReset(SpendsSignInBudget, PasswordResetView):
@@ -117,10 +193,16 @@ class PasswordResetConfirm(PasswordResetConfirmView):
 @login_required
 @require_GET
 def account_page(request: HttpRequest) -> HttpResponse:
+    user = request.user
     return render(
         request,
         "sessions_app/account.html",
-        {"idle_minutes": settings.OANP_SESSION_IDLE_SECONDS // 60},
+        {
+            "idle_minutes": settings.OANP_SESSION_IDLE_SECONDS // 60,
+            "has_device": second_factor.has_device(user),
+            "required": second_factor.is_required(user),
+            "codes_left": second_factor.recovery_codes_left(user),
+        },
     )
 
 
