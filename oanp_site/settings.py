@@ -66,6 +66,7 @@ MIDDLEWARE = [
     # up an app before going on.
     "django_otp.middleware.OTPMiddleware",
     "sessions_app.second_factor.SecondFactorMiddleware",
+    "sessions_app.web_sessions.IdleTimeoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A database that is away answers 503 with Retry-After, not 500.
@@ -219,11 +220,10 @@ MEDIA_ROOT = VAR_DIR / "media"
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
-# A dashboard session ends after this long without a request, in the database as in the
-# cookie: each answer moves its expiry on (Django saves the session on every request).
+# A dashboard session ends after this long without a page, in the database as in the cookie:
+# each page moves its end on (sessions_app.web_sessions.IdleTimeoutMiddleware).
 OANP_SESSION_IDLE_SECONDS = int(os.environ.get("OANP_SESSION_IDLE_SECONDS", "1800"))
 SESSION_COOKIE_AGE = OANP_SESSION_IDLE_SECONDS
-SESSION_SAVE_EVERY_REQUEST = True
 # A password-reset link works once, and within this long of being mailed.
 PASSWORD_RESET_TIMEOUT = int(os.environ.get("OANP_PASSWORD_RESET_SECONDS", "3600"))
 # Operators and admins, who see every merchant's sessions, sign in with a second factor: one

@@ -34,6 +34,7 @@ from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from sessions_app.tenancy import scope_of
+from sessions_app.web_sessions import NOT_PAGES
 
 RECOVERY_CODES = 10
 TOTP_DIGITS = 6
@@ -155,8 +156,6 @@ def remove(user: AbstractBaseUser) -> None:
 #: What a person sent to set up a second factor may still open: that page, and signing out.
 ENROLMENT_PATH = "/account/two-factor/"
 SIGN_OUT_PATH = "/logout/"
-#: Not pages of a person's: the agents' API, the discovery documents, the probes, the files.
-NOT_PAGES = ("/oanp/", "/.well-known/", "/static/", "/healthz", "/readyz", "/metrics")
 
 
 class SecondFactorMiddleware:
@@ -173,8 +172,11 @@ class SecondFactorMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        # The path first: the probes must not read the session, nor the database behind it.
+        if request.path.startswith(NOT_PAGES):
+            return self.get_response(request)
         user = request.user
-        if not user.is_authenticated or user.is_verified() or request.path.startswith(NOT_PAGES):
+        if not user.is_authenticated or user.is_verified():
             return self.get_response(request)
         if has_device(user):
             logout(request)
