@@ -5,12 +5,13 @@ import hashlib
 import ipaddress
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
-from oanp_site import connections, serve
+from oanp_site import connections, mail, serve
 from oanp_site.forwarded import proxy_hops
 from oanp_site.logs import logging_config
 
@@ -39,6 +40,10 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "django_celery_beat",
+    # The dashboard's second factor: authenticator apps (TOTP) and recovery codes.
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "oanp_site.apps.SiteConfig",
     "arbiter_app",
     "sessions_app",
@@ -57,6 +62,11 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Whether this session's sign-in took a code; then whether the person must give one or set
+    # up an app before going on.
+    "django_otp.middleware.OTPMiddleware",
+    "sessions_app.second_factor.SecondFactorMiddleware",
+    "sessions_app.web_sessions.IdleTimeoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A database that is away answers 503 with Retry-After, not 500.
@@ -207,25 +217,26 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 MEDIA_ROOT = VAR_DIR / "media"
 
-# Mail (invitations): SMTP at EMAIL_HOST when one is set; otherwise each message is written
-# to the log, and the dashboard shows its link to copy instead.
-EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
-EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "587"))
-EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = os.environ.get("EMAIL_USE_TLS", "1").lower() in {"1", "true", "yes", "on"}
-EMAIL_BACKEND = (
-    "django.core.mail.backends.smtp.EmailBackend"
-    if EMAIL_HOST
-    else "django.core.mail.backends.console.EmailBackend"
-)
-DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "arbiter@localhost")
 # How long an invitation's link opens the page that sets the invited person's password.
 OANP_INVITATION_HOURS = float(os.environ.get("OANP_INVITATION_HOURS", "72"))
 
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
+# A dashboard session ends after this long without a page, in the database as in the cookie:
+# each page moves its end on (sessions_app.web_sessions.IdleTimeoutMiddleware).
+OANP_SESSION_IDLE_SECONDS = int(os.environ.get("OANP_SESSION_IDLE_SECONDS", "1800"))
+SESSION_COOKIE_AGE = OANP_SESSION_IDLE_SECONDS
+# A password-reset link works once, and within this long of being mailed.
+PASSWORD_RESET_TIMEOUT = int(os.environ.get("OANP_PASSWORD_RESET_SECONDS", "3600"))
+# Operators and admins, who see every merchant's sessions, sign in with a second factor: one
+# without it is sent to set it up first (sessions_app.second_factor). On unless DEBUG is.
+OANP_REQUIRE_2FA = os.environ.get("OANP_REQUIRE_2FA", "0" if DEBUG else "1").lower() in {
+    "1",
+    "true",
+    "yes",
+    "on",
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -255,6 +266,17 @@ SPECTACULAR_SETTINGS = {
 OANP_ARBITER_ID = os.environ.get("OANP_ARBITER_ID", "arbiter.local")
 # Where agents and auditors reach this server; the agreement's jwks_uri is built from it.
 OANP_PUBLIC_URL = os.environ.get("OANP_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# Mail (invitations, password resets): EMAIL_URL or Django's EMAIL_* variables
+# (oanp_site.mail), whose settings differ by backend, hence set by name.
+globals().update(mail.from_environment(os.environ, debug=DEBUG))
+DEFAULT_FROM_EMAIL = os.environ.get(
+    "DEFAULT_FROM_EMAIL", f"OANP arbiter <noreply@{urlsplit(OANP_PUBLIC_URL).hostname}>"
+)
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# How authenticator apps name this deployment's accounts, apart from another's.
+OTP_TOTP_ISSUER = f"OANP arbiter {urlsplit(OANP_PUBLIC_URL).hostname}"
+
 OANP_SIGNING_ALG = os.environ.get("OANP_SIGNING_ALG", "Ed25519")
 # Fernet key that encrypts signing keys at rest. Derived from SECRET_KEY when unset, which is
 # only good enough for a development machine: with DEBUG off, an unset one stops every start.

@@ -1,11 +1,15 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from arbiter_app import health
 from arbiter_app.api.views import DiscoveryView, JwksView
 
 urlpatterns = [
+    # Django's admin signs in by password alone; the dashboard's sign-in also asks for the
+    # second factor, and the admin site is for the same people.
+    path("admin/login/", RedirectView.as_view(url="/login/", query_string=True)),
     path("admin/", admin.site.urls),
     path("oanp/v0.1/", include("arbiter_app.api.urls")),
     path("healthz", health.healthz, name="healthz"),

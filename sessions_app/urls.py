@@ -1,3 +1,4 @@
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from sessions_app.views import (
@@ -11,10 +12,37 @@ from sessions_app.views import (
     people,
     replay,
     sessions,
+    two_factor,
 )
 
 urlpatterns = [
     path("login/", accounts.SignIn.as_view(), name="login"),
+    path("login/code/", accounts.SignInCode.as_view(), name="sign-in-code"),
+    path("password-reset/", accounts.PasswordReset.as_view(), name="password_reset"),
+    path(
+        "password-reset/sent/",
+        auth_views.PasswordResetDoneView.as_view(),
+        name="password_reset_done",
+    ),
+    path(
+        "reset/<uidb64>/<token>/",
+        accounts.PasswordResetConfirm.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "reset/done/",
+        auth_views.PasswordResetCompleteView.as_view(),
+        name="password_reset_complete",
+    ),
+    path("account/", accounts.account_page, name="account"),
+    path("account/sign-out-everywhere/", accounts.sign_out_everywhere, name="sign-out-everywhere"),
+    path("account/two-factor/", two_factor.Enrol.as_view(), name="two-factor"),
+    path(
+        "account/two-factor/recovery-codes/",
+        two_factor.renew_recovery_codes,
+        name="two-factor-recovery-codes",
+    ),
+    path("account/two-factor/remove/", two_factor.Remove.as_view(), name="two-factor-remove"),
     path("", overview.overview, name="overview"),
     path("sessions/", sessions.session_list, name="sessions"),
     path("sessions/<str:session_id>/", sessions.session_page, name="session"),

@@ -197,6 +197,16 @@ def private_allowed(settings: Any) -> None:
     settings.OANP_ALLOW_PRIVATE_TARGETS = True
 
 
+#: The suite runs with DEBUG off, which requires a second factor of operators and admins; the
+#: tests of that rule turn it on themselves.
+NO_REQUIRED_SECOND_FACTOR = {"OANP_REQUIRE_2FA": "0"}
+
+
+@pytest.fixture(autouse=True)
+def _no_required_second_factor(settings: Any) -> None:
+    settings.OANP_REQUIRE_2FA = False
+
+
 @pytest.fixture(autouse=True)
 def _unlimited_address(settings: Any) -> None:
     settings.OANP_AUTH_FAILURES_PER_MINUTE = int(UNLIMITED_ADDRESS["OANP_AUTH_FAILURES_PER_MINUTE"])
@@ -232,6 +242,7 @@ def serve(env: dict[str, str]) -> Iterator[LiveServer]:
         "OANP_PUBLIC_URL": f"http://127.0.0.1:{port}",
         "PYTHONUNBUFFERED": "1",
         **UNLIMITED_ADDRESS,
+        **NO_REQUIRED_SECOND_FACTOR,
         **env,
     }
     process = start_daphne(port, env, ROOT / "var" / f"daphne-{port}.log")

@@ -48,7 +48,11 @@ def _welcome(url: str, supervisor: Supervisor, seeded: Seeded, say: Callable[[st
     say("  Each process is restarted when it exits; their logs:")
     for child in supervisor.children.values():
         say(f"    {child.name}: {child.program.log}")
-    say(f"  Access log: {settings.VAR_DIR / 'demo-access.log'}\n")
+    say(f"  Access log: {settings.VAR_DIR / 'demo-access.log'}")
+    say(
+        "  Mail:    printed in the server's log, password-reset links included "
+        "(each demo account's address is <name>@demo.invalid)\n"
+    )
     say("Demo accounts (passwords are kept only hashed, so they are shown")
     say("when set; `manage.py demo --reset-passwords` sets new ones):")
     for line in accounts_table(seeded):

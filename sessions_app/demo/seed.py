@@ -157,7 +157,10 @@ def _account(account: Account, *, reset_password: bool) -> str:
     user = User.objects.filter(username=account.username).first()
     password = secrets.token_urlsafe(12)
     if user is None:
-        user = User.objects.create_user(account.username, password=password)
+        # An address of its own, so the demo can show a password reset (printed in the log).
+        user = User.objects.create_user(
+            account.username, email=f"{account.username}@demo.invalid", password=password
+        )
     elif reset_password:
         user.set_password(password)
         user.save(update_fields=["password"])
