@@ -23,7 +23,7 @@ from django.db.models.signals import post_delete, post_save
 from django.http import Http404
 
 from arbiter_app.events import send_to_groups
-from sessions_app import selectors
+from sessions_app import second_factor, selectors
 from sessions_app.models import Membership
 from sessions_app.tenancy import scope_of
 
@@ -36,13 +36,17 @@ def access_group(user_id: object) -> str:
 
 def still_allowed(*, user_id: object, session_key: str | None, session_id: str | None) -> bool:
     """Whether the user signed in under ``session_key`` still may watch ``session_id`` (or the
-    sessions list, when ``None``): the sign-in stands (not signed out, password unchanged),
-    the account is active, it has a membership, and the session is within its scope."""
+    sessions list, when ``None``): the sign-in stands (not signed out, password unchanged, no
+    second factor owed), the account is active, it has a membership, and the session is within
+    its scope."""
     if not session_key:
         return False
     store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
     user = get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]
     if not user.is_authenticated or user.pk != user_id:
+        return False
+    # A page would sign out or send to enrolment whoever still owes a second factor.
+    if second_factor.owed(user, verified=second_factor.session_verified(user, store)) is not None:
         return False
     scope = scope_of(user)
     if scope is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from base64 import b32encode
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -56,6 +56,26 @@ WRONG = Refusal(
 def has_device(user: AbstractBaseUser | AnonymousUser) -> bool:
     """Whether signing in as ``user`` takes a code: an authenticator app was confirmed."""
     return TOTPDevice.objects.filter(user_id=user.pk, confirmed=True).exists()
+
+
+def owed(user: AbstractBaseUser | AnonymousUser, *, verified: bool) -> str | None:
+    """What the second factor still asks of a signed-in ``user`` whose sign-in took a code or
+    not (``verified``): ``"code"`` when they have an app and this sign-in took none,
+    ``"enrolment"`` when they must have one (:func:`is_required`) and have none, else ``None``.
+    Pages and live sockets hold a sign-in to the same rule."""
+    if verified:
+        return None
+    if has_device(user):
+        return "code"
+    return "enrolment" if is_required(user) else None
+
+
+def session_verified(user: AbstractBaseUser, session: Mapping[str, object]) -> bool:
+    """Whether the sign-in ``session`` holds took a code of one of ``user``'s devices, as
+    django-otp's middleware reads it for a page."""
+    persistent_id = session.get(django_otp.DEVICE_ID_SESSION_KEY)
+    device = Device.from_persistent_id(persistent_id) if isinstance(persistent_id, str) else None
+    return device is not None and device.user_id == user.pk
 
 
 def is_required(user: AbstractBaseUser | AnonymousUser) -> bool:
@@ -176,12 +196,13 @@ class SecondFactorMiddleware:
         if request.path.startswith(NOT_PAGES):
             return self.get_response(request)
         user = request.user
-        if not user.is_authenticated or user.is_verified():
+        if not user.is_authenticated:
             return self.get_response(request)
-        if has_device(user):
+        due = owed(user, verified=user.is_verified())
+        if due == "code":
             logout(request)
             return redirect_to_login(request.get_full_path())
-        if is_required(user) and request.path not in (ENROLMENT_PATH, SIGN_OUT_PATH):
+        if due == "enrolment" and request.path not in (ENROLMENT_PATH, SIGN_OUT_PATH):
             return redirect(f"{ENROLMENT_PATH}?{urlencode({'next': request.get_full_path()})}")
         return self.get_response(request)
 

@@ -12,11 +12,13 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session as SignIn
 from django.test import Client, override_settings
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from oanp_site.asgi import application
 from sessions_app.consumers import ACCESS_ENDED
 from sessions_app.models import Membership
 from tests.sessions_app.test_tenancy import merchant_member, signed_in
+from tests.support.factories import accounts
 from tests.support.factories.agents import ClientNegotiation, make_agent
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
@@ -94,6 +96,28 @@ async def test_a_viewer_who_keeps_access_stays_connected() -> None:
     await sync_to_async(user.save)()
     assert await communicator.receive_nothing(1.5)
     await communicator.disconnect()
+
+
+@override_settings(OANP_STREAM_RECHECK_SECONDS=0.5)
+async def test_a_sign_in_that_owes_a_second_factor_loses_its_socket() -> None:
+    """As on every page: once the person has an authenticator app, a sign-in that took no code
+    from it watches nothing more, and the socket closes at the next re-check."""
+    browser, user = await member_signed_in()
+    communicator = await open_socket(browser, "/ws/sessions/")
+    assert await communicator.receive_nothing(0.8)  # re-checked, and left open
+    await sync_to_async(
+        lambda: TOTPDevice.objects.create(user=user, name="phone", confirmed=True)
+    )()
+    assert await closed_with(communicator, timeout=3) == ACCESS_ENDED
+
+
+@override_settings(OANP_STREAM_RECHECK_SECONDS=0.5, OANP_REQUIRE_2FA=True)
+async def test_a_sign_in_that_owes_an_enrolment_loses_its_socket() -> None:
+    """An operator, who must have an app where the deployment requires it, watches nothing
+    before setting one up."""
+    browser = await sync_to_async(lambda: accounts.signed_in(accounts.member("op-1", "operator")))()
+    communicator = await open_socket(browser, "/ws/sessions/")
+    assert await closed_with(communicator, timeout=3) == ACCESS_ENDED
 
 
 def _session_of_merchant_a() -> None:
