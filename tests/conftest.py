@@ -200,6 +200,9 @@ def private_allowed(settings: Any) -> None:
 #: The suite runs with DEBUG off, which requires a second factor of operators and admins; the
 #: tests of that rule turn it on themselves.
 NO_REQUIRED_SECOND_FACTOR = {"OANP_REQUIRE_2FA": "0"}
+#: The suite's servers print their mail rather than hand it to a server on localhost:25, which
+#: a production start without mail settings would, and which these machines do not run.
+PRINTED_MAIL = {"EMAIL_URL": "console://"}
 
 
 @pytest.fixture(autouse=True)
@@ -243,6 +246,7 @@ def serve(env: dict[str, str]) -> Iterator[LiveServer]:
         "PYTHONUNBUFFERED": "1",
         **UNLIMITED_ADDRESS,
         **NO_REQUIRED_SECOND_FACTOR,
+        **PRINTED_MAIL,
         **env,
     }
     process = start_daphne(port, env, ROOT / "var" / f"daphne-{port}.log")
