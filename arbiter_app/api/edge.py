@@ -65,10 +65,18 @@ class AgentEndpoint(APIView):
     """An endpoint of an agent's key; each method returns :meth:`answer` of its checks."""
 
     schema = None  # described in arbiter_app.api.openapi, from docs/protocol.md §14
+    charge = limits.Charge()
+
+    def initial(self, request: Request, *args: object, **kwargs: object) -> None:
+        super().initial(request, *args, **kwargs)  # steps 3 and 4: DRF authenticated the key
+        # Counted as it arrives (§14.7), a method the endpoint does not answer (405) included.
+        self.charge = limits.charge(_agent(request).prefix)
 
     def answer(self, request: Request, checks: Callable[[AgentCredential], Act]) -> HttpResponse:
-        agent = request.auth  # steps 1 to 4 passed: DRF authenticated the key
-        assert isinstance(agent, AgentCredential)
-        charge = limits.charge(agent.prefix)  # counted as it arrives (§14.7)
-        act = checks(agent)  # step 5: every refusal of the endpoint but the 429
-        return act(charge.admit)  # steps 6 and 7
+        act = checks(_agent(request))  # step 5: every refusal of the endpoint but the 429
+        return act(self.charge.admit)  # steps 6 and 7
+
+
+def _agent(request: Request) -> AgentCredential:
+    assert isinstance(request.auth, AgentCredential)  # authenticated in initial (401 first)
+    return request.auth
