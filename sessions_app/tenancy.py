@@ -50,6 +50,11 @@ class Scope:
         return [] if self.is_buyer_side else self.agent_ids
 
     @property
+    def role_label(self) -> str:
+        """The role as people read it ("Merchant member"), not as it is stored."""
+        return str(MemberRole(self.role).label)
+
+    @property
     def is_tenant(self) -> bool:
         """Confined to one organisation's agents, sessions and exports."""
         return self.role in TENANT_ROLES

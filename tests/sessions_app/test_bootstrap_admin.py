@@ -31,7 +31,7 @@ def test_a_new_superuser_is_an_admin_and_sees_the_dashboard(
     browser = signed_in(root)
     overview = browser.get("/")
     assert overview.status_code == 200
-    assert ">root</a> · admin" in overview.content.decode()
+    assert ">root</a> · Admin" in overview.content.decode()
     assert browser.get("/people/").status_code == 200
     assert browser.get("/organisations/").status_code == 200
     assert AuditEvent.objects.get(action="person.made_admin").actor == root

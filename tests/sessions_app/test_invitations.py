@@ -69,7 +69,7 @@ def test_an_invited_person_sets_a_password_and_sees_the_dashboard(admin_browser:
         path, {"new_password1": GOOD_PASSWORD, "new_password2": GOOD_PASSWORD}, follow=True
     )
     assert done.redirect_chain == [("/", 302)]
-    assert ">carol@example.com</a> · merchant_member" in done.content.decode()
+    assert ">carol@example.com</a> · Merchant member" in done.content.decode()
     carol = User.objects.get(username="carol@example.com")
     assert Membership.objects.get(user=carol).merchant == shop
     assert Client().login(username="carol@example.com", password=GOOD_PASSWORD)

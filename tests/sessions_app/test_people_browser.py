@@ -75,7 +75,7 @@ def test_an_admin_invites_a_person_who_sets_a_password_and_signs_in(
         person.fill("#id_new_password2", NEW_PASSWORD)
         person.click("button[type=submit]")
         person.wait_for_url(f"{base}/")
-        assert "carol@example.com · merchant_member" in person.inner_text("header")
+        assert "carol@example.com · Merchant member" in person.inner_text("header")
         look(person, "invited-dashboard")
 
         person.goto(f"{base}{link.path}")
