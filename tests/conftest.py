@@ -103,7 +103,7 @@ class LiveServer:
         return httpx.Client(base_url=self.url, timeout=10, **kwargs)
 
 
-def _database_url() -> str:
+def suite_database_url() -> str:
     settings = connection.settings_dict
     if connection.vendor != "postgresql":
         pytest.fail("the live-server tests need DATABASE_URL to name a PostgreSQL server")
@@ -158,7 +158,7 @@ HEARTBEATS = {"OANP_HEARTBEAT_SECONDS": "1", "OANP_WORKER_LOST_SECONDS": "4"}
 @pytest.fixture(scope="session")
 def worker_env(django_db_setup: None, django_db_blocker: Any) -> dict[str, str]:
     with django_db_blocker.unblock():
-        database_url = _database_url()
+        database_url = suite_database_url()
     return {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -261,7 +261,7 @@ def serve(env: dict[str, str]) -> Iterator[LiveServer]:
 def live_arbiter(django_db_setup: None, django_db_blocker: Any) -> Iterator[LiveServer]:
     """Daphne serving the project's ASGI application on the test database, as in production."""
     with django_db_blocker.unblock():
-        database_url = _database_url()
+        database_url = suite_database_url()
     # Keys looked up on every request: the suite revokes keys and expects the next request
     # refused at once (the one-second memory has tests of its own, on servers of their own).
     with serve(

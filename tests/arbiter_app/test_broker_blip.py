@@ -19,7 +19,7 @@ import pytest
 
 from arbiter_app.models import Entry, Session
 from tests.arbiter_app.test_health import redis_server  # noqa: F401 (fixture)
-from tests.conftest import ROOT, _database_url, serve
+from tests.conftest import ROOT, serve, suite_database_url
 from tests.support.factories.agents import make_agent
 from tests.support.factories.sessions import sfo_jfk_agents
 from tests.support.processes import spawn, terminate, wait_ready, worker_argv
@@ -62,7 +62,7 @@ def test_a_redis_restart_under_held_timers_keeps_the_worker_and_the_timers(
 ) -> None:
     redis = redis_server()
     env = {
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": suite_database_url(),
         "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",
         # No sweep comes to the rescue within the test: only the worker's own timer tasks close.
         "OANP_TIMER_SWEEP_SECONDS": "3600",

@@ -340,11 +340,11 @@ def redis_server() -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
 
 @pytest.mark.django_db(transaction=True)
 def test_readyz_reports_an_unreachable_redis_and_its_return(redis_server: Any) -> None:
-    from tests.conftest import _database_url
+    from tests.conftest import suite_database_url
 
     redis = redis_server()
     url = f"redis://127.0.0.1:{redis_server.port}/0"
-    with serve({"DATABASE_URL": _database_url(), "REDIS_URL": url, **HEARTBEATS}) as server:
+    with serve({"DATABASE_URL": suite_database_url(), "REDIS_URL": url, **HEARTBEATS}) as server:
         status, body = readyz(server)
         checks = body["checks"]
         assert checks["broker"]["ok"]
@@ -408,9 +408,9 @@ class RoundRobin:
 
 @pytest.mark.django_db(transaction=True)
 def test_metrics_add_up_the_counters_of_every_server_process(tmp_path: Path) -> None:
-    from tests.conftest import _database_url
+    from tests.conftest import suite_database_url
 
-    env = {"DATABASE_URL": _database_url(), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    env = {"DATABASE_URL": suite_database_url(), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     buyer_key = make_agent("buyer-001", "buyer")
     merchant_key = make_agent("merchant-sfo", "merchant")
     buyer, merchant = sfo_jfk_agents()

@@ -37,10 +37,10 @@ def samples_of(client: Any) -> Samples:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_fresh_server_lists_every_counter_with_known_labels_at_zero(tmp_path: Path) -> None:
-    from tests.conftest import _database_url
+    from tests.conftest import suite_database_url
 
     # A folder of its own: no earlier process of the suite has counted anything in it.
-    env = {"DATABASE_URL": _database_url(), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    env = {"DATABASE_URL": suite_database_url(), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     with serve(env) as server:
         samples = scrape(server)
 

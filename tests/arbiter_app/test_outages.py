@@ -22,7 +22,7 @@ from tests.arbiter_app.test_health import (  # noqa: F401 (fixtures)
     cluster,
     redis_server,
 )
-from tests.conftest import ROOT, _database_url, serve
+from tests.conftest import ROOT, serve, suite_database_url
 from tests.support.factories.agents import (
     ENVELOPES,
     SFO_JFK_TRACE,
@@ -131,7 +131,10 @@ def test_with_redis_away_envelopes_are_accepted_and_streams_deliver(redis_server
     """Redis is the cache (rate limits), the channel layer (wake-ups) and the broker; while it
     is away the API keeps answering and streams fall back to polling the database."""
     redis = redis_server()
-    env = {"DATABASE_URL": _database_url(), "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0"}
+    env = {
+        "DATABASE_URL": suite_database_url(),
+        "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",
+    }
     buyer_key, merchant_key = make_agent("buyer-r1", "buyer"), make_agent("merchant-r1", "merchant")
     with serve(env) as server, httpx.Client(base_url=server.url, timeout=30) as client:
         with client.stream("GET", "/oanp/v0.1/inbox", headers=merchant_key.headers) as inbox:

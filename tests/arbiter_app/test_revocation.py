@@ -16,7 +16,7 @@ from django.utils import timezone
 from arbiter_app import credential_cache
 from arbiter_app.models import AgentCredential
 from tests.arbiter_app.test_streams import INBOX, Stepper, events_path, live_client
-from tests.conftest import HEARTBEATS, LiveServer, _database_url, serve
+from tests.conftest import HEARTBEATS, LiveServer, serve, suite_database_url
 from tests.support.factories.agents import Agent, make_agent
 from tests.support.waiting import wait_for
 
@@ -43,7 +43,7 @@ def read_until_closed(response: httpx.Response, limit: float) -> tuple[str, floa
 
 def server_rechecking_every(seconds: int) -> Iterator[LiveServer]:
     env = {
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": suite_database_url(),
         "OANP_STREAM_RECHECK_SECONDS": str(seconds),
         **HEARTBEATS,
     }
@@ -153,7 +153,7 @@ def test_the_command_needs_a_prefix_or_all() -> None:
 
 @pytest.fixture
 def capped_server(django_db_setup: None) -> Iterator[LiveServer]:
-    env = {"DATABASE_URL": _database_url(), "OANP_STREAMS_PER_KEY": "3", **HEARTBEATS}
+    env = {"DATABASE_URL": suite_database_url(), "OANP_STREAMS_PER_KEY": "3", **HEARTBEATS}
     with serve(env) as server:
         yield server
 

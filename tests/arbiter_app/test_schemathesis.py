@@ -36,7 +36,7 @@ from arbiter_app import services
 from arbiter_app.api.openapi import PATHS
 from arbiter_app.models import AgentCallback, AgentCredential
 from tests.arbiter_app import test_refusals
-from tests.conftest import HEARTBEATS, LiveServer, _database_url, serve
+from tests.conftest import HEARTBEATS, LiveServer, serve, suite_database_url
 from tests.support.factories.agents import Agent, HttpNegotiation, make_agent
 from tests.support.factories.sessions import sfo_jfk_agents
 from tests.support.factories.terms import ISSUES, terms_agents
@@ -98,7 +98,7 @@ def arbiter(django_db_setup: None, django_db_blocker: Any) -> Iterator[LiveServe
     """Daphne on the test database, with limits no run of this size reaches: a 429 would
     hide how the request would otherwise have been answered."""
     with django_db_blocker.unblock():
-        database_url = _database_url()
+        database_url = suite_database_url()
     env = {
         "DATABASE_URL": database_url,
         **HEARTBEATS,

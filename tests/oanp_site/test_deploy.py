@@ -14,7 +14,7 @@ import pytest
 from cryptography.fernet import Fernet
 from django.contrib.auth.models import User
 
-from tests.conftest import _database_url, serve
+from tests.conftest import serve, suite_database_url
 from tests.support.processes import (
     ROOT,
     celery_argv,
@@ -137,7 +137,7 @@ def test_with_debug_on_a_development_machine_needs_no_secret() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_behind_tls_plain_http_is_redirected_but_not_the_probes_and_cookies_are_secure() -> None:
     User.objects.create_user("tls-user", password=PASSWORD)
-    with serve({"DATABASE_URL": _database_url(), "OANP_BEHIND_TLS": "1"}) as server:
+    with serve({"DATABASE_URL": suite_database_url(), "OANP_BEHIND_TLS": "1"}) as server:
         with server.client() as http:
             plain = http.get("/login/")
             assert plain.status_code == 301

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from oanp_site.forwarded import ForwardedFor, client_address, proxy_hops
-from tests.conftest import ROOT, LiveServer, _database_url, serve
+from tests.conftest import ROOT, LiveServer, serve, suite_database_url
 from tests.support.processes import free_port, spawn, terminate, wait_answering
 
 # Spellings ------------------------------------------------------------------------------------
@@ -126,7 +126,7 @@ SUMMARY = "/oanp/v0.1/sessions/sess-nowhere"
 
 def _env(hops: str) -> dict[str, str]:
     return {
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": suite_database_url(),
         "OANP_PROXY_HEADERS": hops,
         "OANP_AUTH_FAILURES_PER_MINUTE": str(BUDGET),
     }

@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 
 from oanp_site.serve import concurrency, daphne_argv, main
-from tests.conftest import ROOT, _database_url
+from tests.conftest import ROOT, suite_database_url
 from tests.support.processes import children, free_port, spawn, tail
 from tests.support.waiting import wait_for
 
@@ -34,7 +34,7 @@ def test_web_processes_share_a_port_are_restarted_and_stop_together(
     url = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": suite_database_url(),
         "HOST": "127.0.0.1",
         "PORT": str(port),
         "WEB_CONCURRENCY": "2",

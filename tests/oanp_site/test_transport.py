@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, _database_url, serve
+from tests.conftest import LiveServer, serve, suite_database_url
 from tests.support.factories.agents import make_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -122,7 +122,9 @@ def test_headers_over_the_limit_get_a_431(live_arbiter: LiveServer) -> None:
 
 
 def test_headers_that_trickle_in_are_cut_at_their_deadline(django_db_setup: None) -> None:
-    with serve({"DATABASE_URL": _database_url(), "OANP_HEADER_TIMEOUT_SECONDS": "2"}) as server:
+    with serve(
+        {"DATABASE_URL": suite_database_url(), "OANP_HEADER_TIMEOUT_SECONDS": "2"}
+    ) as server:
         host, port = server.url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=30) as connection:
 

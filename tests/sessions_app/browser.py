@@ -7,12 +7,15 @@ script is evaluated, not added as an inline <script>."""
 
 from __future__ import annotations
 
+import time
+from base64 import b32decode
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from playwright.sync_api import Browser, Page, sync_playwright
+from django_otp.oath import TOTP
+from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
 
 from tests.conftest import ROOT
 
@@ -28,6 +31,14 @@ QUIET = [
     "--disable-sync",
 ]
 SCREENSHOTS = ROOT / "var" / "screenshots"
+#: A desk's width and a phone's.
+WIDTHS: dict[str, ViewportSize] = {
+    "1440": {"width": 1440, "height": 900},
+    "390": {"width": 390, "height": 844},
+}
+Scheme = Literal["light", "dark"]
+#: The stylesheet follows prefers-color-scheme: each is judged.
+SCHEMES: tuple[Scheme, ...] = ("light", "dark")
 #: axe-core, vendored with the tests: injected from disk, so checking a page needs no network.
 AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
 #: The rules of WCAG 2.0, 2.1 and 2.2 at levels A and AA, the usual bar of conformance (2.2
@@ -85,3 +96,25 @@ def axe_violations(page: Page) -> list[dict[str, Any]]:
         page.evaluate(AXE.read_text())
     violations: list[dict[str, Any]] = page.evaluate(AXE_RUN, AXE_TAGS)
     return violations
+
+
+def look(page: Page, name: str) -> None:
+    """Screenshot the page as it stands at each width in each scheme
+    (var/screenshots/<name>-<scheme>-<width>.png), and judge each with axe-core; the page is
+    left at the desk's width in the light scheme."""
+    for scheme in SCHEMES:
+        page.emulate_media(color_scheme=scheme)
+        for width, viewport in WIDTHS.items():
+            page.set_viewport_size(viewport)
+            screenshot(page, f"{name}-{scheme}-{width}")
+            assert axe_violations(page) == [], (name, scheme, width)
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size(WIDTHS["1440"])
+
+
+def app_code(secret: str, steps_ahead: int = 0) -> str:
+    """What an authenticator app given ``secret`` (as the set-up page shows it) shows now, or
+    ``steps_ahead`` periods of 30 s on."""
+    totp = TOTP(b32decode(secret.replace(" ", "")))
+    totp.time = time.time() + 30 * steps_ahead
+    return f"{totp.token():06d}"

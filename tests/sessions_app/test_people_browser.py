@@ -1,38 +1,23 @@
 """In Chromium against the real ASGI server: an admin creates an organisation, invites a
 person to it, and that person opens the link, sets a password and sees the dashboard; the
-pages on the way pass axe-core at a desk's width and a phone's."""
+pages on the way pass axe-core at a desk's width and a phone's, in both schemes. The whole
+path from an empty database to a first session is test_first_merchant_browser's."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth.models import User
-from playwright.sync_api import Page
 
-from sessions_app.models import MemberRole, Membership, Merchant, OrganisationKind
+from sessions_app.models import MemberRole, Membership, Merchant
 from tests.conftest import LiveServer
-from tests.sessions_app.browser import axe_violations, chromium, sign_in
+from tests.sessions_app.browser import WIDTHS, chromium, look, sign_in
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 PASSWORD = "correct horse battery"
 NEW_PASSWORD = "a long and unusual phrase 42"
-#: Where the screenshots of this journey go, to look at.
-SHOTS = Path(os.environ.get("OANP_PEOPLE_SHOTS", "/tmp/shots28"))
-WIDTHS = {"1440": {"width": 1440, "height": 900}, "390": {"width": 390, "height": 844}}
-
-
-def look(page: Page, name: str) -> None:
-    """Screenshot the page at each width, and judge it with axe-core at each."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for width, viewport in WIDTHS.items():
-        page.set_viewport_size(viewport)
-        page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
-        assert axe_violations(page) == [], (name, width)
-    page.set_viewport_size(WIDTHS["1440"])
 
 
 def test_an_admin_invites_a_person_who_sets_a_password_and_signs_in(
@@ -60,8 +45,6 @@ def test_an_admin_invites_a_person_who_sets_a_password_and_signs_in(
         assert admin.locator("#invitations tbody tr").count() == 1
         look(admin, "organisation-invited")
         link = urlsplit(admin.input_value("#invited-link"))
-        admin.goto(f"{base}/organisations/")
-        look(admin, "organisations")
 
         person = browser.new_context(viewport=WIDTHS["1440"]).new_page()
         person.goto(f"{base}{link.path}")
@@ -76,7 +59,6 @@ def test_an_admin_invites_a_person_who_sets_a_password_and_signs_in(
         person.click("button[type=submit]")
         person.wait_for_url(f"{base}/")
         assert "carol@example.com · Merchant member" in person.inner_text("header")
-        look(person, "invited-dashboard")
 
         person.goto(f"{base}{link.path}")
         assert "This invitation was used already" in person.inner_text("#reason")
@@ -91,27 +73,3 @@ def test_an_admin_invites_a_person_who_sets_a_password_and_signs_in(
     assert created_at == f"{base}/organisations/{organisation.pk}/"
     carol = Membership.objects.get(user__username="carol@example.com")
     assert (carol.role, carol.merchant) == (MemberRole.MERCHANT_MEMBER, organisation)
-
-
-def test_a_platform_member_adds_an_agent_and_copies_its_key(live_arbiter: LiveServer) -> None:
-    platform = Merchant.objects.create(
-        name="Fly Buyers", slug="fly-buyers", kind=OrganisationKind.BUYER_PLATFORM
-    )
-    bea = User.objects.create_user("bea", password=PASSWORD)
-    Membership.objects.create(user=bea, role=MemberRole.BUYER_MEMBER, merchant=platform)
-    base = live_arbiter.url
-    with chromium() as browser:
-        page = browser.new_page(viewport=WIDTHS["1440"])
-        sign_in(page, base, "bea", PASSWORD)
-        page.click("nav >> text=Agents")
-        page.wait_for_url(f"{base}/buyer-agents/")
-        look(page, "buyer-agents-empty")
-        page.fill("#id_agent_id", "fly-buyer-1")
-        page.click("#new-agent button[type=submit]")
-        page.wait_for_url(f"{base}/buyer-agents/fly-buyer-1/")
-        page.fill("#id_label", "production")
-        page.click("#issue-key button[type=submit]")
-        page.wait_for_selector("#issued-key")
-        assert page.input_value("#issued-key").startswith("oanp_")
-        assert page.locator("#keys tbody tr").count() == 1
-        look(page, "buyer-agent-key-issued")

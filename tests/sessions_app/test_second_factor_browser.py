@@ -5,28 +5,17 @@ with a recovery code after a wrong one; the pages pass axe-core and fit a 390 px
 
 from __future__ import annotations
 
-import time
-from base64 import b32decode
-
 import pytest
-from django_otp.oath import TOTP
 from playwright.sync_api import Page
 
 from sessions_app.models import MemberRole
 from tests.conftest import LiveServer
-from tests.sessions_app.browser import axe_violations, chromium, screenshot, sign_in
+from tests.sessions_app.browser import app_code, axe_violations, chromium, screenshot, sign_in
 from tests.support.factories.accounts import PASSWORD, member
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WIDTHS = {"wide": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
-
-
-def app_code(secret: str, steps_ahead: int = 0) -> str:
-    """What an authenticator app given ``secret`` shows now, or ``steps_ahead`` periods on."""
-    totp = TOTP(b32decode(secret.replace(" ", "")))
-    totp.time = time.time() + 30 * steps_ahead
-    return f"{totp.token():06d}"
 
 
 def fits(page: Page) -> bool:
