@@ -10,19 +10,30 @@ import json
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client, override_settings
-from playwright.sync_api import Browser, Page, StorageState, ViewportSize
+from playwright.sync_api import Browser, Page, StorageState
 
 from arbiter_app.models import AgentCredential, Handoff, HandoffState, Session
-from sessions_app.models import Export, MemberRole
+from sessions_app import invitations
+from sessions_app.models import Export, MemberRole, Merchant, OrganisationKind, PlatformAgent
+from sessions_app.tenancy import Scope
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request
 from tests.conftest import LiveServer
-from tests.sessions_app.browser import axe_violations, chromium, screenshot, sign_in
+from tests.sessions_app.browser import (
+    SCHEMES,
+    WIDTHS,
+    Scheme,
+    axe_violations,
+    chromium,
+    screenshot,
+    sign_in,
+)
 from tests.sessions_app.test_handoff_panel import SESSION, agree_and_hand_off
 from tests.sessions_app.test_layout_browser import STICKING_OUT, page_width
 from tests.support.factories.accounts import PASSWORD, hosted_agent, member, merchant
@@ -32,17 +43,22 @@ from tests.support.factories.exports import discard_files, finished_export
 pytestmark = pytest.mark.django_db
 
 T = TypeVar("T")
-Scheme = Literal["light", "dark"]
-WIDTHS: dict[str, ViewportSize] = {
-    "1440": {"width": 1440, "height": 900},
-    "390": {"width": 390, "height": 844},
-}
-SCHEMES: tuple[Scheme, ...] = ("light", "dark")
 #: Who signs in for a case: an admin sees every page and every link of the navigation; an
-#: operator is refused the admin's pages; None is nobody signed in.
-ADMIN, OPERATOR = "ada", "olga"
+#: operator is refused the admin's pages; a buyer platform's member sees its own agents; None
+#: is nobody signed in.
+ADMIN, OPERATOR, BUYER = "ada", "olga", "bea"
 #: Phone screenshots of the dark scheme, to look at: var/screenshots/a11y-<page>-dark-390.png.
-SHOWN = {"overview", "session-live", "session-ended", "replay", "agent-edit", "export-refused"}
+SHOWN = {
+    "overview",
+    "session-live",
+    "session-ended",
+    "replay",
+    "agent-edit",
+    "export-refused",
+    "organisation",
+    "invitation",
+    "buyer-agent",
+}
 
 
 def shows_errors(page: Page) -> None:
@@ -66,6 +82,13 @@ def refused_export(page: Page) -> None:
 
 def refused_agent(page: Page) -> None:
     page.click("button:has-text('Create agent')")
+    shows_errors(page)
+
+
+def refused_organisation(page: Page) -> None:
+    """A name of spaces: the browser lets it through, the server finds it empty."""
+    page.fill("#id_name", "   ")
+    page.click("#new-organisation button[type=submit]")
     shows_errors(page)
 
 
@@ -111,6 +134,18 @@ CASES = [
     Case("exports", "/exports/"),
     Case("export-refused", "/exports/", act=refused_export),
     Case("audit", "/audit/"),
+    Case("organisations", "/organisations/"),
+    Case("organisation-refused", "/organisations/", act=refused_organisation),
+    Case("organisation", "/organisations/{shop}/"),
+    Case("people", "/people/"),
+    Case("person", "/people/{person}/"),
+    Case("account", "/account/"),
+    Case("two-factor", "/account/two-factor/"),
+    Case("buyer-agents", "/buyer-agents/", user=BUYER),
+    Case("buyer-agent", "/buyer-agents/tripwise-1/", user=BUYER),
+    Case("invitation", "{invitation}", user=None),
+    Case("invitation-refused", "/invitations/not-a-link/", user=None),
+    Case("password-reset", "/password-reset/", user=None),
     Case("not-found", "/sessions/no-such-session/"),
     Case("forbidden", "/keys/", user=OPERATOR),
 ]
@@ -120,15 +155,28 @@ CASES = [
 def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, str]]:
     """For the whole module, since no case changes anything: an admin and an operator; merchant
     sfo with a hosted agent and an external one whose agreed session's handoff failed (ACP
-    answered 400); a second session of the same agents still negotiating, past a verdict; a
-    finished export with its files. Yields what the paths need filled in. Everything goes at
+    answered 400), and an invitation to it; a second session of the same agents still
+    negotiating, past a verdict; a finished export with its files; a buyer platform with an
+    agent and a member. Yields what the paths need filled in. Everything goes at
     the end, as after any transactional test."""
     acp = Receiver(refuse).start()
     try:
         with django_db_blocker.unblock(), override_settings(OANP_ALLOW_PRIVATE_TARGETS=True):
-            member(ADMIN, MemberRole.ADMIN)
-            member(OPERATOR, MemberRole.OPERATOR)
+            ada = member(ADMIN, MemberRole.ADMIN)
+            olga = member(OPERATOR, MemberRole.OPERATOR)
             shop = merchant("sfo")
+            invitation, _ = invitations.invite(
+                actor=ada,
+                scope=Scope(MemberRole.ADMIN, None, None),
+                email="carol@example.com",
+                role=MemberRole.MERCHANT_MEMBER,
+                organisation=shop,
+            )
+            tripwise = Merchant.objects.create(
+                name="Tripwise", slug="tripwise", kind=OrganisationKind.BUYER_PLATFORM
+            )
+            PlatformAgent.objects.create(organisation=tripwise, agent_id="tripwise-1")
+            member(BUYER, MemberRole.BUYER_MEMBER, tripwise)
             hosted_agent(shop, "hosted-sfo")
             handoff, ended = agree_and_hand_off(Client(), shop, f"{acp.url}/acp")
             live = ClientNegotiation(
@@ -140,7 +188,13 @@ def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[st
             live.run_until("offer.accept")
             key = AgentCredential.objects.get(agent_id="merchant-sfo", role="merchant")
             finished_export(User.objects.get(username=ADMIN))
-        yield {"handoff": str(handoff.pk), "key": str(key.pk)}
+        yield {
+            "handoff": str(handoff.pk),
+            "key": str(key.pk),
+            "shop": str(shop.pk),
+            "person": str(olga.pk),
+            "invitation": urlsplit(invitations.link(invitation)).path,
+        }
     finally:
         with django_db_blocker.unblock():
             for export in Export.objects.all():

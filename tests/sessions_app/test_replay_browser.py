@@ -16,7 +16,15 @@ from oanp.audit.invariants import audit_log
 from oanp.audit.replay import replay
 from sessions_app.models import MemberRole
 from tests.conftest import LiveServer
-from tests.sessions_app.browser import axe_violations, chromium, screenshot, sign_in
+from tests.sessions_app.browser import (
+    SCHEMES,
+    WIDTHS,
+    Scheme,
+    axe_violations,
+    chromium,
+    screenshot,
+    sign_in,
+)
 from tests.support.factories.accounts import PASSWORD, member
 from tests.support.factories.agents import ClientNegotiation, make_agent
 
@@ -24,7 +32,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SESSION = "sess-replay"
 PATH = f"/sessions/{SESSION}/replay/"
-SIZES = {"1440": {"width": 1440, "height": 900}, "390": {"width": 390, "height": 844}}
 
 #: The step on screen, read back from the page as a person sees it.
 ON_SCREEN = """() => ({
@@ -96,7 +103,7 @@ def test_keys_step_through_the_log_as_the_auditor_reads_it(
     log, keys, base = agreed["log"], agreed["jwks"], live_arbiter.url
     errors: list[str] = []
     with chromium() as browser:
-        page = browser.new_page(viewport=SIZES["1440"])
+        page = browser.new_page(viewport=WIDTHS["1440"])
         page.on("pageerror", lambda error: errors.append(str(error)))
         sign_in(page, base, "ada", PASSWORD)
         requests = open_replay(page, base)
@@ -130,7 +137,7 @@ def test_keys_step_through_the_log_as_the_auditor_reads_it(
         # The address is the step: opened again, it shows that step, drawn by the server.
         page.reload()
         assert page.evaluate(ON_SCREEN) == expected(log, keys, 7)
-        with_script_off = browser.new_context(java_script_enabled=False, viewport=SIZES["1440"])
+        with_script_off = browser.new_context(java_script_enabled=False, viewport=WIDTHS["1440"])
         bare = with_script_off.new_page()
         sign_in(bare, base, "ada", PASSWORD)
         bare.goto(f"{base}{PATH}?step=7")
@@ -141,14 +148,14 @@ def test_keys_step_through_the_log_as_the_auditor_reads_it(
     assert errors == []
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("size", WIDTHS)
 def test_the_replay_fits_the_screen_in_either_scheme(
-    agreed: dict[str, Any], live_arbiter: LiveServer, size: str, scheme: str
+    agreed: dict[str, Any], live_arbiter: LiveServer, size: str, scheme: Scheme
 ) -> None:
     base = live_arbiter.url
     with chromium() as browser:
-        context = browser.new_context(viewport=SIZES[size], color_scheme=scheme)  # type: ignore[arg-type]
+        context = browser.new_context(viewport=WIDTHS[size], color_scheme=scheme)
         page = context.new_page()
         sign_in(page, base, "ada", PASSWORD)
         # Step 4: the merchant's counter, whose verdict the log still owes (I5 fails there).
@@ -159,7 +166,7 @@ def test_the_replay_fits_the_screen_in_either_scheme(
         assert page.locator("#replay-checks .check.fail").count() == 1
         screenshot(page, f"replay-{size}-{scheme}")
         page.keyboard.press("End")
-        assert page.evaluate("document.documentElement.scrollWidth") <= SIZES[size]["width"]
+        assert page.evaluate("document.documentElement.scrollWidth") <= WIDTHS[size]["width"]
         screenshot(page, f"replay-{size}-{scheme}-end")
         violations = axe_violations(page)
         assert not violations, violations

@@ -10,12 +10,17 @@ from playwright.sync_api import Page
 
 from sessions_app.models import MemberRole
 from tests.conftest import LiveServer
-from tests.sessions_app.browser import app_code, axe_violations, chromium, screenshot, sign_in
+from tests.sessions_app.browser import (
+    WIDTHS,
+    app_code,
+    axe_violations,
+    chromium,
+    screenshot,
+    sign_in,
+)
 from tests.support.factories.accounts import PASSWORD, member
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-WIDTHS = {"wide": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 
 
 def fits(page: Page) -> bool:
@@ -26,7 +31,7 @@ def test_an_operator_sets_up_an_app_and_signs_in_with_its_code(live_arbiter: Liv
     member("mia", MemberRole.OPERATOR)
     base = live_arbiter.url
     with chromium() as browser:
-        page = browser.new_page(viewport=WIDTHS["wide"])
+        page = browser.new_page(viewport=WIDTHS["1440"])
         sign_in(page, base, "mia", PASSWORD)
         page.click("header >> text=mia")
         page.click("text=Set up two-step sign-in")
@@ -35,7 +40,7 @@ def test_an_operator_sets_up_an_app_and_signs_in_with_its_code(live_arbiter: Liv
         secret = page.inner_text("#secret")
         assert axe_violations(page) == []
         screenshot(page, "two-factor-enrol-1440")
-        page.set_viewport_size(WIDTHS["phone"])
+        page.set_viewport_size(WIDTHS["390"])
         assert fits(page)
         screenshot(page, "two-factor-enrol-390")
 
@@ -61,7 +66,7 @@ def test_an_operator_sets_up_an_app_and_signs_in_with_its_code(live_arbiter: Liv
         page.fill("#id_code", app_code(secret, 1))
         page.click("button[type=submit]")
         page.wait_for_url(f"{base}/")
-        page.set_viewport_size(WIDTHS["wide"])
+        page.set_viewport_size(WIDTHS["1440"])
         page.goto(f"{base}/account/")
         assert "On: signing in takes your password and a code" in page.inner_text("#two-step-state")
         screenshot(page, "two-factor-account-1440")

@@ -11,7 +11,10 @@ from django.test import Client
 from sessions_app.models import MemberRole
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import (
+    SCHEMES,
     SCREENSHOTS,
+    WIDTHS,
+    Scheme,
     axe_violations,
     chromium,
     screenshot,
@@ -25,7 +28,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SESSION = "sess-terms"
 PATH = f"/sessions/{SESSION}/"
-SIZES = {"1440": {"width": 1440, "height": 900}, "390": {"width": 390, "height": 844}}
 
 
 @pytest.fixture
@@ -47,16 +49,16 @@ def revealed(client: Client) -> ClientNegotiation:
     return run
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("size", WIDTHS)
 def test_the_terms_and_the_frontier_show_in_either_scheme(
-    revealed: ClientNegotiation, live_arbiter: LiveServer, size: str, scheme: str
+    revealed: ClientNegotiation, live_arbiter: LiveServer, size: str, scheme: Scheme
 ) -> None:
     base = live_arbiter.url
     offers = [e for e in revealed.log() if e["envelope"]["type"].startswith("offer.")]
     errors: list[str] = []
     with chromium() as browser:
-        context = browser.new_context(viewport=SIZES[size], color_scheme=scheme)  # type: ignore[arg-type]
+        context = browser.new_context(viewport=WIDTHS[size], color_scheme=scheme)
         page = context.new_page()
         page.on("pageerror", lambda error: errors.append(str(error)))
         sign_in(page, base, "ada", PASSWORD)
@@ -109,7 +111,7 @@ def test_the_replay_shows_the_standing_terms_at_each_step(
     log = revealed.log()
     errors: list[str] = []
     with chromium() as browser:
-        page = browser.new_page(viewport=SIZES["1440"])
+        page = browser.new_page(viewport=WIDTHS["1440"])
         page.on("pageerror", lambda error: errors.append(str(error)))
         sign_in(page, base, "ada", PASSWORD)
         page.goto(f"{base}{PATH}replay/")
