@@ -19,7 +19,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, User
 from django.core import signing
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils import timezone
@@ -62,10 +62,13 @@ def _has_account(email: str) -> bool:
     )
 
 
+def _unanswered() -> QuerySet[Invitation]:
+    """Neither accepted nor revoked: the database holds one per address at most."""
+    return Invitation.objects.filter(accepted_at__isnull=True, revoked_at__isnull=True)
+
+
 def _pending() -> QuerySet[Invitation]:
-    return Invitation.objects.filter(
-        accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
-    )
+    return _unanswered().filter(expires_at__gt=timezone.now())
 
 
 #: What became of an invitation's mail: sent to a mail server, only written to the log (no
@@ -103,21 +106,29 @@ def invite(
     require_admin(scope)
     email = email.strip().lower()
     check_placement(role, organisation)
+    pending = f"an invitation to {email} is pending: send it again or revoke it"
     with transaction.atomic():
         if _has_account(email):
             raise Refused(f"an account already uses {email}: change its role instead")
         if _pending().filter(email__iexact=email).exists():
-            raise Refused(f"an invitation to {email} is pending: send it again or revoke it")
+            raise Refused(pending)
         now = timezone.now()
-        invitation = Invitation.objects.create(
-            email=email,
-            role=role,
-            organisation=organisation,
-            invited_by=actor,
-            nonce=secrets.token_urlsafe(32),
-            sent_at=now,
-            expires_at=now + lifetime(),
-        )
+        # An expired invitation to the address is closed: the new one replaces it.
+        _unanswered().filter(email__iexact=email, expires_at__lte=now).update(revoked_at=now)
+        try:
+            with transaction.atomic():
+                invitation = Invitation.objects.create(
+                    email=email,
+                    role=role,
+                    organisation=organisation,
+                    invited_by=actor,
+                    nonce=secrets.token_urlsafe(32),
+                    sent_at=now,
+                    expires_at=now + lifetime(),
+                )
+        except IntegrityError:
+            # Another admin's invitation to the address went in since the check above.
+            raise Refused(pending) from None
         audit(
             actor,
             "invitation.sent",
@@ -188,9 +199,15 @@ def accept(*, token: str, password: str) -> User:
     """The invited person's account, with ``password`` (checked by the caller's form against
     the password validators) and the invitation's role; the link is spent."""
     invitation = opened(token, lock=True)
+    taken = LinkRefused(f"{invitation.email} has an account already: sign in instead.", 410)
     if _has_account(invitation.email):
-        raise LinkRefused(f"{invitation.email} has an account already: sign in instead.", 410)
-    user = User.objects.create_user(invitation.email, invitation.email, password)
+        raise taken
+    try:
+        with transaction.atomic():
+            user = User.objects.create_user(invitation.email, invitation.email, password)
+    except IntegrityError:
+        # An account of that name was made since the check above (by a shell, say).
+        raise taken from None
     Membership.objects.create(user=user, role=invitation.role, merchant=invitation.organisation)
     invitation.accepted_at = timezone.now()
     invitation.save(update_fields=["accepted_at"])

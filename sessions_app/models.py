@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Lower
 
 from oanp.agents.strategies import STRATEGIES, Strategy
 from oanp.wire.settlement import SettlePolicy
@@ -288,6 +289,15 @@ class Invitation(models.Model):
 
     class Meta:
         ordering = ["-sent_at"]
+        constraints = [
+            # Two admins inviting one address at once get one invitation; an expired one is
+            # closed when the address is invited again.
+            models.UniqueConstraint(
+                Lower("email"),
+                condition=models.Q(accepted_at__isnull=True, revoked_at__isnull=True),
+                name="one_open_invitation_per_address",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.email} ({self.role})"

@@ -4,15 +4,19 @@ and lands on the dashboard. A link that opens nothing says why on a plain page."
 
 from __future__ import annotations
 
+import importlib
 import re
 from datetime import timedelta
 
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth.models import User
 from django.core import mail
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from sessions_app import invitations
 from sessions_app.models import AuditEvent, Invitation, MemberRole, Membership, Merchant
 from tests.sessions_app.pages import error_summary_in, messages_in
 from tests.support.factories.accounts import member, merchant, signed_in
@@ -192,3 +196,74 @@ def test_other_roles_cannot_send_again_or_revoke(admin_browser: Client) -> None:
     invitation.refresh_from_db()
     assert invitation.revoked_at is None
     assert AuditEvent.objects.filter(action__startswith="invitation.").count() == 1
+
+
+def test_an_invitation_made_meanwhile_by_another_admin_is_the_only_one(
+    admin_browser: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two admins inviting one address at once: the second's check ran before the first's
+    invitation was committed, so it is the database that refuses the second."""
+    invite(admin_browser, "hal@example.com", "operator", None)
+    monkeypatch.setattr(invitations, "_pending", Invitation.objects.none)
+    answer = admin_browser.post("/people/invite/", {"email": "hal@example.com", "role": "admin"})
+    assert answer.status_code == 400
+    assert (
+        "An invitation to hal@example.com is pending: send it again or revoke it"
+        in error_summary_in(answer.content.decode())
+    )
+    assert Invitation.objects.get().role == "operator"
+    assert AuditEvent.objects.filter(action="invitation.sent").count() == 1
+
+
+def test_inviting_an_address_again_once_its_invitation_expired_replaces_it(
+    admin_browser: Client,
+) -> None:
+    old = invite(admin_browser, "ivy@example.com", "operator", None)
+    Invitation.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    new = invite(admin_browser, "ivy@example.com", "admin", None)
+    expired, fresh = Invitation.objects.order_by("pk")
+    assert expired.revoked_at is not None
+    assert (fresh.role, fresh.revoked_at) == ("admin", None)
+    assert Client().get(old).status_code == 410
+    assert Client().get(new).status_code == 200
+
+
+def test_an_account_made_while_the_link_is_used_refuses_the_link_plainly(
+    admin_browser: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The account appeared (by a shell, say) after the page checked for one: the form says
+    so instead of failing, and the invitation stays unused."""
+    path = invite(admin_browser, "jo@example.com", "operator", None)
+    User.objects.create_user("jo@example.com")
+    monkeypatch.setattr(invitations, "_has_account", lambda email: False)
+    answer = Client().post(path, {"new_password1": GOOD_PASSWORD, "new_password2": GOOD_PASSWORD})
+    assert answer.status_code == 410
+    assert "jo@example.com has an account already: sign in instead." in answer.content.decode()
+    assert Invitation.objects.get().accepted_at is None
+    assert not Membership.objects.filter(user__username="jo@example.com").exists()
+
+
+def test_the_migration_closes_all_but_the_newest_open_invitation_of_an_address() -> None:
+    """Doubles made before the constraint (two admins at once): the older are revoked, and
+    the constraint then holds. The DDL rolls back with the test's transaction."""
+    migration = importlib.import_module("sessions_app.migrations.0009_open_invitations")
+    (constraint,) = Invitation._meta.constraints
+    boss = member("boss-2", MemberRole.ADMIN)
+    now = timezone.now()
+
+    def made(email: str) -> Invitation:
+        return Invitation.objects.create(
+            email=email, role="operator", invited_by=boss, nonce="n", sent_at=now, expires_at=now
+        )
+
+    with connection.schema_editor() as editor:
+        editor.remove_constraint(Invitation, constraint)
+        older, newer, other = made("kim@example.com"), made("Kim@example.com"), made("lu@e.com")
+        migration.close_doubles(django_apps, editor)
+        # The rows' foreign keys are checked now, as the migration's own rows would have been
+        # long before: PostgreSQL makes no index on a table with checks pending.
+        editor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        editor.add_constraint(Invitation, constraint)
+    open_ones = Invitation.objects.filter(revoked_at__isnull=True)
+    assert sorted(open_ones.values_list("pk", flat=True)) == [newer.pk, other.pk]
+    assert Invitation.objects.get(pk=older.pk).revoked_at is not None
