@@ -12,7 +12,9 @@ from django.utils import timezone
 
 def close_doubles(apps: Any, schema_editor: Any) -> None:
     invitation = apps.get_model("sessions_app", "Invitation")
-    open_ones = invitation.objects.filter(accepted_at__isnull=True, revoked_at__isnull=True)
+    # On the connection migrating (``migrate --database owner``): another would wait on it.
+    rows = invitation.objects.using(schema_editor.connection.alias)
+    open_ones = rows.filter(accepted_at__isnull=True, revoked_at__isnull=True)
     newest = open_ones.annotate(address=Lower("email")).values("address").annotate(keep=Max("pk"))
     for row in newest:
         open_ones.filter(email__iexact=row["address"]).exclude(pk=row["keep"]).update(
