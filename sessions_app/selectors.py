@@ -173,6 +173,18 @@ def session_rows(scope: Scope, session_ids: list[str]) -> list[SessionRow]:
     return [_row(s) for s in found.order_by("pk")]
 
 
+def live_sessions(scope: Scope, session_ids: list[str]) -> list[Session]:
+    """Those of ``session_ids`` in scope that have not ended, in the order they opened."""
+    terminal = [phase.value for phase in Phase if phase.is_terminal]
+    found = sessions(scope).filter(session_id__in=session_ids).exclude(phase__in=terminal)
+    return list(found.order_by("opened_at", "pk"))
+
+
+def sessions_named(scope: Scope, session_ids: list[str]) -> list[Session]:
+    """Those of ``session_ids`` in scope, in the order they opened."""
+    return list(sessions(scope).filter(session_id__in=session_ids).order_by("opened_at", "pk"))
+
+
 def opened_since(found: SessionFilter, newest: int) -> int:
     """How many of a valid filter's sessions opened after the session ``newest``."""
     return found.qs.filter(pk__gt=newest).count()
