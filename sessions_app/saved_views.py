@@ -71,14 +71,13 @@ def own_view(scope: Scope, viewer: AbstractBaseUser, pk: int) -> SavedView:
 def filters_query(scope: Scope, query: str) -> str:
     """``query`` as a view keeps it: the list's filters and sort, blanks left out, in a fixed
     order. :class:`ViewRefused` when a filter's value is one the list refuses."""
-    found = selectors.session_filter(scope, QueryDict(query))
-    if not found.is_valid():
-        raise ViewRefused("These filters cannot be applied; correct them before saving.")
     given = QueryDict(query)
     kept = QueryDict(mutable=True)
-    for name in [*found.filters, *KEPT_BESIDE_FILTERS]:
+    for name in [*selectors.session_filter(scope, kept).filters, *KEPT_BESIDE_FILTERS]:
         if value := given.get(name, "").strip():
             kept[name] = value
+    if not selectors.session_filter(scope, kept).is_valid():
+        raise ViewRefused("These filters cannot be applied; correct them before saving.")
     return kept.urlencode()
 
 
