@@ -9,7 +9,7 @@ from django.db import models
 from django.utils import timezone
 
 from oanp.wire.profiles import VerdictStatus
-from oanp.wire.state import Phase
+from oanp.wire.state import Phase, SessionState
 
 
 class AgentRole(models.TextChoices):
@@ -66,6 +66,27 @@ VERDICT_COUNTS = {
 }
 
 
+class Settlement(models.TextChoices):
+    """How far a session's settlement by simultaneous reveal (docs/protocol.md §9) went."""
+
+    NONE = "", "not offered"
+    OFFERED = "offered", "offered, no reveal"
+    REVEALED = "revealed", "a limit revealed, not settled"
+    SETTLED = "settled", "settled at the midpoint"
+
+
+def settlement_of(state: SessionState) -> str:
+    """Where ``state`` stands in its settlement by reveal, as :class:`Settlement` names it."""
+    if state.settlement is None:
+        return Settlement.NONE
+    revealed = (state.revealed_ceiling, state.revealed_floor)
+    if None not in revealed and state.phase is Phase.AGREED:
+        return Settlement.SETTLED
+    if revealed != (None, None):
+        return Settlement.REVEALED
+    return Settlement.OFFERED
+
+
 class Session(models.Model):
     """One negotiation. ``state`` is the machine's snapshot; the columns beside it are copies
     for queries and indexes (who, what state, when the next timer falls due)."""
@@ -97,9 +118,38 @@ class Session(models.Model):
     state = models.TextField()
     #: JSON text: ``{"buyer": {...}, "merchant": {...}}``, each a checked reveal.
     reveals = models.TextField(default="{}", blank=True)
+    #: The item's keys and values as plain lines (:func:`oanp.wire.discovery.catalog_text`):
+    #: what the dashboard's item search reads, since no index reaches into ``state``.
+    item_text = models.TextField(blank=True)
+    #: When the head entry was received, as a column so that lists sort and page on it
+    #: exactly; ``None`` only on rows written before it existed and not yet moved.
+    last_activity_at = models.DateTimeField(null=True, blank=True)
+    #: From open to end, once the session has ended.
+    lasted = models.DurationField(null=True, blank=True)
+    settlement = models.CharField(max_length=8, blank=True, choices=Settlement.choices)
 
     class Meta:
         ordering = ["-opened_at"]
+        # The dashboard's filters and keyset pages, each on an index; the text searches'
+        # trigram index is PostgreSQL's alone (migration 0015).
+        indexes = [
+            models.Index(fields=["opened_at", "id"], name="session_opened_page"),
+            models.Index(fields=["last_activity_at", "id"], name="session_activity_page"),
+            models.Index(fields=["currency"], name="session_currency"),
+            models.Index(fields=["profile"], name="session_profile"),
+            models.Index(fields=["close_reason"], name="session_close_reason"),
+            models.Index(fields=["final_price"], name="session_final_price"),
+            models.Index(fields=["lasted"], name="session_lasted"),
+            models.Index(fields=["settlement"], name="session_settlement"),
+            models.Index(
+                fields=["stuck_rounds"],
+                condition=models.Q(stuck_rounds__gt=0),
+                name="session_stuck",
+            ),
+            models.Index(
+                fields=["fair_rounds"], condition=models.Q(fair_rounds__gt=0), name="session_fair"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.session_id

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from arbiter_app import selectors as arbiter
 from arbiter_app import services
-from arbiter_app.models import KeyState, SigningKey
+from arbiter_app.models import KeyState, Session, SigningKey
 from sessions_app import selectors
 from sessions_app.models import AuditEvent
 from sessions_app.tenancy import Scope, require_admin, require_staff
@@ -40,6 +40,40 @@ def terminate_session(
             detail={"detail": detail, "closed": closed},
         )
     return closed
+
+
+#: The most sessions one bulk action takes: a few pages of the sessions list.
+BULK_SESSIONS_MAX = 200
+
+
+def terminable(scope: Scope, session_ids: list[str]) -> list[Session]:
+    """The sessions ``session_ids``, when this user may terminate each: live and in scope, at
+    most :data:`BULK_SESSIONS_MAX`. ``ValueError`` otherwise; operators and admins only."""
+    require_staff(scope)
+    wanted = set(session_ids)
+    if not wanted:
+        raise ValueError("select at least one live session")
+    if len(wanted) > BULK_SESSIONS_MAX:
+        raise ValueError(f"select at most {BULK_SESSIONS_MAX} sessions at once")
+    live = selectors.live_sessions(scope, sorted(wanted))
+    if len(live) != len(wanted):
+        raise ValueError("a selected session has ended or is not in your list; reload the list")
+    return live
+
+
+def terminate_sessions(
+    *, actor: AbstractBaseUser, scope: Scope, session_ids: list[str], detail: str = ""
+) -> list[str]:
+    """Terminate each of the live sessions ``session_ids``, each as one
+    :func:`terminate_session` (audited one by one); those that had ended meanwhile. Checked
+    first by :func:`terminable`, so a bad selection terminates nothing."""
+    return [
+        found.session_id
+        for found in terminable(scope, session_ids)
+        if not terminate_session(
+            actor=actor, scope=scope, session_id=found.session_id, detail=detail
+        )
+    ]
 
 
 def redeliver_handoff(*, actor: AbstractBaseUser, scope: Scope, session_id: str) -> None:

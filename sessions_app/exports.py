@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,7 @@ from oanp.wire.state import Phase
 from sessions_app import selectors
 from sessions_app.models import AgentProfile, AuditEvent, Export, Merchant
 from sessions_app.queue import RUN_EXPORT, enqueue
-from sessions_app.tenancy import Scope, require_export, scope_of
+from sessions_app.tenancy import Scope, require_admin, require_export, scope_of
 
 if TYPE_CHECKING:
     from arbiter_app.models import Session
@@ -73,9 +73,11 @@ def request_export(
     session_id: str = "",
     merchant: str = "",
     preset: str = "",
+    session_ids: Sequence[str] = (),
     now: datetime | None = None,
 ) -> Export:
-    """Queue an export of one session, one merchant's sessions or a time range.
+    """Queue an export of one session, one merchant's sessions, a time range, or a selection
+    of the sessions list (an admin's).
 
     A time range is fixed at request time, so the bundle says exactly which window it covers.
     """
@@ -102,6 +104,9 @@ def request_export(
         if not Merchant.objects.filter(slug=slug).exists():
             raise ExportRefused(f"No merchant {merchant!r}.", "merchant")
         request = {"kind": kind, "merchant": slug}
+    elif kind == "selection":
+        require_admin(scope)
+        request = {"kind": kind, "session_ids": _selection(scope, session_ids)}
     elif kind == "range":
         if preset not in PRESETS:
             raise ExportRefused("Choose a time range.", "preset")
@@ -124,6 +129,23 @@ def request_export(
             )
         )
     return export
+
+
+#: The most sessions one selection exports: as many as a bulk action takes.
+SELECTION_MAX = 200
+
+
+def _selection(scope: Scope, session_ids: Sequence[str]) -> list[str]:
+    """The selected sessions' ids, each in scope, in the order they opened."""
+    wanted = set(session_ids)
+    if not wanted:
+        raise ExportRefused("Select at least one session.")
+    if len(wanted) > SELECTION_MAX:
+        raise ExportRefused(f"Select at most {SELECTION_MAX} sessions at once.")
+    found = [s.session_id for s in selectors.sessions_named(scope, sorted(wanted))]
+    if len(found) != len(wanted):
+        raise ExportRefused("A selected session is not in your list; reload the list.")
+    return found
 
 
 def exports_of(scope: Scope) -> QuerySet[Export]:
@@ -172,6 +194,8 @@ def sessions_for(export: Export) -> QuerySet[Session]:
     request = export.scope
     if request["kind"] == "session":
         found = found.filter(session_id=request["session_id"])
+    elif request["kind"] == "selection":
+        found = found.filter(session_id__in=request["session_ids"])
     elif request["kind"] == "merchant":
         agent_ids = AgentProfile.objects.filter(merchant__slug=request["merchant"]).values_list(
             "agent_id", flat=True

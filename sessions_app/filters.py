@@ -1,6 +1,8 @@
-"""What the dashboard's lists filter sessions by: state, merchant, agent, verdicts, profile, time
-range (a preset or from/to) and session id, and how the sessions list is sorted and paged. Verdicts
-are counted on the session row as they are appended, so no filter reads entries.
+"""What the dashboard's lists filter sessions by: state, merchant, party, item or route, agreed
+price, currency, profile, close reason, verdicts, settlement, how long it lasted, time range (a
+preset or from/to) and session id, and how the sessions list is sorted and paged. Each reads a
+column of the session row with its own index (arbiter_app.models.Session), so no filter reads
+entries or the state's JSON.
 
 A value that is not one of a filter's choices leaves that filter out of ``qs``;
 :meth:`SessionFilter.is_valid` and ``errors`` say which values were refused, and the list
@@ -12,15 +14,17 @@ import base64
 import binascii
 import json
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import django_filters
 from django import forms
+from django.core.validators import RegexValidator
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from arbiter_app.models import VERDICT_COUNTS, Session
-from oanp.wire.profiles import PROFILES, VerdictStatus
+from arbiter_app.models import VERDICT_COUNTS, Session, Settlement
+from oanp.wire.profiles import PROFILES, Reason, VerdictStatus
 from oanp.wire.state import Phase
 from sessions_app.models import AgentProfile
 from sessions_app.tenancy import Scope
@@ -35,12 +39,32 @@ VERDICTS = tuple(JUDGED)
 VIOLATED = JUDGED[VerdictStatus.VIOLATED.value]
 #: The profiles a session can be opened under, as the list offers them.
 PROFILE_NAMES = tuple(sorted(PROFILES))
+#: The reasons a session can close with (docs/protocol.md §7): the rationales of a round's
+#: verdict close none.
+CLOSE_REASONS = tuple(
+    reason.value
+    for reason in Reason
+    if reason
+    not in (
+        Reason.OPENING_MOVES,
+        Reason.SPREAD_NARROWED,
+        Reason.SPREAD_UNCHANGED,
+        Reason.TERMS_NARROWED,
+    )
+)
+#: Settlement by reveal as the list names it: "none" for the sessions opened without it.
+SETTLEMENTS = {
+    ("none" if value == Settlement.NONE else str(value)): (str(value), str(label))
+    for value, label in Settlement.choices
+}
+#: The longest a session can last, in minutes: its deadline is at most a day ahead.
+LONGEST_MINUTES = 24 * 60
 
 #: The list's sortable columns by their name in ``sort``: the annotation each sorts on (the
 #: selectors add them) and its header. ``-name`` sorts descending; the row id breaks ties.
 SORTS = {
     "opened": ("opened_at", "Opened"),
-    "activity": ("last_activity", "Last activity"),
+    "activity": ("last_activity_at", "Last activity"),
     "state": ("state_order", "State"),
 }
 DEFAULT_SORT = "-opened"
@@ -96,6 +120,12 @@ class ListForm(forms.Form):
         start, end = data.get("opened_after"), data.get("opened_before")
         if start and end and end <= start:
             self.add_error("opened_before", "must be later than From.")
+        low, high = data.get("price_min"), data.get("price_max")
+        if low is not None and high is not None and high < low:
+            self.add_error("price_max", "must be at least the lowest price.")
+        shortest, longest = data.get("lasted_min"), data.get("lasted_max")
+        if shortest is not None and longest is not None and longest < shortest:
+            self.add_error("lasted_max", "must be at least the shortest time.")
         if data.get("cursor") and "sort" not in self.errors:
             try:
                 data["cursor"] = _decode_cursor(data["cursor"], data["sort"])
@@ -117,7 +147,58 @@ class SessionFilter(django_filters.FilterSet):
     )
     # Not stripped: a slug of blanks names no merchant, so it matches no session.
     merchant = django_filters.CharFilter(method="by_merchant", strip=False)
-    agent = django_filters.CharFilter(method="by_agent")
+    agent = django_filters.CharFilter(method="by_agent", label="Party", max_length=64)
+    item = django_filters.CharFilter(
+        field_name="item_text", lookup_expr="icontains", label="Item or route", max_length=200
+    )
+    # The agreed price: a session that did not agree has none, so a price range lists
+    # agreements only.
+    price_min = django_filters.NumberFilter(
+        field_name="final_price",
+        lookup_expr="gte",
+        label="Agreed price from",
+        min_value=0,
+        max_digits=17,
+        decimal_places=4,
+    )
+    price_max = django_filters.NumberFilter(
+        field_name="final_price",
+        lookup_expr="lte",
+        label="Agreed price to",
+        min_value=0,
+        max_digits=17,
+        decimal_places=4,
+    )
+    currency = django_filters.CharFilter(
+        method="by_currency",
+        label="Currency",
+        validators=[
+            RegexValidator(r"^[A-Za-z]{3}$", "is three letters, as in USD or EUR (ISO 4217).")
+        ],
+    )
+    close_reason = django_filters.ChoiceFilter(
+        choices=[(reason, reason.replace("_", " ")) for reason in CLOSE_REASONS],
+        label="Close reason",
+    )
+    settlement = django_filters.ChoiceFilter(
+        choices=[(key, label) for key, (_, label) in SETTLEMENTS.items()],
+        method="by_settlement",
+        label="Settlement",
+    )
+    lasted_min = django_filters.NumberFilter(
+        method="by_lasted",
+        label="Lasted at least (minutes)",
+        min_value=0,
+        max_value=LONGEST_MINUTES,
+        decimal_places=0,
+    )
+    lasted_max = django_filters.NumberFilter(
+        method="by_lasted",
+        label="Lasted at most (minutes)",
+        min_value=0,
+        max_value=LONGEST_MINUTES,
+        decimal_places=0,
+    )
     verdict = django_filters.ChoiceFilter(
         choices=[(verdict, f"a round judged {verdict}") for verdict in VERDICTS],
         method="by_verdict",
@@ -137,7 +218,9 @@ class SessionFilter(django_filters.FilterSet):
     opened_before = django_filters.IsoDateTimeFilter(
         field_name="opened_at", lookup_expr="lt", label="To"
     )
-    q = django_filters.CharFilter(field_name="session_id", lookup_expr="icontains")
+    q = django_filters.CharFilter(
+        field_name="session_id", lookup_expr="icontains", label="Search", max_length=64
+    )
 
     class Meta:
         form = ListForm
@@ -166,6 +249,19 @@ class SessionFilter(django_filters.FilterSet):
 
     def by_violation(self, sessions: QuerySet[Session], name: str, _: str) -> QuerySet[Session]:
         return sessions.filter(VIOLATED)
+
+    def by_currency(self, sessions: QuerySet[Session], name: str, code: str) -> QuerySet[Session]:
+        return sessions.filter(currency=code.upper())
+
+    def by_settlement(self, sessions: QuerySet[Session], name: str, key: str) -> QuerySet[Session]:
+        return sessions.filter(settlement=SETTLEMENTS[key][0])
+
+    def by_lasted(
+        self, sessions: QuerySet[Session], name: str, minutes: Decimal
+    ) -> QuerySet[Session]:
+        # Only an ended session has lasted: a live one is left out of either bound.
+        bound = "gte" if name == "lasted_min" else "lte"
+        return sessions.filter(**{f"lasted__{bound}": timedelta(minutes=int(minutes))})
 
     def by_range(self, sessions: QuerySet[Session], name: str, key: str) -> QuerySet[Session]:
         return sessions.filter(opened_at__gte=timezone.now() - RANGES[key])

@@ -301,3 +301,27 @@ class Invitation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.email} ({self.role})"
+
+
+class SavedView(models.Model):
+    """A named set of the sessions list's filters, as the list's URL carries them. Its owner's
+    alone, or shared with the owner's team: everyone of its organisation for a member of
+    one, every operator and admin for an operator or an admin (as Temporal's saved views)."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_views"
+    )
+    name = models.CharField(max_length=100)
+    #: The list's query string, filters and sort only: never a page's cursor.
+    query = models.TextField(blank=True)
+    shared = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="one_view_name_per_owner")
+        ]
+
+    def __str__(self) -> str:
+        return self.name

@@ -20,7 +20,6 @@ from django.db.models import (
     Case,
     Count,
     DateTimeField,
-    F,
     Max,
     OuterRef,
     Q,
@@ -106,11 +105,6 @@ def _head_time() -> Cast:
     return Cast(_head("received_at"), DateTimeField())
 
 
-def _last_activity() -> Coalesce:
-    # The head entry's time; every session has its opening entry, so this is a fallback.
-    return Coalesce(_head_time(), F("opened_at"))
-
-
 def hosted_among(agent_ids: Collection[str]) -> set[str]:
     """Those of ``agent_ids`` that are hosted agents, which the arbiter runs itself."""
     return set(
@@ -142,15 +136,16 @@ def hosted_turns_waiting(*, asked_before: datetime, limit: int) -> list[str]:
 def session_page(found: SessionFilter, size: int) -> SessionPage:
     """A page of a valid filter's sessions in its sort, after its cursor if it has one.
 
-    Keyset paging on (sort value, id): a page never repeats or skips a row as sessions open,
-    whatever the sort. The sort value is read from the annotation, not the column, so
-    sessions that move while the user pages still come out exactly once per walk, as long
-    as they do not move across the cursor."""
+    Keyset paging on (sort value, id), the id breaking ties: a page never repeats or skips a
+    row as sessions open, whatever the sort. Each sort value is a column compared as stored
+    (last activity too, no longer the head entry's text cast to a time, which SQLite cut to
+    milliseconds, so the boundary row came back on the next page); a session that moves while
+    the user pages still comes out exactly once per walk, as long as it does not move across
+    the cursor."""
     data = found.form.cleaned_data
     column = SORTS[data["sort"].lstrip("-")][0]
     descending = data["sort"].startswith("-")
     listed = found.qs.annotate(
-        last_activity=_last_activity(),
         # The states in the order a session lives them, not alphabetically.
         state_order=Case(*(When(phase=s, then=Value(n)) for n, s in enumerate(STATES))),
     )
@@ -175,7 +170,19 @@ def session_rows(scope: Scope, session_ids: list[str]) -> list[SessionRow]:
     """The list's rows of those of ``session_ids`` in scope, as they stand now, whatever the
     list's filters: a live list redraws the rows it shows with them."""
     found = sessions(scope).filter(session_id__in=session_ids)
-    return [_row(s) for s in found.annotate(last_activity=_last_activity()).order_by("pk")]
+    return [_row(s) for s in found.order_by("pk")]
+
+
+def live_sessions(scope: Scope, session_ids: list[str]) -> list[Session]:
+    """Those of ``session_ids`` in scope that have not ended, in the order they opened."""
+    terminal = [phase.value for phase in Phase if phase.is_terminal]
+    found = sessions(scope).filter(session_id__in=session_ids).exclude(phase__in=terminal)
+    return list(found.order_by("opened_at", "pk"))
+
+
+def sessions_named(scope: Scope, session_ids: list[str]) -> list[Session]:
+    """Those of ``session_ids`` in scope, in the order they opened."""
+    return list(sessions(scope).filter(session_id__in=session_ids).order_by("opened_at", "pk"))
 
 
 def opened_since(found: SessionFilter, newest: int) -> int:
@@ -296,12 +303,11 @@ def agent_rows(scope: Scope) -> list[AgentRow]:
     figures = {
         row["merchant_agent_id"]: row
         for row in arbiter.sessions_of([a.agent_id for a in listed])
-        .annotate(activity=_last_activity())
         .values("merchant_agent_id")
         .annotate(
             total=Count("id"),
             agreed=Count("id", filter=Q(phase=Phase.AGREED)),
-            last=Max("activity"),
+            last=Max("last_activity_at"),
         )
         .order_by()
     }

@@ -25,10 +25,12 @@ from arbiter_app.models import (
     Entry,
     Listing,
     Session,
+    settlement_of,
 )
 from arbiter_app.refusals import CurrencyNotOffered, SelfDealing, SenderMismatch, UnknownMerchant
 from arbiter_app.signing_keys import ActiveSigner
 from oanp.wire.canonical import JsonObject, canonical_bytes, tagged_sha256
+from oanp.wire.discovery import catalog_text
 from oanp.wire.envelope import Envelope, MessageType
 from oanp.wire.errors import (
     MessageIdReused,
@@ -222,6 +224,9 @@ _STEP_FIELDS = [
     "ended_at",
     "final_price",
     "close_reason",
+    "last_activity_at",
+    "lasted",
+    "settlement",
     *VERDICT_COUNTS.values(),
 ]
 
@@ -320,6 +325,7 @@ def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> Envel
         currency=state.currency,
         profile=state.profile,
         opened_at=now,
+        item_text=catalog_text([state.item]),
     )
     admit()
     return _append(session, negotiation, entries, now=now, envelope=envelope)
@@ -447,8 +453,11 @@ def _stage(
     session.head_seq, session.head_hash = state.head.seq, state.head.entry_hash
     _count_verdicts(session, entries)
     session.state = json.dumps(dump_state(state), separators=(",", ":"))
+    session.last_activity_at = now
+    session.settlement = settlement_of(state)
     if state.terminal and session.ended_at is None:
         session.ended_at = now
+        session.lasted = now - session.opened_at
         session.final_price = state.final_price
         session.close_reason = "" if state.close_reason is None else state.close_reason.value
     rows = [_row(session, entry) for entry in entries]

@@ -12,16 +12,25 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from arbiter_app import selectors as arbiter
 from oanp.wire.envelope import IDENTIFIER_RULE, is_identifier
-from sessions_app import actions, selectors
+from sessions_app import actions, exports, saved_views, selectors
 from sessions_app.analytics import analyse, analyse_terms
-from sessions_app.filters import PROFILE_NAMES, RANGES, SORTS, STATES, VERDICTS
-from sessions_app.tenancy import Scope, require_staff, scope_or_denied
+from sessions_app.filters import (
+    CLOSE_REASONS,
+    PROFILE_NAMES,
+    RANGES,
+    SETTLEMENTS,
+    SORTS,
+    STATES,
+    VERDICTS,
+)
+from sessions_app.tenancy import Scope, require_admin, require_staff, scope_or_denied
 from sessions_app.timeline import timeline
 from sessions_app.views import refusal
 
@@ -49,8 +58,15 @@ def session_list(request: HttpRequest) -> HttpResponse:
         "verdicts": VERDICTS,
         "profiles": PROFILE_NAMES,
         "ranges": RANGES,
+        "close_reasons": CLOSE_REASONS,
+        "settlements": SETTLEMENTS,
         "merchants": selectors.merchants() if scope.is_staff_role else [],
         "filters": {k: request.GET.get(k, "") for k in found.form.fields},
+        # A filter in force keeps the filters unfolded on a phone; none folds them away.
+        "filtering": any(request.GET.get(k) for k in found.filters),
+        "views": saved_views.visible_views(scope, request.user),
+        "team": saved_views.team_label(scope),
+        "selectable": scope.is_staff_role,
         # The first page as it is now: where "show" and the sort headers lead.
         "query": params.urlencode(),
     }
@@ -102,7 +118,11 @@ def _rows_by_id(request: HttpRequest, scope: Scope) -> HttpResponse:
             f"ids: {' '.join(form.errors['ids'])}", status=400, content_type="text/plain"
         )
     rows = selectors.session_rows(scope, form.cleaned_data["ids"])
-    return render(request, "sessions_app/_session_rows.html", {"page": {"rows": rows}})
+    return render(
+        request,
+        "sessions_app/_session_rows.html",
+        {"page": {"rows": rows}, "selectable": scope.is_staff_role},
+    )
 
 
 def _with(params: QueryDict, **changes: str) -> str:
@@ -220,6 +240,84 @@ def terminate(request: HttpRequest, session_id: str) -> HttpResponse:
         {"scope": scope, "session": found, "form": form, "ended": found.is_terminal},
         status=400 if form.errors else 200,
     )
+
+
+# Bulk actions on a selection of the list --------------------------------------------------
+
+
+def _selected(request: HttpRequest) -> tuple[list[str], str]:
+    """The session ids the list's checkboxes sent, and why they are refused ("" if not)."""
+    ids = request.POST.getlist("session")
+    if not all(is_identifier(i) for i in ids):
+        return [], "the selection names no session of this list."
+    return ids, ""
+
+
+@login_required
+@require_POST
+def bulk_terminate(request: HttpRequest) -> HttpResponse:
+    """Without ``confirm``, the page listing the selection to confirm; with it, the sessions
+    end. Either way the selection is checked first: live sessions in scope only, or none."""
+    scope = scope_or_denied(request)
+    require_staff(scope)
+    ids, error = _selected(request)
+    selected = []
+    form = TerminateForm(request.POST if request.POST.get("confirm") == "yes" else None)
+    if not error:
+        try:
+            selected = actions.terminable(scope, ids)
+        except ValueError as refused:
+            error = f"{refused}."
+    if error or not form.is_valid():
+        return render(
+            request,
+            "sessions_app/terminate_bulk.html",
+            {
+                "scope": scope,
+                "selected": selected,
+                "form": form,
+                "refused": refusal(error) if error else None,
+            },
+            status=400 if error or form.errors else 200,
+        )
+    ended = actions.terminate_sessions(
+        actor=request.user,
+        scope=scope,
+        session_ids=[s.session_id for s in selected],
+        detail=form.cleaned_data["detail"],
+    )
+    done = len(selected) - len(ended)
+    if done:
+        messages.success(request, f"{done} session{pluralize(done)} terminated.")
+    for session_id in ended:
+        messages.error(request, f"Session {session_id} had already ended; nothing was changed.")
+    return redirect("sessions")
+
+
+@login_required
+@require_POST
+def bulk_export(request: HttpRequest) -> HttpResponse:
+    """Queue an export of the selected sessions (admins), then show it on the exports page."""
+    scope = scope_or_denied(request)
+    require_admin(scope)
+    ids, error = _selected(request)
+    if not error:
+        try:
+            export = exports.request_export(
+                actor=request.user, scope=scope, kind="selection", session_ids=ids
+            )
+        except exports.ExportRefused as refused:
+            error = str(refused)
+    if error:
+        return render(
+            request,
+            "sessions_app/export_refused.html",
+            {"scope": scope, "form": refusal(error)},
+            status=400,
+        )
+    count = len(export.scope["session_ids"])
+    messages.success(request, f"Export {export.pk} of {count} session{pluralize(count)} queued.")
+    return redirect("exports")
 
 
 @login_required

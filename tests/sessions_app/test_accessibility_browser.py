@@ -99,6 +99,13 @@ def asks_to_redeliver(page: Page) -> None:
     page.wait_for_selector("#confirm-redeliver")
 
 
+def asks_to_terminate(page: Page) -> None:
+    """A live session ticked on the list for termination: its confirmation page."""
+    page.check("#sessions input[name=session]")
+    page.click("#terminate-selected")
+    page.wait_for_selector("#confirm-terminate")
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -117,6 +124,9 @@ CASES = [
     Case("session-live", "/sessions/sess-live/"),
     Case("session-ended", f"/sessions/{SESSION}/"),
     Case("terminate-confirm", "/sessions/sess-live/terminate/"),
+    Case("terminate-selected-confirm", "/sessions/?state=NEGOTIATING", act=asks_to_terminate),
+    Case("sessions-filtered", "/sessions/?item=sfo&currency=usd&lasted_max=60"),
+    Case("saved-views", "/views/"),
     Case("replay", f"/sessions/{SESSION}/replay/?step=5"),
     Case("replay-refused", f"/sessions/{SESSION}/replay/?step=0", act=shows_errors),
     Case("replay-live", "/sessions/sess-live/replay/"),

@@ -105,6 +105,21 @@ def test_filters(operator: Client, query: str, expected: set[str]) -> None:
         ("cursor=WzEsMl0", "Page: is not a page of this list"),
         ("since=-1", "Since: Ensure this value is greater than or equal to 0."),
         ("profile=terms/v9", "Profile: Select a valid choice."),
+        ("price_min=cheap", "Agreed price from: Enter a number."),
+        ("price_min=NaN", "Agreed price from: Enter a number."),
+        ("price_min=-1", "Agreed price from: Ensure this value is greater than or equal to 0."),
+        ("price_min=1e30", "Agreed price from: Ensure that there are no more than 17 digits"),
+        ("price_min=300&price_max=200", "Agreed price to: must be at least the lowest price."),
+        ("currency=US", "Currency: is three letters"),
+        ("currency=%E2%82%AC%E2%82%AC%E2%82%AC", "Currency: is three letters"),
+        ("close_reason=bored", "Close reason: Select a valid choice."),
+        ("settlement=maybe", "Settlement: Select a valid choice."),
+        ("lasted_min=-5", "Lasted at least (minutes): Ensure this value is greater than"),
+        ("lasted_min=99999", "Lasted at least (minutes): Ensure this value is less than"),
+        ("lasted_min=1.5", "Lasted at least (minutes): Ensure that there are no more than 0"),
+        ("lasted_min=30&lasted_max=10", "Lasted at most (minutes): must be at least the shortest"),
+        ("item=" + "x" * 201, "Item or route: Ensure this value has at most 200 characters"),
+        ("agent=" + "a" * 65, "Party: Ensure this value has at most 64 characters"),
     ],
 )
 def test_a_bad_parameter_is_a_400_that_says_so_and_lists_nothing(
@@ -334,6 +349,49 @@ def test_each_filter_narrows_as_it_should(query: str, expected: set[str]) -> Non
     assert through(found) == expected
 
 
+@pytest.fixture
+def varied(elsewhere: None) -> None:
+    """sess-elsewhere flies LAX-ORD in EUR, judged stuck once, opened for settlement by reveal;
+    sess-reneged ran 20 minutes (sess-agreed agreed at 340 USD in under a minute)."""
+    Session.objects.filter(session_id="sess-elsewhere").update(
+        item_text="route\nLAX-ORD", currency="EUR", stuck_rounds=1, settlement="offered"
+    )
+    Session.objects.filter(session_id="sess-reneged").update(lasted=timedelta(minutes=20))
+
+
+@pytest.mark.usefixtures("varied")
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("item=jfk", {"sess-agreed", "sess-reneged", "sess-open"}),
+        ("item=%20lax-O%20", {"sess-elsewhere"}),
+        ("item=CDG", set()),
+        ("price_min=340", {"sess-agreed"}),
+        ("price_min=340.0001", set()),
+        ("price_max=340", {"sess-agreed"}),
+        ("price_min=100&price_max=339.99", set()),
+        ("currency=eur", {"sess-elsewhere"}),
+        ("currency=USD&state=OPENING", {"sess-open"}),
+        ("close_reason=buyer_reneged", {"sess-reneged"}),
+        ("close_reason=settled", set()),
+        ("verdict=fair_but_stuck", {"sess-elsewhere"}),
+        ("settlement=offered", {"sess-elsewhere"}),
+        ("settlement=none", {"sess-agreed", "sess-reneged", "sess-open"}),
+        ("settlement=settled", set()),
+        ("lasted_min=10", {"sess-reneged"}),
+        ("lasted_max=1", {"sess-agreed"}),
+        # Only an ended session has lasted: the live ones are in neither bound.
+        ("lasted_min=0", {"sess-agreed", "sess-reneged"}),
+        ("item=sfo&currency=usd&close_reason=buyer_reneged&lasted_min=5", {"sess-reneged"}),
+        ("agent=buyer-001&price_max=1000&profile=default/v0.1", {"sess-agreed"}),
+    ],
+)
+def test_the_search_filters_narrow_and_combine(query: str, expected: set[str]) -> None:
+    found = filtered(scope_of(MemberRole.OPERATOR), query)
+    assert found.is_valid(), found.errors
+    assert through(found) == expected
+
+
 @pytest.mark.usefixtures("elsewhere")
 @pytest.mark.parametrize(
     ("query", "refused", "expected"),
@@ -369,8 +427,13 @@ def test_a_bad_value_is_reported_and_left_out(
         ("agent=merchant-lax", set()),
         ("q=elsewhere", set()),
         ("state=OPENING", {"sess-open"}),
+        # Another tenant's sessions match none of the new filters either.
+        ("item=lax", set()),
+        ("currency=EUR", set()),
+        ("verdict=fair_but_stuck", set()),
     ],
 )
+@pytest.mark.usefixtures("varied")
 def test_a_merchant_member_filters_only_its_own_sessions(query: str, expected: set[str]) -> None:
     found = filtered(scope_of(MemberRole.MERCHANT_MANAGER, "shop"), query)
     assert "merchant" not in found.form.fields
