@@ -31,6 +31,7 @@ from arbiter_app.models import (
     AgentCallback,
     AgentCredential,
     AgentRole,
+    Availability,
     CallbackCursor,
     DeliveryAttempt,
     Entry,
@@ -42,6 +43,7 @@ from arbiter_app.models import (
     IntegrityCheck,
     KeyState,
     Listing,
+    MerchantAvailability,
     ProcessKind,
     Session,
     SigningKey,
@@ -297,12 +299,15 @@ def listed_merchants(*, query: str, after: str | None, limit: int) -> list[Listi
     merchant, description or catalog holds ``query`` (case-insensitively; ``""``: any).
 
     Only agents a ``session.open`` may name are listed: a merchant key was issued for the id
-    (:func:`arbiter_app.services.receive_envelope` refuses any other as ``unknown_merchant``).
+    (:func:`arbiter_app.services.receive_envelope` refuses any other as ``unknown_merchant``),
+    and its owner has not paused or archived it (``merchant_paused``, ``merchant_archived``).
     """
     registered = AgentCredential.objects.filter(
         agent_id=OuterRef("merchant_agent_id"), role=AgentRole.MERCHANT
     )
-    found = Listing.objects.filter(Exists(registered), listed=True)
+    stopped = MerchantAvailability.objects.filter(merchant_agent_id=OuterRef("merchant_agent_id"))
+    stopped = stopped.exclude(state=Availability.ACTIVE)
+    found = Listing.objects.filter(Exists(registered), ~Exists(stopped), listed=True)
     if query:
         found = found.filter(
             Q(merchant_agent_id__icontains=query)
@@ -313,6 +318,24 @@ def listed_merchants(*, query: str, after: str | None, limit: int) -> list[Listi
     if after is not None:
         found = found.filter(merchant_agent_id__gt=after)
     return list(found.order_by("merchant_agent_id")[:limit])
+
+
+def availabilities(agent_ids: Sequence[str]) -> dict[str, str]:
+    """Whether each of these merchant agents takes new sessions, by id: an
+    :class:`~arbiter_app.models.Availability`, ``"active"`` for one never paused."""
+    found = dict(
+        MerchantAvailability.objects.filter(merchant_agent_id__in=agent_ids).values_list(
+            "merchant_agent_id", "state"
+        )
+    )
+    return {agent_id: found.get(agent_id, Availability.ACTIVE.value) for agent_id in agent_ids}
+
+
+def archived_merchants() -> QuerySet[MerchantAvailability, str]:
+    """The ids of the merchant agents their owners archived, as a subquery."""
+    return MerchantAvailability.objects.filter(state=Availability.ARCHIVED).values_list(
+        "merchant_agent_id", flat=True
+    )
 
 
 # Handoffs and reveals, for the dashboard: the caller has already scoped the session --------
