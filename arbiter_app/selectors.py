@@ -10,10 +10,10 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import IO
+from typing import IO, Any
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from arbiter_app import signing_keys
@@ -275,6 +275,39 @@ def credential_is_live(credential_id: int) -> bool:
         .exclude(expires_at__lte=timezone.now())
         .exists()
     )
+
+
+@dataclass(frozen=True)
+class KeyedAgent:
+    """An agent id as its API keys know it: the role they speak in, and who they were
+    issued to (the latest key's owner; ``""``: nobody)."""
+
+    agent_id: str
+    role: str
+    owner: str
+    keys: int
+    first_issued_at: datetime
+
+
+def keyed_agents(*, excluding: Sequence[QuerySet[Any, str]]) -> list[KeyedAgent]:
+    """Every agent id and role some key was issued to, but for the ids each query of
+    ``excluding`` yields (subqueries), in agent id order."""
+    latest_owner = AgentCredential.objects.filter(
+        agent_id=OuterRef("agent_id"), role=OuterRef("role")
+    ).order_by("-created_at", "-pk")
+    found = AgentCredential.objects.all()
+    for ids in excluding:
+        found = found.exclude(agent_id__in=ids)
+    rows = (
+        found.values("agent_id", "role")
+        .annotate(
+            keys=Count("pk"),
+            first_issued_at=Min("created_at"),
+            owner=Subquery(latest_owner.values("owner")[:1]),
+        )
+        .order_by("agent_id", "role")
+    )
+    return [KeyedAgent(**row) for row in rows]
 
 
 def agent_id_in_use(agent_id: str) -> bool:

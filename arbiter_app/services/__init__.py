@@ -15,6 +15,7 @@ from arbiter_app.refusals import HostNotFound
 from arbiter_app.services.api_keys import (
     KEY_PREFIX,
     IssuedKey,
+    assign_owner,
     issue_credential,
     key_digest,
     revoke_credential,
@@ -52,6 +53,7 @@ __all__ = [
     "HostNotFound",
     "IssuedKey",
     "arbiter",
+    "assign_owner",
     "check_sender",
     "configure_handoff",
     "expire_due_sessions",
