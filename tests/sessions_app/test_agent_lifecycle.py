@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from arbiter_app.models import AgentCredential, MerchantAvailability
-from sessions_app import services
+from sessions_app import selectors, services
 from sessions_app.lifecycle_selectors import availability_of
 from sessions_app.models import (
     HOSTED_KEY_LABEL,
@@ -135,13 +135,16 @@ def test_revoking_the_runners_key_pauses_the_agent_and_no_key_comes_back_until_r
     assert "The hosted runner holds no live key" in page
     assert availability_of(agent_a) == "paused"
     assert all(key.revoked_at is not None for key in runner_keys("hosted-a"))
-    # The runner does not issue itself another: the revocation holds.
+    # The runner does not issue itself another: the revocation holds. The agent no longer
+    # counts as run by the arbiter, so a timer that runs out on it is its merchant's.
     assert services.hosted_credential("hosted-a") is None
+    assert selectors.hosted_among({"hosted-a"}) == set()
     again = browser.post("/agents/hosted-a/runner-key/revoke/", {"confirmed": "yes"})
     assert again.status_code == 409
     browser.post("/agents/hosted-a/resume/", {"confirmed": "yes"})
     live = services.hosted_credential("hosted-a")
     assert live is not None
+    assert selectors.hosted_among({"hosted-a"}) == {"hosted-a"}
     assert AuditEvent.objects.get(action="agent.resumed").detail == {
         "before": "paused",
         "runner_key": live.prefix,
