@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from typing import IO, Any
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from arbiter_app import signing_keys
@@ -364,11 +365,11 @@ def availabilities(agent_ids: Sequence[str]) -> dict[str, str]:
     return {agent_id: found.get(agent_id, Availability.ACTIVE.value) for agent_id in agent_ids}
 
 
-def archived_merchants() -> QuerySet[MerchantAvailability, str]:
-    """The ids of the merchant agents their owners archived, as a subquery."""
-    return MerchantAvailability.objects.filter(state=Availability.ARCHIVED).values_list(
-        "merchant_agent_id", flat=True
-    )
+def availability_column(agent_id: str) -> Coalesce:
+    """Whether the agent whose id is the outer query's column ``agent_id`` takes new
+    sessions, as a column: for a list of agents to read in its own query."""
+    state = MerchantAvailability.objects.filter(merchant_agent_id=OuterRef(agent_id))
+    return Coalesce(Subquery(state.values("state")[:1]), Value(Availability.ACTIVE.value))
 
 
 # Handoffs and reveals, for the dashboard: the caller has already scoped the session --------

@@ -299,10 +299,9 @@ def agent_rows(scope: Scope, *, archived: bool = False) -> list[AgentRow]:
     """The agents in scope, each with its sessions, agreements and last activity: one
     grouped query over the sessions of exactly these agents, whatever their number. Archived
     agents only when ``archived``, and only then."""
-    in_scope = agents(scope)
-    retired = Q(agent_id__in=arbiter.archived_merchants())
+    in_scope = agents(scope).annotate(availability=arbiter.availability_column("agent_id"))
+    retired = Q(availability="archived")
     listed = list(in_scope.filter(retired) if archived else in_scope.exclude(retired))
-    states = arbiter.availabilities([a.agent_id for a in listed])
     figures = {
         row["merchant_agent_id"]: row
         for row in arbiter.sessions_of([a.agent_id for a in listed])
@@ -318,7 +317,7 @@ def agent_rows(scope: Scope, *, archived: bool = False) -> list[AgentRow]:
     rows = []
     for profile in listed:
         found = figures.get(profile.agent_id)
-        state = states[profile.agent_id]
+        state = profile.availability
         if found is None:
             rows.append(AgentRow(profile, availability=state))
         else:
