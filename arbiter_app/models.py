@@ -421,6 +421,35 @@ class Listing(models.Model):
         return f"{self.merchant_agent_id} ({'listed' if self.listed else 'unlisted'})"
 
 
+class Availability(models.TextChoices):
+    """Whether a merchant agent takes new sessions (docs/protocol.md §14.5, check 12c)."""
+
+    ACTIVE = "active"
+    #: Its owner stopped it for a while: new sessions are refused, running ones go on.
+    PAUSED = "paused"
+    #: Its owner retired it: refused like a paused one, and gone from the directory and the
+    #: dashboard's lists; its sessions and their logs stay.
+    ARCHIVED = "archived"
+
+
+class MerchantAvailability(models.Model):
+    """Whether one merchant agent takes new sessions, as its owner last set it. An agent
+    without a row is active: most never change, and an external agent's keys are all the
+    arbiter otherwise knows of it."""
+
+    merchant_agent_id = models.CharField(max_length=64, unique=True)
+    state = models.CharField(
+        max_length=16, choices=Availability.choices, default=Availability.ACTIVE, db_index=True
+    )
+    changed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "merchant availabilities"
+
+    def __str__(self) -> str:
+        return f"{self.merchant_agent_id} ({self.state})"
+
+
 # The machinery's own records: what operators read to tell whether the background runs. -------
 
 

@@ -127,6 +127,23 @@ class CurrencyNotOffered(ProtocolError):
     meaning = "an open in a currency the merchant agent's listing does not offer"
 
 
+class MerchantPaused(ProtocolError):
+    code = "merchant_paused"
+    status = 422
+    title = "The merchant agent is paused"
+    meaning = (
+        "an open naming a merchant agent its owner paused: it takes no new sessions until it "
+        "is resumed; sessions already running go on"
+    )
+
+
+class MerchantArchived(ProtocolError):
+    code = "merchant_archived"
+    status = 422
+    title = "The merchant agent is archived"
+    meaning = "an open naming a merchant agent its owner archived: it takes no new sessions"
+
+
 class TargetNotAllowed(ProtocolError, ValueError):
     """The URL is not one the arbiter will send to."""
 

@@ -10,10 +10,11 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import IO
+from typing import IO, Any
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from arbiter_app import signing_keys
@@ -31,6 +32,7 @@ from arbiter_app.models import (
     AgentCallback,
     AgentCredential,
     AgentRole,
+    Availability,
     CallbackCursor,
     DeliveryAttempt,
     Entry,
@@ -42,6 +44,7 @@ from arbiter_app.models import (
     IntegrityCheck,
     KeyState,
     Listing,
+    MerchantAvailability,
     ProcessKind,
     Session,
     SigningKey,
@@ -275,6 +278,39 @@ def credential_is_live(credential_id: int) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class KeyedAgent:
+    """An agent id as its API keys know it: the role they speak in, and who they were
+    issued to (the latest key's owner; ``""``: nobody)."""
+
+    agent_id: str
+    role: str
+    owner: str
+    keys: int
+    first_issued_at: datetime
+
+
+def keyed_agents(*, excluding: Sequence[QuerySet[Any, str]]) -> list[KeyedAgent]:
+    """Every agent id and role some key was issued to, but for the ids each query of
+    ``excluding`` yields (subqueries), in agent id order."""
+    latest_owner = AgentCredential.objects.filter(
+        agent_id=OuterRef("agent_id"), role=OuterRef("role")
+    ).order_by("-created_at", "-pk")
+    found = AgentCredential.objects.all()
+    for ids in excluding:
+        found = found.exclude(agent_id__in=ids)
+    rows = (
+        found.values("agent_id", "role")
+        .annotate(
+            keys=Count("pk"),
+            first_issued_at=Min("created_at"),
+            owner=Subquery(latest_owner.values("owner")[:1]),
+        )
+        .order_by("agent_id", "role")
+    )
+    return [KeyedAgent(**row) for row in rows]
+
+
 def agent_id_in_use(agent_id: str) -> bool:
     """Whether any key, of either role, speaks for ``agent_id``."""
     return AgentCredential.objects.filter(agent_id=agent_id).exists()
@@ -297,12 +333,15 @@ def listed_merchants(*, query: str, after: str | None, limit: int) -> list[Listi
     merchant, description or catalog holds ``query`` (case-insensitively; ``""``: any).
 
     Only agents a ``session.open`` may name are listed: a merchant key was issued for the id
-    (:func:`arbiter_app.services.receive_envelope` refuses any other as ``unknown_merchant``).
+    (:func:`arbiter_app.services.receive_envelope` refuses any other as ``unknown_merchant``),
+    and its owner has not paused or archived it (``merchant_paused``, ``merchant_archived``).
     """
     registered = AgentCredential.objects.filter(
         agent_id=OuterRef("merchant_agent_id"), role=AgentRole.MERCHANT
     )
-    found = Listing.objects.filter(Exists(registered), listed=True)
+    stopped = MerchantAvailability.objects.filter(merchant_agent_id=OuterRef("merchant_agent_id"))
+    stopped = stopped.exclude(state=Availability.ACTIVE)
+    found = Listing.objects.filter(Exists(registered), ~Exists(stopped), listed=True)
     if query:
         found = found.filter(
             Q(merchant_agent_id__icontains=query)
@@ -313,6 +352,24 @@ def listed_merchants(*, query: str, after: str | None, limit: int) -> list[Listi
     if after is not None:
         found = found.filter(merchant_agent_id__gt=after)
     return list(found.order_by("merchant_agent_id")[:limit])
+
+
+def availabilities(agent_ids: Sequence[str]) -> dict[str, str]:
+    """Whether each of these merchant agents takes new sessions, by id: an
+    :class:`~arbiter_app.models.Availability`, ``"active"`` for one never paused."""
+    found = dict(
+        MerchantAvailability.objects.filter(merchant_agent_id__in=agent_ids).values_list(
+            "merchant_agent_id", "state"
+        )
+    )
+    return {agent_id: found.get(agent_id, Availability.ACTIVE.value) for agent_id in agent_ids}
+
+
+def availability_column(agent_id: str) -> Coalesce:
+    """Whether the agent whose id is the outer query's column ``agent_id`` takes new
+    sessions, as a column: for a list of agents to read in its own query."""
+    state = MerchantAvailability.objects.filter(merchant_agent_id=OuterRef(agent_id))
+    return Coalesce(Subquery(state.values("state")[:1]), Value(Availability.ACTIVE.value))
 
 
 # Handoffs and reveals, for the dashboard: the caller has already scoped the session --------

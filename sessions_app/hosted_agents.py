@@ -194,6 +194,11 @@ def answer(session_id: str, now: datetime | None = None) -> int:
         # Never the limits themselves in a log line: the messages do not carry them.
         log.error("hosted agent %s cannot answer in %s: %s", profile.agent_id, session_id, refusal)
         return 0
+    credential = services.hosted_credential(profile.agent_id)
+    if credential is None:
+        # Its merchant cut the runner off: the session's timer closes it, on the merchant.
+        log.warning("hosted agent %s has no runner key; not answering", profile.agent_id)
+        return 0
     timers = arbiter.summary_of(session)["timers"]
     assert isinstance(timers, dict)
     if pending and _window_ran_out(timers, now or timezone.now()):
@@ -205,7 +210,6 @@ def answer(session_id: str, now: datetime | None = None) -> int:
         if arbiter_services.terminate_session(session_id=session_id, detail=detail, now=now):
             log.warning("hosted agent %s too late in %s: ended", profile.agent_id, session_id)
         return 0
-    credential = services.hosted_credential(profile.agent_id)
     if hosted.declined:
         log.info("hosted agent %s declines %s: %s", profile.agent_id, session_id, hosted.declined)
     applied = 0
@@ -256,11 +260,14 @@ def reveal_after_end(session_id: str) -> bool:
     if session is None or hosted is None or not session.is_terminal:
         return False
     revealed = False
+    credential = services.hosted_credential(hosted.agent.agent_id)
     try:
+        if credential is None:
+            raise AgentStateError("its merchant revoked the runner's key")
         agent, _ = _rebuilt(hosted, arbiter.session_entries(session))
         arbiter_services.reveal_constraints(
             session=session,
-            agent=services.hosted_credential(hosted.agent.agent_id),
+            agent=credential,
             data=canonical_bytes(agent.reveal()),
         )
         revealed = True

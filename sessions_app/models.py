@@ -170,6 +170,10 @@ class AgentProfile(HostedTactics):
         return self.merchant.slug
 
 
+#: The label of the key a hosted agent's answers are submitted with. Nobody ever sees it.
+HOSTED_KEY_LABEL = "hosted runner (never shown)"
+
+
 class PlatformAgent(models.Model):
     """A buyer platform's agent: an id its people hold API keys for, run by the platform's own
     process through the API. Nothing of it is hosted here, so there is nothing else to keep."""

@@ -20,6 +20,7 @@ from django.db.models import (
     Case,
     Count,
     DateTimeField,
+    Exists,
     Max,
     OuterRef,
     Q,
@@ -52,6 +53,7 @@ from oanp.wire.transcript import terms_text
 from sessions_app.analytics import plain
 from sessions_app.filters import SORTS, STATES, VIOLATED, SessionFilter, encode_cursor
 from sessions_app.models import (
+    HOSTED_KEY_LABEL,
     AgentProfile,
     AuditEvent,
     HostedSession,
@@ -106,12 +108,14 @@ def _head_time() -> Cast:
 
 
 def hosted_among(agent_ids: Collection[str]) -> set[str]:
-    """Those of ``agent_ids`` that are hosted agents, which the arbiter runs itself."""
-    return set(
-        AgentProfile.objects.filter(agent_id__in=agent_ids, mode=Mode.HOSTED).values_list(
-            "agent_id", flat=True
-        )
+    """Those of ``agent_ids`` that are hosted agents, which the arbiter runs itself: not one
+    whose merchant revoked its runner's key, which the merchant stopped answering."""
+    runner_keys = AgentCredential.objects.filter(
+        agent_id=OuterRef("agent_id"), role=AgentRole.MERCHANT, label=HOSTED_KEY_LABEL
     )
+    answering = Exists(runner_keys.filter(revoked_at__isnull=True)) | ~Exists(runner_keys)
+    hosted = AgentProfile.objects.filter(answering, agent_id__in=agent_ids, mode=Mode.HOSTED)
+    return set(hosted.values_list("agent_id", flat=True))
 
 
 def hosted_turns_waiting(*, asked_before: datetime, limit: int) -> list[str]:
@@ -289,6 +293,8 @@ class AgentRow:
     sessions: int = 0
     agreed: int = 0
     last_activity: datetime | None = None
+    #: Whether it takes new sessions (an :class:`~arbiter_app.models.Availability`).
+    availability: str = "active"
 
     @property
     def agreement_rate(self) -> float | None:
@@ -296,10 +302,13 @@ class AgentRow:
         return self.agreed / self.sessions if self.sessions else None
 
 
-def agent_rows(scope: Scope) -> list[AgentRow]:
+def agent_rows(scope: Scope, *, archived: bool = False) -> list[AgentRow]:
     """The agents in scope, each with its sessions, agreements and last activity: one
-    grouped query over the sessions of exactly these agents, whatever their number."""
-    listed = list(agents(scope))
+    grouped query over the sessions of exactly these agents, whatever their number. Archived
+    agents only when ``archived``, and only then."""
+    in_scope = agents(scope).annotate(availability=arbiter.availability_column("agent_id"))
+    retired = Q(availability="archived")
+    listed = list(in_scope.filter(retired) if archived else in_scope.exclude(retired))
     figures = {
         row["merchant_agent_id"]: row
         for row in arbiter.sessions_of([a.agent_id for a in listed])
@@ -314,10 +323,11 @@ def agent_rows(scope: Scope) -> list[AgentRow]:
     rows = []
     for profile in listed:
         found = figures.get(profile.agent_id)
+        state = profile.availability
         if found is None:
-            rows.append(AgentRow(profile))
+            rows.append(AgentRow(profile, availability=state))
         else:
-            rows.append(AgentRow(profile, found["total"], found["agreed"], found["last"]))
+            rows.append(AgentRow(profile, found["total"], found["agreed"], found["last"], state))
     return rows
 
 

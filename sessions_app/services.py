@@ -31,6 +31,7 @@ from oanp.wire.commitments import SALT_BYTES, encode_salt
 from oanp.wire.envelope import IDENTIFIER_RULE, is_identifier
 from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
 from sessions_app.models import (
+    HOSTED_KEY_LABEL,
     AgentProfile,
     AuditEvent,
     HostedSession,
@@ -43,8 +44,6 @@ from sessions_app.tactics import changed_tactics, settle_text, tactics_fields
 from sessions_app.vault import seal, seal_session_vault, seal_text, unseal
 
 MERCHANT_ROLE = "merchant"
-#: The label of the key a hosted agent's answers are submitted with. Nobody ever sees it.
-HOSTED_KEY_LABEL = "hosted runner (never shown)"
 
 
 class AgentIdTaken(ValueError):
@@ -264,16 +263,24 @@ def revoke_key(
     audit(actor, "key.revoked", profile.agent_id, prefix=credential.prefix, label=credential.label)
 
 
-def hosted_credential(agent_id: str) -> AgentCredential:
+def hosted_credential(agent_id: str) -> AgentCredential | None:
     """The key a hosted agent's answers go in with; issued on first need, its secret dropped,
-    to the merchant whose agent it is."""
-    existing = (
-        arbiter.credentials_of(agent_id=agent_id, role=MERCHANT_ROLE)
-        .filter(label=HOSTED_KEY_LABEL, revoked_at__isnull=True)
-        .first()
+    to the merchant whose agent it is. ``None`` once its merchant revoked it without a new one
+    (:func:`sessions_app.agent_lifecycle.revoke_runner_key`): issuing another here would undo
+    the revocation."""
+    runner_keys = arbiter.credentials_of(agent_id=agent_id, role=MERCHANT_ROLE).filter(
+        label=HOSTED_KEY_LABEL
     )
+    existing = runner_keys.filter(revoked_at__isnull=True).first()
     if existing is not None:
         return existing
+    if runner_keys.exists():
+        return None
+    return issue_runner_key(agent_id)
+
+
+def issue_runner_key(agent_id: str) -> AgentCredential:
+    """A new key for the hosted runner of ``agent_id``, owned by the agent's merchant."""
     # Looked up here rather than passed in, so that whoever first needs the key, the runner
     # included, records its owner: the arbiter refuses sessions between one owner's agents.
     owner = (

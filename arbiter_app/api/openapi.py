@@ -86,6 +86,8 @@ ENVELOPE_REFUSALS = (
     "unknown_merchant",
     "self_dealing",
     "currency_not_offered",
+    "merchant_paused",
+    "merchant_archived",
     "wrong_round",
     "price_precision",
     "price_not_standing",

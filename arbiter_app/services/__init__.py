@@ -1,6 +1,7 @@
 """Writes to the arbiter's records, by area: sessions (envelopes, timers, terminations),
 API keys, deliveries (handoff targets, callbacks, redelivery), reveals, signing
-keys (rotation) and listings (the directory of merchant agents). Views,
+keys (rotation), listings (the directory of merchant agents) and whether a merchant agent
+takes new sessions (availability). Views,
 commands and tasks call these; each runs in one transaction and announces what it committed
 only after the commit.
 
@@ -14,11 +15,13 @@ from arbiter_app.refusals import HostNotFound
 from arbiter_app.services.api_keys import (
     KEY_PREFIX,
     IssuedKey,
+    assign_owner,
     issue_credential,
     key_digest,
     revoke_credential,
     revoke_credentials,
 )
+from arbiter_app.services.availability import set_availability
 from arbiter_app.services.deliveries import (
     Configured,
     configure_handoff,
@@ -50,6 +53,7 @@ __all__ = [
     "HostNotFound",
     "IssuedKey",
     "arbiter",
+    "assign_owner",
     "check_sender",
     "configure_handoff",
     "expire_due_sessions",
@@ -68,5 +72,6 @@ __all__ = [
     "runs_agents",
     "save_listing",
     "send_test_handoff",
+    "set_availability",
     "terminate_session",
 ]

@@ -68,6 +68,15 @@ def issue_credential(
     return IssuedKey(credential, api_key)
 
 
+def assign_owner(*, agent_id: str, role: str, owner: str) -> int:
+    """Record ``owner`` on every key ever issued to ``agent_id`` as ``role``, as when an
+    organisation claims an agent issued to nobody; how many keys. ``ValueError`` for an owner
+    too long. The ``self_dealing`` check reads owners as they stand at each open."""
+    if not owner or len(owner) > MAX_OWNER_CHARS:
+        raise ValueError(f"an owner's name is 1 to {MAX_OWNER_CHARS} characters")
+    return AgentCredential.objects.filter(agent_id=agent_id, role=role).update(owner=owner)
+
+
 def record_use(*, credential: AgentCredential) -> None:
     """Note that ``credential`` authenticated a request now. One UPDATE by key, no lock taken:
     a use recorded a moment late, or twice, harms nothing."""

@@ -22,12 +22,21 @@ from arbiter_app.models import (
     VERDICT_COUNTS,
     AgentCredential,
     AgentRole,
+    Availability,
     Entry,
     Listing,
+    MerchantAvailability,
     Session,
     settlement_of,
 )
-from arbiter_app.refusals import CurrencyNotOffered, SelfDealing, SenderMismatch, UnknownMerchant
+from arbiter_app.refusals import (
+    CurrencyNotOffered,
+    MerchantArchived,
+    MerchantPaused,
+    SelfDealing,
+    SenderMismatch,
+    UnknownMerchant,
+)
 from arbiter_app.signing_keys import ActiveSigner
 from oanp.wire.canonical import JsonObject, canonical_bytes, tagged_sha256
 from oanp.wire.discovery import catalog_text
@@ -318,6 +327,7 @@ def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> Envel
         raise UnknownMerchant(f"no merchant agent {state.merchant_agent_id!r} is registered")
     _refuse_self_dealing(state.buyer_agent_id, state.merchant_agent_id)
     _refuse_unoffered_currency(state.merchant_agent_id, state.currency)
+    _refuse_unavailable(state.merchant_agent_id)
     session = Session(
         session_id=state.session_id,
         buyer_agent_id=state.buyer_agent_id,
@@ -329,6 +339,21 @@ def _open(envelope: Envelope, now: datetime, admit: Callable[[], None]) -> Envel
     )
     admit()
     return _append(session, negotiation, entries, now=now, envelope=envelope)
+
+
+def _refuse_unavailable(merchant: str) -> None:
+    """A merchant agent its owner paused or archived takes no new session. Read without a
+    lock: a pause committing while an open is checked lets that one open through, as if it
+    had come a moment earlier; its session, like every running one, goes on."""
+    state = (
+        MerchantAvailability.objects.filter(merchant_agent_id=merchant)
+        .values_list("state", flat=True)
+        .first()
+    )
+    if state == Availability.PAUSED:
+        raise MerchantPaused(f"merchant agent {merchant!r} is paused by its owner; try later")
+    if state == Availability.ARCHIVED:
+        raise MerchantArchived(f"merchant agent {merchant!r} is archived by its owner")
 
 
 def _refuse_self_dealing(buyer: str, merchant: str) -> None:

@@ -1,7 +1,8 @@
 """The /agents/ pages: merchants configure their agents and API keys.
 
-Who may do what: a merchant member manages its own merchant's agents and nothing else (another
-merchant's agent is a 404, as an unknown one); an admin manages every merchant's agents;
+Who may do what: a merchant manager manages its own merchant's agents and nothing else (another
+merchant's agent is a 404, as an unknown one), a merchant member only looks; an admin manages
+every merchant's agents;
 an operator may look (list and agent pages) but changes nothing, since its job is watching
 sessions. Private limits are never shown: pages say only whether they are set. The edit form's
 preview is the edit form's too: its prices tell a good deal about the limits.
@@ -19,7 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from arbiter_app.services import HostNotFound
 from oanp.agents.pricelist import MAX_PRICE_ROWS, PriceList
-from sessions_app import forms, selectors, services
+from sessions_app import forms, lifecycle_selectors, selectors, services
 from sessions_app.models import AgentProfile, Merchant, Mode, PlatformAgent
 from sessions_app.preview import Preview, preview_form, preview_saved
 from sessions_app.strategy_forms import tactics_initial
@@ -36,12 +37,15 @@ def _manager(request: HttpRequest) -> Scope:
 @login_required
 def agent_list(request: HttpRequest) -> HttpResponse:
     scope = scope_or_denied(request)
+    archived = request.GET.get("archived") == "1"
     return render(
         request,
         "sessions_app/agents.html",
         {
             "scope": scope,
-            "rows": selectors.agent_rows(scope),
+            "rows": selectors.agent_rows(scope, archived=archived),
+            "archived": archived,
+            "unclaimed": [] if archived else lifecycle_selectors.unclaimed_agents(scope),
             "can_manage": scope.may_manage_agents,
         },
     )
@@ -74,6 +78,8 @@ def _agent_page(
         {
             "scope": scope,
             "agent": profile,
+            "availability": lifecycle_selectors.availability_of(profile),
+            "runner_keys": lifecycle_selectors.live_runner_keys(profile),
             "limit_rows": selectors.limit_rows(profile),
             "declines": selectors.declines(profile),
             "limit_issues": selectors.limit_issues(profile),

@@ -19,6 +19,7 @@ from django.core.management import call_command
 from django.test import Client, override_settings
 from playwright.sync_api import Browser, Page, StorageState
 
+from arbiter_app import services as arbiter_services
 from arbiter_app.models import AgentCredential, Handoff, HandoffState, Session
 from sessions_app import invitations
 from sessions_app.models import Export, MemberRole, Merchant, OrganisationKind, PlatformAgent
@@ -136,6 +137,9 @@ CASES = [
     Case("agent-edit", "/agents/hosted-sfo/edit/"),
     Case("agent-new-refused", "/agents/new/", act=refused_agent),
     Case("key-revoke-confirm", "/agents/merchant-sfo/keys/{key}/revoke/"),
+    Case("agent-pause-confirm", "/agents/hosted-sfo/pause/"),
+    Case("runner-key-rotate-confirm", "/agents/hosted-sfo/runner-key/rotate/"),
+    Case("agent-claim", "/agents/cli-unclaimed/claim/"),
     Case("keys", "/keys/"),
     Case("rotate-confirm", "/keys/rotate/?alg=ES256"),
     Case("deliveries", "/deliveries/"),
@@ -196,6 +200,10 @@ def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[st
             # leave the session live for as long as the module takes.
             live.open(response_window_s=3600)
             live.run_until("offer.accept")
+            # Paused once its session runs: the pages show a paused agent, which that
+            # session does not mind.
+            arbiter_services.set_availability(merchant_agent_id="merchant-sfo", state="paused")
+            arbiter_services.issue_credential(agent_id="cli-unclaimed", role="merchant")
             key = AgentCredential.objects.get(agent_id="merchant-sfo", role="merchant")
             finished_export(User.objects.get(username=ADMIN))
         yield {

@@ -14,10 +14,10 @@ from django.utils import timezone
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import Session
 from oanp.wire.envelope import parse_timestamp
-from sessions_app import hosted_agents, selectors, services, tasks
+from sessions_app import agent_lifecycle, hosted_agents, selectors, services, tasks
 from sessions_app.models import AgentProfile
 from tests.sessions_app.test_hosted_agents import types
-from tests.support.factories.accounts import HostedNegotiation, hosted_agent, merchant
+from tests.support.factories.accounts import HostedNegotiation, admin, hosted_agent, merchant
 from tests.support.factories.agents import SFO_JFK_TRACE
 
 pytestmark = pytest.mark.django_db
@@ -181,3 +181,16 @@ def test_an_external_agents_window_running_out_is_its_own(client: Client) -> Non
     late = asked_at(external) + timedelta(seconds=301)
     assert arbiter_services.expire_due_sessions(now=late) == 1
     assert closed("sess-external") == ("CLOSED", "response_timeout")
+
+
+def test_a_hosted_agent_cut_off_by_its_merchant_answers_nothing_and_times_out_on_it(
+    negotiation: HostedNegotiation,
+) -> None:
+    negotiation.open()
+    profile = AgentProfile.objects.get(agent_id="hosted-sfo")
+    agent_lifecycle.revoke_runner_key(actor=admin(), profile=profile)
+    assert hosted_agents.answer(SESSION) == 0
+    assert types(negotiation.log()) == ["session.open"]
+    late = asked_at(negotiation) + timedelta(seconds=301)
+    assert arbiter_services.expire_due_sessions(now=late) == 1
+    assert closed() == ("CLOSED", "response_timeout")
