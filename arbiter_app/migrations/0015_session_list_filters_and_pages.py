@@ -29,11 +29,13 @@ def _on_postgresql(sql):  # type: ignore[no-untyped-def]
 
 
 def fill_in(apps, schema_editor):  # type: ignore[no-untyped-def]
-    Session = apps.get_model("arbiter_app", "Session")
-    Entry = apps.get_model("arbiter_app", "Entry")
-    for session in Session.objects.filter(last_activity_at__isnull=True).iterator(chunk_size=500):
+    # On the connection migrating (``migrate --database owner``): another would wait on it.
+    db = schema_editor.connection.alias
+    sessions = apps.get_model("arbiter_app", "Session").objects.using(db)
+    entries = apps.get_model("arbiter_app", "Entry").objects.using(db)
+    for session in sessions.filter(last_activity_at__isnull=True).iterator(chunk_size=500):
         state = load_state(json.loads(session.state))
-        head = Entry.objects.filter(session=session, seq=session.head_seq).first()
+        head = entries.filter(session=session, seq=session.head_seq).first()
         session.item_text = catalog_text([state.item])
         session.settlement = settlement_of(state)
         session.last_activity_at = (
