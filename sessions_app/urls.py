@@ -47,6 +47,7 @@ urlpatterns = [
     path("sessions/", sessions.session_list, name="sessions"),
     path("sessions/<str:session_id>/", sessions.session_page, name="session"),
     path("sessions/<str:session_id>/head/", sessions.session_head, name="session-head"),
+    path("sessions/<str:session_id>/log.json", sessions.session_log, name="session-log"),
     path("sessions/<str:session_id>/replay/", replay.session_replay, name="session-replay"),
     path("deliveries/", deliveries.delivery_list, name="deliveries"),
     path("deliveries/redeliver/", deliveries.bulk_redeliver, name="deliveries-redeliver"),
