@@ -39,9 +39,10 @@ $(STAMP): pyproject.toml
 # Options for `manage.py demo`, e.g. make demo ARGS=--reset-passwords
 ARGS ?=
 
-# The demo is a development machine: DEBUG on lets it run on the development secrets.
+# The demo is a development machine (OANP_DEVELOPMENT): it runs on the development secrets,
+# with DEBUG off so that its visitors meet the site's own error pages.
 demo: venv
-	DJANGO_DEBUG=1 $(BIN)/python manage.py demo $(ARGS)
+	OANP_DEVELOPMENT=1 $(BIN)/python manage.py demo $(ARGS)
 
 # The Procfile's processes in the foreground, on the DATABASE_URL, REDIS_URL and secrets of the
 # environment (see README, Production), migrated first; one that exits is started again (and

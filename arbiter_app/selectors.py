@@ -92,11 +92,15 @@ def entries_after(session: Session, seq: int = 0, limit: int | None = None) -> l
     return list(rows if limit is None else rows[:limit])
 
 
-def log_text(session: Session) -> str:
-    """``GET .../log``: every entry in order, as one JSON document."""
-    return '{"session_id":%s,"entries":[%s]}' % (  # noqa: UP031 - JSON braces
+def log_text(session: Session, *, with_keys: bool = False) -> str:
+    """``GET .../log``: every entry in order, as one JSON document. ``with_keys`` adds
+    ``jwks``, every key the arbiter ever signed with, so that ``oanp verify`` checks the
+    session's agreement from the file alone, as it does a bundle's."""
+    keys = ',"jwks":%s' % json.dumps(every_public_jwk()) if with_keys else ""  # noqa: UP031
+    return '{"session_id":%s,"entries":[%s]%s}' % (  # noqa: UP031 - JSON braces
         json.dumps(session.session_id),
         ",".join(entry_text(e) for e in entries_after(session)),
+        keys,
     )
 
 

@@ -4,7 +4,8 @@ With ``DEBUG`` off, the public development secret key would let anyone sign sess
 cookies, and keys derived from it would keep signing keys and merchants' vaults under a secret
 everyone knows. Errors stop ``migrate``, ``runserver``, ``check`` and every other command that
 runs the checks, and :func:`refuse_to_start` stops the processes that run none of their own
-(Daphne, the Celery worker and beat); a development machine sets ``DJANGO_DEBUG=1``.
+(Daphne, the Celery worker and beat); a development machine sets ``DJANGO_DEBUG=1`` (or
+``OANP_DEVELOPMENT=1``, as ``make demo`` does).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _DEVELOPMENT = "on a development machine, set DJANGO_DEBUG=1 instead"
 
 def production_secrets(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Registered by the arbiter's app (``arbiter_app.apps``), with Django's security checks."""
-    if settings.DEBUG:
+    if settings.DEVELOPMENT:
         return []
     errors: list[CheckMessage] = []
     if not settings.SECRET_KEY or settings.SECRET_KEY == settings.DEVELOPMENT_SECRET_KEY:

@@ -22,6 +22,11 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEVELOPMENT_SECRET_KEY = "django-insecure-dev-only-change-me"  # noqa: S105
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or DEVELOPMENT_SECRET_KEY
 DEBUG = os.environ.get("DJANGO_DEBUG", "").lower() in {"1", "true", "yes", "on"}
+# A development machine: it may run on the development secrets, asks no second factor by
+# default and prints its mail. DJANGO_DEBUG=1 makes one; so does OANP_DEVELOPMENT=1 with DEBUG
+# off, as `make demo`'s processes run, so that its visitors meet the site's own error pages
+# rather than Django's technical ones (whose tracebacks are in its server's log all the same).
+DEVELOPMENT = DEBUG or os.environ.get("OANP_DEVELOPMENT", "").lower() in {"1", "true", "yes", "on"}
 # Without DJANGO_ALLOWED_HOSTS the server answers on this machine only.
 ALLOWED_HOSTS = [
     h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h
@@ -230,8 +235,9 @@ SESSION_COOKIE_AGE = OANP_SESSION_IDLE_SECONDS
 # A password-reset link works once, and within this long of being mailed.
 PASSWORD_RESET_TIMEOUT = int(os.environ.get("OANP_PASSWORD_RESET_SECONDS", "3600"))
 # Operators and admins, who see every merchant's sessions, sign in with a second factor: one
-# without it is sent to set it up first (sessions_app.second_factor). On unless DEBUG is.
-OANP_REQUIRE_2FA = os.environ.get("OANP_REQUIRE_2FA", "0" if DEBUG else "1").lower() in {
+# without it is sent to set it up first (sessions_app.second_factor). On but on a development
+# machine.
+OANP_REQUIRE_2FA = os.environ.get("OANP_REQUIRE_2FA", "0" if DEVELOPMENT else "1").lower() in {
     "1",
     "true",
     "yes",
@@ -269,7 +275,7 @@ OANP_PUBLIC_URL = os.environ.get("OANP_PUBLIC_URL", "http://127.0.0.1:8000").rst
 
 # Mail (invitations, password resets): EMAIL_URL or Django's EMAIL_* variables
 # (oanp_site.mail), whose settings differ by backend, hence set by name.
-globals().update(mail.from_environment(os.environ, debug=DEBUG))
+globals().update(mail.from_environment(os.environ, debug=DEVELOPMENT))
 DEFAULT_FROM_EMAIL = os.environ.get(
     "DEFAULT_FROM_EMAIL", f"OANP arbiter <noreply@{urlsplit(OANP_PUBLIC_URL).hostname}>"
 )

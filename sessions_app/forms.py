@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -322,7 +323,7 @@ def _row_key(was: object) -> tuple[str | None, str] | None:
 class BasePriceRowFormSet(forms.BaseFormSet):  # type: ignore[type-arg]
     def __init__(self, *args: Any, stored: PriceList | None = None, **kwargs: Any) -> None:
         self.stored = stored
-        if stored is not None and not kwargs.get("data") and not args:
+        if stored is not None and not kwargs.get("data") and not args and "initial" not in kwargs:
             kwargs["initial"] = [
                 {
                     "was": json.dumps([row.item, row.currency]),
@@ -370,6 +371,21 @@ PriceRowFormSet = forms.formset_factory(
     absolute_max=MAX_PRICE_ROWS + 3,
     validate_max=True,
 )
+
+
+def as_typed(form: forms.BaseForm) -> dict[str, Any]:
+    """What was typed into each field of a bound ``form``, read without checking it."""
+    return {name: form[name].value() for name in form.fields}
+
+
+def one_more_row(posted: Mapping[str, Any], stored: PriceList | None) -> BasePriceRowFormSet:
+    """The rows as they were typed and an empty one after them (while a price list has room),
+    unchecked: asking for a row is not asking whether the half-typed ones are right."""
+    typed = PriceRowFormSet(posted, prefix="limits", stored=stored)
+    rows = [as_typed(row) for row in typed.forms[:MAX_PRICE_ROWS]]
+    more = PriceRowFormSet(prefix="limits", stored=stored, initial=rows)
+    more.extra = 1 if len(rows) < MAX_PRICE_ROWS else 0
+    return more
 
 
 def limits_from(

@@ -249,6 +249,11 @@ def entries(found: Session) -> list[dict[str, Any]]:
     return arbiter.session_entries(found)
 
 
+def log_download(found: Session) -> str:
+    """The session's log as the API's log endpoint answers it, with the arbiter's keys."""
+    return arbiter.log_text(found, with_keys=True)
+
+
 def replay(found: Session) -> list[Frame]:
     """The session's log step by step, each step audited over the entries up to it with every
     key the arbiter ever signed with, as the offline auditor would (:mod:`oanp.audit.replay`)."""

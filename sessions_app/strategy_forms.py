@@ -38,6 +38,14 @@ def _help(parameter: Parameter) -> str:
     )
 
 
+def refusal(parameter: Parameter) -> str:
+    """Why a value of ``parameter`` was refused, in the words of the form's label: the
+    registry's own message names the parameter as code does (``step_share``)."""
+    if parameter.kind == "choice":
+        return f"{parameter.label}: choose one of the options listed."
+    return f"{parameter.label} is a number from {parameter.minimum} to {parameter.maximum}."
+
+
 def _field(parameter: Parameter) -> forms.Field:
     if parameter.kind == "choice":
         return forms.CharField(
@@ -120,16 +128,17 @@ class TacticsFields(forms.Form):
         settle policy as ``settle``. Other strategies' fields are ignored, whatever they hold."""
         named = STRATEGIES.get(data.get("strategy") or "")
         if named is not None:
+            parameters = {parameter.name: parameter for parameter in named.parameters_for(ROLE)}
             raw = {
-                parameter.name: value
-                for parameter in named.parameters_for(ROLE)
-                if (value := data.get(field_name(named.name, parameter.name)))
+                name: value
+                for name in parameters
+                if (value := data.get(field_name(named.name, name)))
             }
             try:
                 data["parameters"] = named.stored(ROLE, raw)
             except ParameterError as invalid:
-                for name, message in invalid.errors.items():
-                    self.add_error(field_name(named.name, name), f"{message}.")
+                for name in invalid.errors:
+                    self.add_error(field_name(named.name, name), refusal(parameters[name]))
         when = data.get("settle_when") or SettleWhen.NEVER
         from_round = data.get("settle_from_round")
         if when == SettleWhen.ROUND and from_round is None:

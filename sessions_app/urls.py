@@ -55,6 +55,7 @@ urlpatterns = [
     path("views/<int:pk>/delete/", saved_views.view_delete, name="saved-view-delete"),
     path("sessions/<str:session_id>/", sessions.session_page, name="session"),
     path("sessions/<str:session_id>/head/", sessions.session_head, name="session-head"),
+    path("sessions/<str:session_id>/log.json", sessions.session_log, name="session-log"),
     path("sessions/<str:session_id>/replay/", replay.session_replay, name="session-replay"),
     path("deliveries/", deliveries.delivery_list, name="deliveries"),
     path("deliveries/redeliver/", deliveries.bulk_redeliver, name="deliveries-redeliver"),

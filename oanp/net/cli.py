@@ -189,6 +189,12 @@ def _log_entries(document: JsonValue) -> Sequence[Mapping[str, JsonValue]]:
     return document  # type: ignore[return-value]
 
 
+def _carried_keys(document: JsonValue) -> Any:
+    """The key set a log downloaded from the dashboard carries (``jwks``), as a bundle does."""
+    keys = document.get("jwks") if isinstance(document, dict) else None
+    return keys if isinstance(keys, dict) and isinstance(keys.get("keys"), list) else None
+
+
 def _print_check(out: TextIO) -> Any:
     return lambda check: print(check.line(), file=out)
 
@@ -232,7 +238,7 @@ def verify(path: Path, *, jwks_path: Path | None, since_path: Path | None, out: 
     else:
         if since_path is not None:
             raise UnreadableInput("--since compares two audit bundles; FILE is a session log")
-        report = verify_log(_log_entries(document), jwks)
+        report = verify_log(_log_entries(document), jwks or _carried_keys(document))
     _print_report(report, out)
     return 0 if report.ok else 1
 

@@ -28,6 +28,21 @@ def forget_earlier_metrics() -> None:
             stale.unlink(missing_ok=True)
 
 
+def environment(url: str) -> dict[str, str]:
+    """What the demo's processes run with on top of this one's environment.
+
+    They publish the address they serve at (the discovery document, every agreement's
+    ``jwks_uri``, the handoffs' metadata), whatever ``--port`` chose, unless an
+    ``OANP_PUBLIC_URL`` was set for them. DEBUG is off, so that a visitor meets the site's
+    own 404 and 500 pages, and a development machine stays one (``OANP_DEVELOPMENT``).
+    """
+    return {
+        "OANP_PUBLIC_URL": os.environ.get("OANP_PUBLIC_URL") or url,
+        "DJANGO_DEBUG": "0",
+        "OANP_DEVELOPMENT": "1" if settings.DEVELOPMENT else "0",
+    }
+
+
 def programs(host: str, port: int) -> list[Program]:
     """The server, the worker and beat, each a process of its own with its own log, so each
     can die and come back alone."""

@@ -6,6 +6,7 @@ something to show."""
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable
 from types import FrameType
@@ -14,6 +15,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 from oanp_site.demo.deployment import (
+    environment,
     forget_earlier_metrics,
     programs,
     wait_until_ready,
@@ -75,7 +77,12 @@ def run(
     url = f"http://{host}:{port}"
     signal.signal(signal.SIGTERM, _stop)
     forget_earlier_metrics()
-    supervisor = Supervisor(programs(host, port), say=say, cwd=settings.BASE_DIR)
+    supervisor = Supervisor(
+        programs(host, port),
+        say=say,
+        cwd=settings.BASE_DIR,
+        env={**os.environ, **environment(url)},
+    )
     background: BackgroundBuyers | None = None
     try:
         supervisor.start()

@@ -21,6 +21,26 @@ def ago(moment: datetime | None) -> str:
     return f"{seconds} s ago"
 
 
+#: How much of a moment ``exact`` shows, as strftime writes it in UTC.
+PRECISIONS = {"seconds": "%Y-%m-%d %H:%M:%S", "minutes": "%Y-%m-%d %H:%M", "time": "%H:%M:%S"}
+
+
+@register.filter
+def exact(moment: datetime | None, precision: str = "seconds") -> str:
+    """A ``<time>`` at its exact moment (to the second, the minute, or the time of day alone),
+    in UTC until static/js/times.js writes it in the viewer's own zone; UTC in its title."""
+    if moment is None:
+        return ""
+    utc = moment.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}" title="{} UTC" data-local="{}">{}</time>',
+        utc.isoformat(timespec="seconds"),
+        f"{utc:%Y-%m-%d %H:%M:%S}",
+        precision,
+        utc.strftime(PRECISIONS[precision]),
+    )
+
+
 @register.filter
 def when(moment: datetime | str | None) -> str:
     """A ``<time>`` that static/js/times.js turns into "3 minutes ago" (or "in 3 days"), kept

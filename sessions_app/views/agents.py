@@ -145,7 +145,13 @@ def _edit(request: HttpRequest, scope: Scope, agent_id: str | None) -> HttpRespo
         }
     ) | tactics_initial(profile)
     played = None
-    if request.method == "POST":
+    adding_row = request.method == "POST" and "add_row" in request.POST
+    if adding_row:
+        form = forms.AgentForm(
+            initial=forms.as_typed(forms.AgentForm(request.POST, **options)), **options
+        )
+        rows = forms.one_more_row(request.POST, stored)
+    elif request.method == "POST":
         form = forms.AgentForm(request.POST, **options)
         rows = forms.PriceRowFormSet(request.POST, prefix="limits", stored=stored)
         if form.is_valid() and rows.is_valid():
@@ -181,7 +187,7 @@ def _edit(request: HttpRequest, scope: Scope, agent_id: str | None) -> HttpRespo
             "limit_issues": [] if profile is None else selectors.limit_issues(profile),
             "preview": played,
         },
-        status=400 if request.method == "POST" and played is None else 200,
+        status=400 if request.method == "POST" and played is None and not adding_row else 200,
     )
 
 

@@ -194,6 +194,15 @@ def session_page(request: HttpRequest, session_id: str) -> HttpResponse:
 
 
 @login_required
+def session_log(request: HttpRequest, session_id: str) -> HttpResponse:
+    """The session's log to keep, for ``oanp verify`` (docs/audit.md)."""
+    found = selectors.session(scope_or_denied(request), session_id)
+    response = HttpResponse(selectors.log_download(found), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{found.session_id}.log.json"'
+    return response
+
+
+@login_required
 def session_head(request: HttpRequest, session_id: str) -> JsonResponse:
     """How far the session's log reaches: the live page's fallback when a wake-up is lost
     (the in-memory channel layer cannot carry the worker's to the server)."""

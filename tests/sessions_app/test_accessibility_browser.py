@@ -22,7 +22,14 @@ from playwright.sync_api import Browser, Page, StorageState
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import AgentCredential, Handoff, HandoffState, Session
 from sessions_app import invitations
-from sessions_app.models import Export, MemberRole, Merchant, OrganisationKind, PlatformAgent
+from sessions_app.models import (
+    AuditEvent,
+    Export,
+    MemberRole,
+    Merchant,
+    OrganisationKind,
+    PlatformAgent,
+)
 from sessions_app.tenancy import Scope
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request
 from tests.conftest import LiveServer
@@ -44,6 +51,7 @@ from tests.support.factories.exports import discard_files, finished_export
 pytestmark = pytest.mark.django_db
 
 T = TypeVar("T")
+LONG_ID = "skyfare-" + "transcontinental-" * 3 + "sfo-j"  # 64 characters
 #: Who signs in for a case: an admin sees every page and every link of the navigation; an
 #: operator is refused the admin's pages; a buyer platform's member sees its own agents; None
 #: is nobody signed in.
@@ -93,6 +101,14 @@ def refused_organisation(page: Page) -> None:
     shows_errors(page)
 
 
+def shows_news(page: Page) -> None:
+    """The banner of sessions opened since the page loaded, as the live list fetches it."""
+    page.evaluate(
+        "htmx.ajax('GET', '/sessions/?since=0', {target: '#session-news', swap: 'innerHTML'})"
+    )
+    page.wait_for_selector("#session-news a")
+
+
 def asks_to_redeliver(page: Page) -> None:
     """The failed handoff selected for redelivery: its confirmation page."""
     page.check("#deliveries input[name=handoff]")
@@ -121,6 +137,7 @@ CASES = [
     Case("login-refused", "/login/", user=None, act=refused_sign_in),
     Case("overview", "/"),
     Case("sessions", "/sessions/"),
+    Case("sessions-news", "/sessions/", act=shows_news),
     Case("sessions-refused", "/sessions/?opened_after=yesterday", act=shows_errors),
     Case("session-live", "/sessions/sess-live/"),
     Case("session-ended", f"/sessions/{SESSION}/"),
@@ -192,6 +209,13 @@ def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[st
             PlatformAgent.objects.create(organisation=tripwise, agent_id="tripwise-1")
             member(BUYER, MemberRole.BUYER_MEMBER, tripwise)
             hosted_agent(shop, "hosted-sfo")
+            # Ids and names people choose, 64 characters without a space: they must wrap.
+            long = hosted_agent(shop, LONG_ID)
+            long.display_name = LONG_ID.upper()
+            long.save(update_fields=["display_name"])
+            AuditEvent.objects.create(
+                actor=ada, action="agent.created", target=LONG_ID, detail={"agent_id": LONG_ID}
+            )
             handoff, ended = agree_and_hand_off(Client(), shop, f"{acp.url}/acp")
             live = ClientNegotiation(
                 Client(), ended.buyer_key, ended.merchant_key, "sess-live", "l-"

@@ -222,3 +222,62 @@ def test_a_form_read_before_another_save_is_refused_not_merged(
     agent.refresh_from_db()
     assert unseal(agent.vault).row(None, "EUR") == STORED.limits[2]
     assert unseal(agent.vault).row(None, "USD").floor_price == 290
+
+
+def new_rows(*numbers: int) -> dict[str, str]:
+    """A new row typed in each of ``numbers``: item ``SFO-<n>`` in USD, 100+n to 200+n."""
+    typed = {}
+    for n in numbers:
+        typed |= {
+            f"limits-{n}-item": f"SFO-{n}",
+            f"limits-{n}-currency": "USD",
+            f"limits-{n}-floor_price": str(100 + n),
+            f"limits-{n}-ideal_price": str(200 + n),
+        }
+    return typed
+
+
+def test_add_a_row_returns_the_form_as_typed_with_one_more_empty_row(
+    browser: Client, agent: AgentProfile
+) -> None:
+    # Half of row 1 typed, which a save would refuse: asking for room is not a save.
+    typed = new_rows(3, 4, 5) | {"limits-0-floor_price": "290", "display_name": "Flights B"}
+    response = browser.post("/agents/hosted-a/edit/", as_shown(**typed, add_row="1"))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert error_summary_in(page) == ""
+    assert '<p class="error">' not in page
+    assert 'name="limits-TOTAL_FORMS" value="7"' in page
+    assert 'name="limits-6-floor_price"' in page
+    assert "limits-7-" not in page
+    for name, value in typed.items():
+        assert f'name="{name}" value="{value}"' in page
+    for amount in STORED_AMOUNTS:
+        assert amount not in page
+    assert page.count('<tr class="stored">') == 3
+    agent.refresh_from_db()
+    assert agent.display_name != "Flights B"
+    assert unseal(agent.vault) == STORED
+
+    # The seventh row is saved as the others are.
+    data = as_shown(**new_rows(3, 4, 5, 6), **{"limits-TOTAL_FORMS": "7"})
+    assert browser.post("/agents/hosted-a/edit/", data).status_code == 302
+    agent.refresh_from_db()
+    added = [
+        PriceLimits(f"SFO-{n}", "USD", Decimal(100 + n), Decimal(200 + n)) for n in range(3, 7)
+    ]
+    assert unseal(agent.vault).limits == (*STORED.limits, *added)
+
+
+def test_a_new_agent_gets_rows_one_at_a_time_until_a_price_list_is_full(browser: Client) -> None:
+    page = browser.post("/agents/new/", agent_form(add_row="1")).content.decode()
+    assert 'name="limits-TOTAL_FORMS" value="4"' in page
+    assert 'name="limits-0-floor_price" value="280"' in page
+    assert 'name="add_row"' in page
+    full = agent_form(add_row="1", **{"limits-TOTAL_FORMS": "5000"})
+    response = browser.post("/agents/new/", full)
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert 'name="limits-TOTAL_FORMS" value="200"' in page
+    assert 'name="add_row"' not in page
+    assert not AgentProfile.objects.exists()

@@ -18,6 +18,7 @@ from oanp.agents.tradeoffs import IssueLimits, TermsVault
 from oanp.wire.settlement import SettlePolicy
 from sessions_app import preview
 from sessions_app.models import AgentProfile, AuditEvent, HostedSession, MemberRole, Merchant
+from tests.sessions_app.pages import error_summary_in
 from tests.sessions_app.test_agents import agent_form, errors_of
 from tests.support.factories.accounts import hosted_agent, member, merchant, signed_in
 
@@ -91,34 +92,34 @@ def test_a_new_agent_is_saved_with_its_parameters_and_settle_policy(browser: Cli
         (
             {"boulware__exponent": "50"},
             "boulware__exponent",
-            "exponent is a number from 0.05 to 20.",
+            "Exponent e is a number from 0.05 to 20.",
         ),
-        ({"boulware__exponent": "soft"}, "boulware__exponent", "exponent is a number from"),
+        ({"boulware__exponent": "soft"}, "boulware__exponent", "Exponent e is a number from"),
         ({"boulware__exponent": "1e999999"}, "boulware__exponent", "from 0.05 to 20"),
         (
             {"strategy": "reference", "reference__step_share": "0.75"},
             "reference__step_share",
-            "step_share is a number from 0.01 to 0.5.",
+            "Step share is a number from 0.01 to 0.5.",
         ),
         (
             {"strategy": "tit-for-tat", "tit-for-tat__min_share": "-1"},
             "tit-for-tat__min_share",
-            "min_share is a number from 0 to 0.5.",
+            "Least step is a number from 0 to 0.5.",
         ),
         (
             {"boulware__inventory_pressure": "2"},
             "boulware__inventory_pressure",
-            "inventory_pressure is a number from 0 to 1.",
+            "Inventory pressure is a number from 0 to 1.",
         ),
         (
             {"boulware__acceptance": "always"},
             "boulware__acceptance",
-            "acceptance is one of next, prev.",
+            "Acceptance: choose one of the options listed.",
         ),
         (
             {"boulware__last_round": "walk away"},
             "boulware__last_round",
-            "last_round is one of take, counter.",
+            "Last round: choose one of the options listed.",
         ),
         ({"settle_when": "round"}, "settle_from_round", "Say from which round it settles: 1 to 20"),
         (
@@ -138,6 +139,10 @@ def test_a_bad_tactic_gets_an_error_on_its_field_and_saves_nothing(
     start = '<fieldset class="settle">' if field == "settle_when" else f'id="id_{field}"'
     errors = page.split(start, 1)[1].split('<div class="field"', 1)[0]
     assert message in errors
+    # Named as the form labels them, here and in the summary, never as code names them.
+    summary = error_summary_in(page)
+    assert message in summary
+    assert not re.search(r"\b[a-z]+_[a-z_]+ is ", summary)
     assert not AgentProfile.objects.exists()
     # An edit refused the same way changes nothing either.
     profile = hosted_agent(shop_a, "hosted-b")
@@ -284,7 +289,7 @@ def test_the_preview_shows_the_settlement_by_the_agents_policy(browser: Client) 
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"boulware__exponent": "0"}, "exponent is a number from 0.05 to 20."),
+        ({"boulware__exponent": "0"}, "Exponent e is a number from 0.05 to 20."),
         ({"floor_price": "", "ideal_price": "", "mode": "external"}, "The preview plays"),
         ({"floor_price": "500"}, "The floor cannot be above the ideal price."),
     ],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.test import Client
@@ -45,7 +46,8 @@ def test_times_read_relative_with_the_exact_utc_time_on_hover(
     opened = Session.objects.get(session_id="sess-times").opened_at
     base = live_arbiter.url
     with chromium() as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        # Half an hour off any whole hour from UTC, so a time shown in UTC cannot pass.
+        page = browser.new_page(viewport={"width": 1280, "height": 900}, timezone_id="Asia/Kolkata")
         # A clock of the test's own, so that "kept current" is seen without waiting a minute.
         page.clock.install()
         sign_in(page, base, "mia", PASSWORD)
@@ -81,6 +83,16 @@ def test_times_read_relative_with_the_exact_utc_time_on_hover(
             assert time.inner_text() == "3 minutes ago"
         assert added.last.get_attribute("title") == exact(opened)
         screenshot(page, "times-sessions-list")
+        # The zone as the browser names it (Chromium's ICU still calls it Calcutta).
+        assert page.inner_text("header.top [data-zone]") in {"Asia/Kolkata", "Asia/Calcutta"}
+
+        # Exact times are the viewer's, with UTC on hover.
+        page.goto(f"{base}/sessions/sess-times/")
+        received = page.locator(".timeline-when time").first
+        assert received.get_attribute("title") == exact(opened)
+        kolkata = opened.astimezone(ZoneInfo("Asia/Kolkata"))
+        assert received.inner_text() == f"{kolkata:%Y-%m-%d %H:%M:%S}"
+        screenshot(page, "times-session-timeline")
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
