@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -19,7 +19,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.core.files import File
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.fields.files import FieldFile
 from django.http import Http404
 from django.utils import timezone
@@ -226,11 +226,13 @@ def _build(export: Export, written: list[str]) -> None:
         )
         rows = csv.writer(csv_file)
         rows.writerow(CSV_COLUMNS)
-        for done, (session, log) in enumerate(arbiter.logs_of(found), start=1):
-            writer.add(log)
-            rows.writerow(summary_row(session, log))
-            if done % BATCH_SESSIONS == 0 or done == total:
-                Export.objects.filter(pk=export.pk).update(progress=done)
+        done = 0
+        for batch in in_batches(found):
+            for session, log in batch:
+                writer.add(log)
+                rows.writerow(summary_row(session, log))
+            done += len(batch)
+            Export.objects.filter(pk=export.pk).update(progress=done)
         # Sessions opened since its own come after them, and of its own only the last may
         # have grown: once another has moved on, no later export extends it.
         earlier = next((c for c in candidates if writer.extends(c.checkpoint["statement"])), None)
@@ -253,6 +255,20 @@ def _build(export: Export, written: list[str]) -> None:
         checkpoint=checkpoint,
         extends=earlier,
     )
+
+
+def in_batches(found: QuerySet[Session]) -> Iterator[list[tuple[Session, list[dict[str, Any]]]]]:
+    """The sessions ``found`` (by opening, then id) with their logs, ``BATCH_SESSIONS`` at a
+    time, each batch read whole before it is handed over. No read stays open while the export
+    writes its progress: on SQLite, the embedded default, a connection that writes while its own
+    read is open is refused at once ("database is locked") whenever another writer waits."""
+    after = Q()
+    while batch := list(arbiter.logs_of(found.filter(after)[:BATCH_SESSIONS])):
+        yield batch
+        last = batch[-1][0]
+        after = Q(opened_at__gt=last.opened_at) | Q(
+            opened_at=last.opened_at, session_id__gt=last.session_id
+        )
 
 
 #: How many earlier exports of the same scope are tried, newest first, for one to extend.
