@@ -83,6 +83,7 @@ urlpatterns = [
     path("keys/rotate/", admin.rotate_signing_key, name="rotate-signing-key"),
     path("exports/", admin.exports_page, name="exports"),
     path("exports/<int:export_id>/status/", admin.export_status, name="export-status"),
+    path("exports/<int:export_id>/retry/", admin.export_retry, name="export-retry"),
     path("exports/<int:export_id>/<str:part>/", admin.export_download, name="export-download"),
     path("audit/", admin.audit_page, name="audit"),
     path("organisations/", people.organisation_list, name="organisations"),
