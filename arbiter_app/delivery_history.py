@@ -24,8 +24,22 @@ from arbiter_app.models import (
 
 HANDOFF, CALLBACK = "handoff", "callback"
 KINDS = (HANDOFF, CALLBACK)
-#: A callback is never "failed": a refused entry is skipped, and retries spent disable it.
-STATES = tuple(HandoffState.values)
+DELIVERED, FLAGGED, PENDING, RETRYING, FAILED, ABANDONED = (
+    "delivered",
+    "flagged",
+    "pending",
+    "retrying",
+    "failed",
+    "abandoned",
+)
+#: What became of a delivery, as the people who act on it read it. A flagged handoff reached
+#: the merchant, whose checkout did not carry the agreed price. An abandoned one was given up
+#: with its target (gone, or no longer an allowed address): it waits for the target to be
+#: configured again. A callback is never "failed": a refused entry is skipped, and retries
+#: spent disable the callback, which abandons what it had not sent.
+OUTCOMES = (DELIVERED, FLAGGED, PENDING, RETRYING, FAILED, ABANDONED)
+LABELS = {FLAGGED: "price mismatch flagged", PENDING: "first attempt on its way"}
+TONES = {DELIVERED: "good", FLAGGED: "bad", RETRYING: "warn", FAILED: "bad", ABANDONED: "bad"}
 
 
 class BadPosition(ValueError):
@@ -75,6 +89,7 @@ class Delivery:
     pk: int
     session_id: str
     target_url: str
+    #: One of :data:`OUTCOMES`.
     state: str
     #: Why it is disabled or flagged; "" when nothing is wrong.
     note: str
@@ -83,15 +98,26 @@ class Delivery:
     last_attempt_at: datetime | None
     last_status: int | None
     last_outcome: str
+    #: When the next attempt may start (while one runs, when it is presumed dead).
+    next_attempt_at: datetime | None
 
     @property
     def position(self) -> Position:
         return Position(self.created_at, self.kind, self.pk)
 
     @property
-    def redeliverable(self) -> bool:
-        """Only a handoff may be redelivered, and the bulk action is for the failed ones."""
-        return self.kind == HANDOFF and self.state == HandoffState.FAILED
+    def label(self) -> str:
+        return LABELS.get(self.state, self.state)
+
+    @property
+    def tone(self) -> str:
+        return TONES.get(self.state, "")
+
+    @property
+    def resendable(self) -> bool:
+        """Anything not cleanly delivered may be sent again now: a flagged handoff, to read
+        the merchant's checkout again; the rest, from a fresh retry budget."""
+        return self.state != DELIVERED
 
 
 def _attempt_columns(relation: str) -> dict[str, Any]:
@@ -110,8 +136,19 @@ def handoffs(agent_ids: list[str] | None) -> QuerySet[Handoff]:
     found = Handoff.objects.select_related("session", "target")
     if agent_ids is not None:
         found = found.filter(session__merchant_agent_id__in=agent_ids)
+    outcome = Case(
+        When(state=HandoffState.DELIVERED, flagged=True, then=Value(FLAGGED)),
+        When(state=HandoffState.DELIVERED, then=Value(DELIVERED)),
+        When(state=HandoffState.FAILED, then=Value(FAILED)),
+        When(state=HandoffState.DISABLED, then=Value(ABANDONED)),
+        # Pending at a disabled target: its next attempt will only find it disabled.
+        When(target__disabled_at__isnull=False, then=Value(ABANDONED)),
+        When(attempts__gt=0, then=Value(RETRYING)),
+        default=Value(PENDING),
+        output_field=CharField(),
+    )
     return found.annotate(
-        delivery_state=F("state"), target_url=F("target__endpoint"), **_attempt_columns("handoff")
+        delivery_state=outcome, target_url=F("target__endpoint"), **_attempt_columns("handoff")
     )
 
 
@@ -120,9 +157,10 @@ def callback_cursors(agent_ids: list[str] | None) -> QuerySet[CallbackCursor]:
     if agent_ids is not None:
         found = found.filter(callback__role=AgentRole.MERCHANT, callback__agent_id__in=agent_ids)
     state = Case(
-        When(callback__disabled_at__isnull=False, then=Value(HandoffState.DISABLED.value)),
-        When(delivered_seq__gte=F("session__head_seq"), then=Value(HandoffState.DELIVERED.value)),
-        default=Value(HandoffState.PENDING.value),
+        When(delivered_seq__gte=F("session__head_seq"), then=Value(DELIVERED)),
+        When(callback__disabled_at__isnull=False, then=Value(ABANDONED)),
+        When(attempts__gt=0, then=Value(RETRYING)),
+        default=Value(PENDING),
         output_field=CharField(),
     )
     return found.annotate(
@@ -148,6 +186,7 @@ def _delivery(kind: str, row: Any) -> Delivery:
         last_attempt_at=row.last_attempt_at,
         last_status=row.last_status,
         last_outcome=row.last_outcome or "",
+        next_attempt_at=row.next_attempt_at,
     )
 
 
@@ -197,7 +236,8 @@ def delivery_of(
     return None
 
 
-def failed_handoffs(agent_ids: list[str] | None, pks: list[int]) -> list[Delivery]:
-    """Those of the handoffs ``pks`` in scope that failed: what a bulk redelivery may take."""
-    rows = handoffs(agent_ids).filter(pk__in=pks, state=HandoffState.FAILED).order_by("-pk")
-    return [_delivery(HANDOFF, row) for row in rows]
+def resendable(agent_ids: list[str] | None, kind: str, pks: list[int]) -> list[Delivery]:
+    """Those of the deliveries of ``kind`` named ``pks`` in scope that are not cleanly
+    delivered: what "resend now" may take, newest first."""
+    rows = dict(_tables(agent_ids, kind))[kind].filter(pk__in=pks).exclude(delivery_state=DELIVERED)
+    return [_delivery(kind, row) for row in rows.order_by("-created_at", "-pk")]

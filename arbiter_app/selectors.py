@@ -18,15 +18,18 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from arbiter_app import signing_keys
-from arbiter_app.delivery_history import KINDS as DELIVERY_KINDS  # noqa: F401 - for the dashboard
-from arbiter_app.delivery_history import STATES as DELIVERY_STATES  # noqa: F401 - for the dashboard
 from arbiter_app.delivery_history import (  # noqa: F401 - the dashboard's reads of deliveries
+    HANDOFF,
     BadPosition,
     Delivery,
     Position,
     delivery_of,
     delivery_page,
-    failed_handoffs,
+    resendable,
+)
+from arbiter_app.delivery_history import KINDS as DELIVERY_KINDS  # noqa: F401 - for the dashboard
+from arbiter_app.delivery_history import (  # noqa: F401 - for the dashboard
+    OUTCOMES as DELIVERY_OUTCOMES,
 )
 from arbiter_app.models import (
     AgentCallback,

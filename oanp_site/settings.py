@@ -163,14 +163,16 @@ elif DATABASE_OWNER_URL:
     raise ImproperlyConfigured("DATABASE_OWNER_URL needs DATABASE_URL, the application's role")
 else:
     DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "db.sqlite3",
-            # IMMEDIATE takes the write lock at BEGIN, so two writers queue instead of one
-            # failing at upgrade time: SQLite's stand-in for SELECT ... FOR UPDATE.
-            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20},
-        }
+        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "db.sqlite3"}
     }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default, or a sqlite:/// DATABASE_URL: the web process, the worker's threads
+    # and beat all write to one file. IMMEDIATE takes the write lock at BEGIN, so two writers
+    # queue (up to the timeout) instead of one failing at upgrade time: SQLite's stand-in for
+    # SELECT ... FOR UPDATE. A connection must not write while a read of its own is still
+    # open, though: SQLite refuses that at once when another writer waits (sessions_app.exports
+    # reads in whole batches for this reason).
+    DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 20}
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:

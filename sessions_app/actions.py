@@ -1,7 +1,7 @@
-"""The audited actions of operators and admins: terminating a session, redelivering its
-handoff, rotating the signing key. Each checks the role itself, so no view or command can skip
-the check, and records an :class:`~sessions_app.models.AuditEvent` in the same transaction as
-its effect.
+"""The audited actions of operators and admins: terminating a session, resending its
+handoff or a callback, rotating the signing key. Each checks the role itself, so no view or
+command can skip the check, and records an :class:`~sessions_app.models.AuditEvent` in the
+same transaction as its effect.
 """
 
 from __future__ import annotations
@@ -101,37 +101,66 @@ def redeliver_handoff(*, actor: AbstractBaseUser, scope: Scope, session_id: str)
         raise ValueError(refused)
 
 
-#: The most handoffs one bulk redelivery takes: a page of the deliveries list.
-BULK_REDELIVER_MAX = 50
-
-
-def redeliverable(scope: Scope, handoff_ids: list[int]) -> list[arbiter.Delivery]:
-    """The handoffs ``handoff_ids``, when each may be redelivered in bulk by this user: failed
-    and in scope, at most a page of them. ``ValueError`` otherwise; operators and admins only."""
+def resend_callback(*, actor: AbstractBaseUser, scope: Scope, delivery: arbiter.Delivery) -> None:
+    """Send a callback's undelivered entries of one session now, from a fresh retry budget.
+    Operators and admins only; the arbiter's refusal (``ValueError``) is audited too."""
     require_staff(scope)
-    wanted = set(handoff_ids)
-    if not wanted:
-        raise ValueError("select at least one failed delivery")
-    if len(wanted) > BULK_REDELIVER_MAX:
-        raise ValueError(f"select at most {BULK_REDELIVER_MAX} deliveries at once")
-    failed = selectors.failed_handoffs(scope, sorted(wanted))
-    if len(failed) != len(wanted):
-        raise ValueError("a selected delivery is not a failed handoff any more; reload the list")
-    return failed
-
-
-def redeliver_handoffs(
-    *, actor: AbstractBaseUser, scope: Scope, handoff_ids: list[int]
-) -> dict[str, str]:
-    """Redeliver each of the failed handoffs ``handoff_ids``, each as one
-    :func:`redeliver_handoff` (audited one by one); what the arbiter refused, by session id.
-    Checked first by :func:`redeliverable`, so a bad selection redelivers nothing."""
-    refused = {}
-    for handoff in redeliverable(scope, handoff_ids):
+    refused = ""
+    with transaction.atomic():
         try:
-            redeliver_handoff(actor=actor, scope=scope, session_id=handoff.session_id)
+            services.resend_callback(cursor_id=delivery.pk)
         except ValueError as exc:
-            refused[handoff.session_id] = str(exc)
+            refused = str(exc)
+        AuditEvent.objects.create(
+            actor=actor,
+            action="callback.resend",
+            target=delivery.session_id,
+            detail={"url": delivery.target_url, "resent": not refused, "refused": refused},
+        )
+    if refused:
+        raise ValueError(refused)
+
+
+#: The most deliveries one resend takes: a page of the deliveries list.
+BULK_RESEND_MAX = 50
+
+
+def resendable(scope: Scope, selection: dict[str, list[int]]) -> list[arbiter.Delivery]:
+    """The deliveries ``selection`` names (ids by kind), when each may be resent now by this
+    user: in scope and not cleanly delivered, at most a page of them. ``ValueError``
+    otherwise; operators and admins only."""
+    require_staff(scope)
+    wanted = {kind: set(pks) for kind, pks in selection.items() if pks}
+    count = sum(len(pks) for pks in wanted.values())
+    if not count:
+        raise ValueError("select at least one delivery that is not delivered yet")
+    if count > BULK_RESEND_MAX:
+        raise ValueError(f"select at most {BULK_RESEND_MAX} deliveries at once")
+    found = [
+        delivery
+        for kind, pks in wanted.items()
+        for delivery in selectors.resendable_deliveries(scope, kind, sorted(pks))
+    ]
+    if len(found) != count:
+        raise ValueError("a selected delivery is delivered already or not yours; reload the list")
+    return found
+
+
+def resend_deliveries(
+    *, actor: AbstractBaseUser, scope: Scope, selection: dict[str, list[int]]
+) -> dict[str, str]:
+    """Resend each delivery ``selection`` names, each audited on its own; what the arbiter
+    refused, by delivery ("handoff of …"). Checked first by :func:`resendable`, so a bad
+    selection resends nothing."""
+    refused = {}
+    for delivery in resendable(scope, selection):
+        try:
+            if delivery.kind == arbiter.HANDOFF:
+                redeliver_handoff(actor=actor, scope=scope, session_id=delivery.session_id)
+            else:
+                resend_callback(actor=actor, scope=scope, delivery=delivery)
+        except ValueError as exc:
+            refused[f"{delivery.kind} of {delivery.session_id}"] = str(exc)
     return refused
 
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import csv
 import tempfile
-from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, date, datetime, time, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.core.files import File
-from django.db import transaction
-from django.db.models import QuerySet
+from django.db import OperationalError, transaction
+from django.db.models import Q, QuerySet
 from django.db.models.fields.files import FieldFile
 from django.http import Http404
 from django.utils import timezone
@@ -41,6 +41,8 @@ PRESETS = {
     "7d": ("Last 7 days", timedelta(days=7)),
     "30d": ("Last 30 days", timedelta(days=30)),
 }
+#: The preset that takes its first and last day from the form.
+CUSTOM = "custom"
 CSV_COLUMNS = (
     "session_id",
     "buyer_agent_id",
@@ -73,11 +75,14 @@ def request_export(
     session_id: str = "",
     merchant: str = "",
     preset: str = "",
+    opened_from: date | None = None,
+    opened_to: date | None = None,
     session_ids: Sequence[str] = (),
     now: datetime | None = None,
 ) -> Export:
-    """Queue an export of one session, one merchant's sessions, a time range, or a selection
-    of the sessions list (an admin's).
+    """Queue an export of one session, one merchant's sessions, a time range (a preset, or
+    any first and last day, either open), every session in the requester's scope, or a
+    selection of the sessions list (an admin's).
 
     A time range is fixed at request time, so the bundle says exactly which window it covers.
     """
@@ -107,13 +112,24 @@ def request_export(
     elif kind == "selection":
         require_admin(scope)
         request = {"kind": kind, "session_ids": _selection(scope, session_ids)}
+    elif kind == "range" and preset == CUSTOM:
+        if opened_from is None and opened_to is None:
+            raise ExportRefused("Enter a first day, a last day, or both.", "opened_from")
+        if opened_from and opened_to and opened_from > opened_to:
+            raise ExportRefused("The first day comes after the last day.", "opened_to")
+        start = None if opened_from is None else _day_start(opened_from)
+        # The last day is counted whole: sessions opened before the next day begins.
+        end = None if opened_to is None else _day_start(opened_to + timedelta(days=1))
+        request = {"kind": kind, "preset": preset, "from": start, "to": end}
     elif kind == "range":
         if preset not in PRESETS:
             raise ExportRefused("Choose a time range.", "preset")
         start = now - PRESETS[preset][1]
         request = {"kind": kind, "preset": preset, "from": start.isoformat(), "to": now.isoformat()}
+    elif kind == "all":
+        request = {"kind": kind}
     else:
-        raise ExportRefused("Choose a session, a merchant or a time range.", "kind")
+        raise ExportRefused("Choose a session, a merchant, a time range or all sessions.", "kind")
     request["tenant"] = tenant
     with transaction.atomic():
         export = Export.objects.create(requested_by=actor, scope=request)
@@ -201,12 +217,16 @@ def sessions_for(export: Export) -> QuerySet[Session]:
             "agent_id", flat=True
         )
         found = found.filter(merchant_agent_id__in=list(agent_ids))
-    else:
-        found = found.filter(
-            opened_at__gte=datetime.fromisoformat(request["from"]),
-            opened_at__lt=datetime.fromisoformat(request["to"]),
-        )
+    elif request["kind"] == "range":
+        if request["from"]:
+            found = found.filter(opened_at__gte=datetime.fromisoformat(request["from"]))
+        if request["to"]:
+            found = found.filter(opened_at__lt=datetime.fromisoformat(request["to"]))
     return found.order_by("opened_at", "session_id")
+
+
+def _day_start(day: date) -> str:
+    return datetime.combine(day, time.min, tzinfo=UTC).isoformat()
 
 
 def run(*, export_id: int) -> None:
@@ -225,11 +245,48 @@ def run(*, export_id: int) -> None:
         for name in written:
             export.bundle.storage.delete(name)
         Export.objects.filter(pk=export.pk).update(
-            state=Export.State.FAILED,
-            error=f"{type(exc).__name__}: {exc}"[:2000],
-            finished_at=timezone.now(),
+            state=Export.State.FAILED, error=failure_in_words(exc), finished_at=timezone.now()
         )
         raise
+
+
+def failure_in_words(exc: Exception) -> str:
+    """Why an export failed, for the person who asked for it; the worker's log keeps the
+    exception itself."""
+    if isinstance(exc, PermissionDenied):
+        return "Its requester may no longer export these sessions; ask an admin."
+    if isinstance(exc, OperationalError):
+        return "The database was busy or unreachable while the export ran; retry it."
+    if isinstance(exc, OSError):
+        return "The export's files could not be stored (the disk may be full); retry it."
+    return (
+        f"The export stopped on an unexpected error ({type(exc).__name__}); retry it, and "
+        "if it fails again, the worker's log says more."
+    )
+
+
+def retry_export(*, actor: AbstractBaseUser, scope: Scope, export_id: int) -> Export:
+    """Queue a failed export again, as it was asked for; audited. ``ExportRefused`` when it
+    has not failed."""
+    with transaction.atomic():
+        export = export_of(scope, export_id)
+        updated = Export.objects.filter(pk=export.pk, state=Export.State.FAILED).update(
+            state=Export.State.QUEUED, error="", progress=0, total=0, finished_at=None
+        )
+        if not updated:
+            raise ExportRefused(f"Export #{export.pk} has not failed: there is nothing to retry.")
+        AuditEvent.objects.create(
+            actor=actor, action="export.retry", target=f"export {export.pk}", detail={}
+        )
+        transaction.on_commit(
+            partial(
+                enqueue,
+                RUN_EXPORT,
+                args=[export.pk],
+                about=f"export {export.pk}; it stays queued: retry when the broker is back",
+            )
+        )
+    return export
 
 
 def _build(export: Export, written: list[str]) -> None:
@@ -250,11 +307,13 @@ def _build(export: Export, written: list[str]) -> None:
         )
         rows = csv.writer(csv_file)
         rows.writerow(CSV_COLUMNS)
-        for done, (session, log) in enumerate(arbiter.logs_of(found), start=1):
-            writer.add(log)
-            rows.writerow(summary_row(session, log))
-            if done % BATCH_SESSIONS == 0 or done == total:
-                Export.objects.filter(pk=export.pk).update(progress=done)
+        done = 0
+        for batch in in_batches(found):
+            for session, log in batch:
+                writer.add(log)
+                rows.writerow(summary_row(session, log))
+            done += len(batch)
+            Export.objects.filter(pk=export.pk).update(progress=done)
         # Sessions opened since its own come after them, and of its own only the last may
         # have grown: once another has moved on, no later export extends it.
         earlier = next((c for c in candidates if writer.extends(c.checkpoint["statement"])), None)
@@ -277,6 +336,20 @@ def _build(export: Export, written: list[str]) -> None:
         checkpoint=checkpoint,
         extends=earlier,
     )
+
+
+def in_batches(found: QuerySet[Session]) -> Iterator[list[tuple[Session, list[dict[str, Any]]]]]:
+    """The sessions ``found`` (by opening, then id) with their logs, ``BATCH_SESSIONS`` at a
+    time, each batch read whole before it is handed over. No read stays open while the export
+    writes its progress: on SQLite, the embedded default, a connection that writes while its own
+    read is open is refused at once ("database is locked") whenever another writer waits."""
+    after = Q()
+    while batch := list(arbiter.logs_of(found.filter(after)[:BATCH_SESSIONS])):
+        yield batch
+        last = batch[-1][0]
+        after = Q(opened_at__gt=last.opened_at) | Q(
+            opened_at=last.opened_at, session_id__gt=last.session_id
+        )
 
 
 #: How many earlier exports of the same scope are tried, newest first, for one to extend.

@@ -458,8 +458,8 @@ def delivery(scope: Scope, kind: str, pk: int) -> tuple[arbiter.Delivery, list[D
     return found
 
 
-def failed_handoffs(scope: Scope, pks: list[int]) -> list[arbiter.Delivery]:
-    return arbiter.failed_handoffs(scope.merchant_agent_ids, pks)
+def resendable_deliveries(scope: Scope, kind: str, pks: list[int]) -> list[arbiter.Delivery]:
+    return arbiter.resendable(scope.merchant_agent_ids, kind, pks)
 
 
 # Across sessions -----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from arbiter_app.services.deliveries import (
     redeliver_handoff,
     register_callback,
     remove_callback,
+    resend_callback,
     send_test_handoff,
 )
 from arbiter_app.services.listings import save_listing
@@ -65,6 +66,7 @@ __all__ = [
     "redeliver_handoff",
     "register_callback",
     "remove_callback",
+    "resend_callback",
     "reveal_constraints",
     "revoke_credential",
     "revoke_credentials",

@@ -11,11 +11,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from arbiter_app.deliveries import outbound
+from arbiter_app.deliveries.callbacks import send as send_callback
 from arbiter_app.deliveries.handoff import send as send_handoff
 from arbiter_app.deliveries.handoff import send_test as send_test_request
 from arbiter_app.models import (
     AgentCallback,
     AgentCredential,
+    CallbackCursor,
     DeliveryAttempt,
     Handoff,
     HandoffState,
@@ -104,6 +106,33 @@ def redeliver_handoff(*, handoff: Handoff) -> None:
         locked.delivered_at, locked.checkout_id = None, ""
         locked.save()
         transaction.on_commit(partial(send_handoff, locked.pk), robust=True)
+
+
+def resend_callback(*, cursor_id: int) -> None:
+    """Send what a callback has not had of one session now, from a fresh retry budget,
+    instead of at its next retry. ``ValueError`` when the callback is disabled (its agent
+    registers it again, which resumes every session it had not finished), when nothing is left
+    to send, or when an attempt is running."""
+    with transaction.atomic():
+        cursor = (
+            CallbackCursor.objects.select_for_update(of=("self",))
+            .select_related("callback", "session")
+            .get(pk=cursor_id)
+        )
+        if cursor.callback.disabled_at is not None:
+            raise ValueError(
+                f"the callback of {cursor.callback.agent_id!r} is disabled "
+                f"({cursor.callback.disabled_reason}); its agent registers it again first"
+            )
+        if cursor.delivered_seq >= cursor.session.head_seq:
+            raise ValueError("the callback has every entry of this session already")
+        now = timezone.now()
+        outbound.abandon_dead(now, cursors=[cursor.pk])
+        if DeliveryAttempt.objects.filter(cursor=cursor, outcome="").exists():
+            raise ValueError("an attempt is running; wait for its answer")
+        cursor.attempts, cursor.next_attempt_at = 0, None
+        cursor.save(update_fields=["attempts", "next_attempt_at"])
+        transaction.on_commit(partial(send_callback, cursor.pk), robust=True)
 
 
 def send_test_handoff(*, merchant_agent_id: str) -> outbound.Answer:

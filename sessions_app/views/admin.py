@@ -13,7 +13,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from arbiter_app import selectors as arbiter
 from arbiter_app.models import KeyState
@@ -97,6 +97,7 @@ class ExportForm(forms.Form):
             ("session", "One session"),
             ("merchant", "A merchant's sessions"),
             ("range", "Sessions opened in a time range"),
+            ("all", "All sessions"),
         ],
         widget=forms.RadioSelect,
         initial="range",
@@ -107,7 +108,22 @@ class ExportForm(forms.Form):
     preset = forms.ChoiceField(
         label="Time range (sessions opened in it)",
         required=False,
-        choices=[(key, label) for key, (label, _) in exports.PRESETS.items()],
+        choices=[
+            *((key, label) for key, (label, _) in exports.PRESETS.items()),
+            (exports.CUSTOM, "From the first day to the last day below"),
+        ],
+    )
+    opened_from = forms.DateField(
+        label="First day (UTC; empty: from the first session)",
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "Enter the first day as a date, like 2026-04-28."},
+    )
+    opened_to = forms.DateField(
+        label="Last day, counted whole (UTC; empty: up to now)",
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"invalid": "Enter the last day as a date, like 2026-04-28."},
     )
 
     def __init__(self, *args: Any, merchants: list[tuple[str, str]], **kwargs: Any) -> None:
@@ -144,6 +160,19 @@ def exports_page(request: HttpRequest) -> HttpResponse:
         {"scope": scope, "form": form, "exports": listed[:50]},
         status=400 if form.errors else 200,
     )
+
+
+@login_required
+@require_POST
+def export_retry(request: HttpRequest, export_id: int) -> HttpResponse:
+    scope = scope_or_denied(request)
+    try:
+        exports.retry_export(actor=request.user, scope=scope, export_id=export_id)
+    except exports.ExportRefused as refused:
+        messages.error(request, str(refused))
+    else:
+        messages.success(request, f"Export #{export_id} queued again: it runs in the background.")
+    return redirect("exports")
 
 
 @login_required

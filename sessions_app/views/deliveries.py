@@ -1,5 +1,6 @@
-"""The deliveries page: the handoffs and callbacks in scope across sessions, filtered and paged;
-one delivery's attempts, request and response; and the bulk redelivery of failed handoffs."""
+"""The deliveries page: the handoffs and callbacks in scope across sessions, filtered by what
+became of them and paged; one delivery's outcome, attempts, requests and responses; and
+"resend now" for any delivery not cleanly delivered, one or a selection, after a confirmation."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from arbiter_app import selectors as arbiter
@@ -31,8 +31,11 @@ class DeliveryFilterForm(forms.Form):
         error_messages={"invalid_choice": "%(value)s is not an agent in your scope."},
     )
     kind = forms.ChoiceField(choices=_choices(arbiter.DELIVERY_KINDS, "any kind"), required=False)
+    # Named state in the URL still, so that links to ?state=failed keep working.
     state = forms.ChoiceField(
-        choices=_choices(arbiter.DELIVERY_STATES, "any state"), required=False
+        label="Outcome",
+        choices=_choices(arbiter.DELIVERY_OUTCOMES, "any outcome"),
+        required=False,
     )
     target = forms.CharField(label="Target URL contains", max_length=200, required=False)
     after = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -101,36 +104,45 @@ def delivery_page(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
     )
 
 
+def _selection(request: HttpRequest) -> dict[str, list[int]] | None:
+    """The deliveries a resend form names, ids by kind; ``None`` when one is not an id."""
+    ids = {kind: request.POST.getlist(kind) for kind in arbiter.DELIVERY_KINDS}
+    if not all(i.isascii() and i.isdigit() and len(i) <= 18 for v in ids.values() for i in v):
+        return None
+    return {kind: [int(i) for i in values] for kind, values in ids.items()}
+
+
 @login_required
 @require_POST
-def bulk_redeliver(request: HttpRequest) -> HttpResponse:
-    """Without ``confirm``, the page asking to confirm the selection; with it, the redelivery.
-    Either way the selection is checked first: only failed handoffs in scope."""
+def resend(request: HttpRequest) -> HttpResponse:
+    """Without ``confirm``, the page asking to confirm the selection; with it, the resend.
+    Either way the selection is checked first: only deliveries in scope not yet delivered."""
     scope = scope_or_denied(request)
     require_staff(scope)
-    ids = request.POST.getlist("handoff")
+    selection = _selection(request)
     selected: list[arbiter.Delivery] = []
     error = ""
-    if not all(i.isascii() and i.isdigit() and len(i) <= 18 for i in ids):
+    if selection is None:
         error = "the selection names no delivery of this list."
     else:
         try:
-            selected = actions.redeliverable(scope, [int(i) for i in ids])
+            selected = actions.resendable(scope, selection)
         except ValueError as exc:
             error = f"{exc}."
     if error or request.POST.get("confirm") != "yes":
         return render(
             request,
-            "sessions_app/deliveries_redeliver.html",
+            "sessions_app/deliveries_resend.html",
             {"scope": scope, "selected": selected, "form": refusal(error) if error else None},
             status=400 if error else 200,
         )
-    refused = actions.redeliver_handoffs(
-        actor=request.user, scope=scope, handoff_ids=[d.pk for d in selected]
-    )
+    assert selection is not None  # checked above: an error answers before this
+    refused = actions.resend_deliveries(actor=request.user, scope=scope, selection=selection)
     taken = len(selected) - len(refused)
     if taken:
-        messages.success(request, f"Redelivery queued for {taken} handoff{pluralize(taken)}.")
-    for session_id, why in refused.items():
-        messages.error(request, f"Not redelivered {session_id}: {why}")
-    return redirect(f"{reverse('deliveries')}?state=failed")
+        messages.success(request, f"Resending {taken} deliver{pluralize(taken, 'y,ies')} now.")
+    for which, why in refused.items():
+        messages.error(request, f"Not resent, the {which}: {why}")
+    if len(selected) == 1:
+        return redirect("delivery", selected[0].kind, selected[0].pk)
+    return redirect("deliveries")

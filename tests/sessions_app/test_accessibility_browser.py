@@ -112,8 +112,8 @@ def shows_news(page: Page) -> None:
 def asks_to_redeliver(page: Page) -> None:
     """The failed handoff selected for redelivery: its confirmation page."""
     page.check("#deliveries input[name=handoff]")
-    page.click("#redeliver-selected")
-    page.wait_for_selector("#confirm-redeliver")
+    page.click("#resend-selected")
+    page.wait_for_selector("#confirm-resend")
 
 
 def asks_to_terminate(page: Page) -> None:

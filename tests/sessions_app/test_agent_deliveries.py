@@ -58,7 +58,7 @@ def test_the_agent_page_lists_its_deliveries_newest_first_with_their_attempts(
     assert f"{failed.target.endpoint}/checkout_sessions" in rows[1]
     assert f'href="/deliveries/handoff/{failed.pk}/"' in rows[1]
     assert f'href="/sessions/{SESSION}/"' in rows[1]
-    assert '<span class="state failed">failed</span>' in rows[1]
+    assert '<span class="badge bad">failed</span>' in rows[1]
     assert "<td>400 (rejected)</td>" in rows[1]
     assert "<td>1</td>" in rows[1]  # its one attempt
     assert "rail.example" not in shown

@@ -1,5 +1,5 @@
 """In Chromium against the real ASGI server: the deliveries page filtered to the failed
-handoffs, an attempt expanded to its request and response, and their bulk redelivery.
+handoffs, an attempt expanded to its request and response, and a selection of them resent.
 Screenshots in var/screenshots."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.support.factories.accounts import PASSWORD, member, merchant
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_filter_expand_and_bulk_redeliver(
+def test_filter_expand_and_resend_a_selection(
     settings: Any,
     live_arbiter: LiveServer,
     acp_server: Receiver,  # noqa: F811
@@ -56,11 +56,11 @@ def test_filter_expand_and_bulk_redeliver(
         screenshot(page, "delivery-attempt")
         page.go_back()
         page.check(f"#select-handoff-{handoff.pk}")
-        page.click("#redeliver-selected")
-        assert "Redeliver 1 failed handoff?" in page.inner_text("#confirm-h")
-        page.click("#confirm-redeliver")
-        page.wait_for_url(f"{base}/deliveries/?state=failed")
-        assert "Redelivery queued for 1 handoff." in page.inner_text(".messages")
+        page.click("#resend-selected")
+        assert "Resend 1 delivery now?" in page.inner_text("#confirm-h")
+        page.click("#confirm-resend")
+        page.wait_for_url(f"{base}/deliveries/handoff/{handoff.pk}/")
+        assert "Resending 1 delivery now." in page.inner_text(".messages")
         screenshot(page, "deliveries-redelivered")
     handoff.refresh_from_db()
     assert handoff.state != HandoffState.FAILED

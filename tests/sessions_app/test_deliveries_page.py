@@ -1,17 +1,20 @@
 """The deliveries page: handoffs and callbacks across sessions in the viewer's scope, filtered
 and paged by cursor; a delivery's attempts, numbered on across redeliveries, with their
-requests (secrets redacted) and responses; and the bulk redelivery of failed handoffs."""
+requests (secrets redacted) and responses; the outcome that matters (a flagged price, the next
+retry); and "resend now" for any delivery not cleanly delivered, confirmed and audited."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied
 from django.test import Client
+from django.utils import timezone
 
 from arbiter_app import tasks
 from arbiter_app.models import AgentCallback, CallbackCursor, Handoff, HandoffState
@@ -27,7 +30,7 @@ from tests.support.factories.accounts import member, merchant, signed_in
 pytestmark = pytest.mark.django_db
 
 LIST = "/deliveries/"
-BULK = "/deliveries/redeliver/"
+BULK = "/deliveries/resend/"
 API_KEY = "acp_123"
 
 
@@ -180,7 +183,14 @@ def test_each_merchant_sees_its_own_and_the_operator_sees_all(
     assert alice.get(f"/deliveries/callback/{theirs.pk}/").status_code == 404
     assert "buyer.example" in listed(olga.get(LIST))
     # Merchants watch; the bulk action is not offered to them.
-    assert 'id="redeliver-selected"' not in alice.get(LIST).content.decode()
+    assert 'id="resend-selected"' not in alice.get(LIST).content.decode()
+    # Nor is resending, to another merchant's member or to its own.
+    for outsider in (alice, bob):
+        asked = outsider.post(BULK, {"handoff": [str(failed.pk)], "confirm": "yes"})
+        assert asked.status_code == 403
+    failed.refresh_from_db()
+    assert failed.state == HandoffState.FAILED
+    assert not AuditEvent.objects.filter(action="handoff.redeliver").exists()
 
 
 def test_attempts_number_on_across_a_redeliver_with_requests_redacted(failed: Handoff) -> None:
@@ -217,20 +227,24 @@ def test_attempts_number_on_across_a_redeliver_with_requests_redacted(failed: Ha
     assert "invalid_request" in page
 
 
-def test_bulk_redeliver_is_audited_and_for_staff_only(failed: Handoff, shop: Merchant) -> None:
+def test_resend_is_audited_and_for_staff_only(failed: Handoff, shop: Merchant) -> None:
     alice = member("alice", MemberRole.MERCHANT_MANAGER, shop)
     with pytest.raises(PermissionDenied):
-        actions.redeliver_handoffs(
-            actor=alice, scope=tenancy.scope_of(alice), handoff_ids=[failed.pk]
+        actions.resend_deliveries(
+            actor=alice, scope=tenancy.scope_of(alice), selection={"handoff": [failed.pk]}
         )
     assert not AuditEvent.objects.filter(action="handoff.redeliver").exists()
     olga = member("olga", MemberRole.OPERATOR)
     scope = tenancy.scope_of(olga)
     assert scope is not None
-    with pytest.raises(ValueError, match="not a failed handoff"):
-        actions.redeliver_handoffs(actor=olga, scope=scope, handoff_ids=[failed.pk, 999_999])
+    with pytest.raises(ValueError, match="delivered already or not yours"):
+        actions.resend_deliveries(
+            actor=olga, scope=scope, selection={"handoff": [failed.pk, 999_999]}
+        )
     assert not AuditEvent.objects.filter(action="handoff.redeliver").exists()
-    assert actions.redeliver_handoffs(actor=olga, scope=scope, handoff_ids=[failed.pk]) == {}
+    assert (
+        actions.resend_deliveries(actor=olga, scope=scope, selection={"handoff": [failed.pk]}) == {}
+    )
     event = AuditEvent.objects.get(action="handoff.redeliver")
     assert (event.actor, event.target) == (olga, SESSION)
     assert event.detail == {"redelivered": True, "refused": ""}
@@ -238,33 +252,85 @@ def test_bulk_redeliver_is_audited_and_for_staff_only(failed: Handoff, shop: Mer
     assert failed.state == HandoffState.PENDING
 
 
-def test_bulk_redeliver_asks_to_confirm_then_redelivers(failed: Handoff, shop: Merchant) -> None:
+def test_resend_asks_to_confirm_then_resends(failed: Handoff, shop: Merchant) -> None:
     olga = operator()
     asked = olga.post(BULK, {"handoff": [str(failed.pk)]})
     assert asked.status_code == 200
-    assert "Redeliver 1 failed handoff?" in asked.content.decode()
+    assert "Resend 1 delivery now?" in asked.content.decode()
     failed.refresh_from_db()
     assert failed.state == HandoffState.FAILED
     done = olga.post(BULK, {"handoff": [str(failed.pk)], "confirm": "yes"}, follow=True)
-    assert done.redirect_chain == [("/deliveries/?state=failed", 302)]
-    assert messages_in(done.content.decode()) == ["Redelivery queued for 1 handoff."]
+    assert done.redirect_chain == [(f"/deliveries/handoff/{failed.pk}/", 302)]
+    assert messages_in(done.content.decode()) == ["Resending 1 delivery now."]
     failed.refresh_from_db()
     assert failed.state == HandoffState.PENDING
     assert AuditEvent.objects.filter(action="handoff.redeliver").count() == 1
+
+
+def test_a_pending_callback_is_resent_with_its_retry_budget_renewed(
+    failed: Handoff, callback: CallbackCursor
+) -> None:
+    CallbackCursor.objects.filter(pk=callback.pk).update(
+        attempts=3, next_attempt_at=timezone.now() + timedelta(hours=1)
+    )
+    olga = operator()
+    page = olga.get(f"/deliveries/callback/{callback.pk}/").content.decode()
+    assert "retrying" in page
+    assert when(timezone.now() + timedelta(hours=1))[:10] in page  # the next retry's day
+    assert 'id="resend-now"' in page
+    assert "hooks.example" in listed(olga.get(LIST, {"state": "retrying"}))
+    both = {"handoff": [str(failed.pk)], "callback": [str(callback.pk)]}
+    asked = olga.post(BULK, both).content.decode()
+    assert "Resend 2 deliveries now?" in asked
+    done = olga.post(BULK, {**both, "confirm": "yes"}, follow=True)
+    assert done.redirect_chain == [("/deliveries/", 302)]
+    assert messages_in(done.content.decode()) == ["Resending 2 deliveries now."]
+    callback.refresh_from_db()
+    assert callback.attempts == 0
+    event = AuditEvent.objects.get(action="callback.resend")
+    assert event.target == SESSION
+    assert event.detail == {"url": "https://hooks.example/oanp", "resent": True, "refused": ""}
+
+
+def test_a_disabled_callback_is_refused_and_the_refusal_audited(
+    failed: Handoff, callback: CallbackCursor
+) -> None:
+    AgentCallback.objects.filter(pk=callback.callback_id).update(
+        disabled_at=timezone.now(), disabled_reason="the callback answered 410"
+    )
+    olga = operator()
+    assert "abandoned" in listed(olga.get(LIST, {"state": "abandoned"}))
+    done = olga.post(BULK, {"callback": [str(callback.pk)], "confirm": "yes"}, follow=True)
+    said = messages_in(done.content.decode())
+    assert said == [
+        f"Not resent, the callback of {SESSION}: the callback of 'merchant-sfo' is disabled "
+        "(the callback answered 410); its agent registers it again first"
+    ]
+    assert AuditEvent.objects.get(action="callback.resend").detail["resent"] is False
+
+
+def test_a_delivered_one_cannot_be_resent(failed: Handoff) -> None:
+    Handoff.objects.filter(pk=failed.pk).update(state=HandoffState.DELIVERED)
+    olga = operator()
+    assert 'id="resend-now"' not in olga.get(f"/deliveries/handoff/{failed.pk}/").content.decode()
+    page = olga.post(BULK, {"handoff": [str(failed.pk)], "confirm": "yes"})
+    assert page.status_code == 400
+    assert "delivered already or not yours" in page.content.decode()
+    assert not AuditEvent.objects.filter(action="handoff.redeliver").exists()
 
 
 @pytest.mark.parametrize("selection", [[], ["x"], ["1²"], ["999999"]])
 def test_a_bad_selection_changes_nothing(failed: Handoff, selection: list[str]) -> None:
     page = operator().post(BULK, {"handoff": selection, "confirm": "yes"})
     assert page.status_code == 400
-    assert "Nothing was redelivered" in page.content.decode()
-    assert "This selection cannot be redelivered:" in error_summary_in(page.content.decode())
+    assert "Nothing was resent" in page.content.decode()
+    assert "This selection cannot be resent:" in error_summary_in(page.content.decode())
     failed.refresh_from_db()
     assert failed.state == HandoffState.FAILED
     assert not AuditEvent.objects.filter(action="handoff.redeliver").exists()
 
 
-def test_bulk_redeliver_needs_staff_post_and_csrf(failed: Handoff, shop: Merchant) -> None:
+def test_resend_needs_staff_post_and_csrf(failed: Handoff, shop: Merchant) -> None:
     alice = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop))
     assert alice.post(BULK, {"handoff": [str(failed.pk)], "confirm": "yes"}).status_code == 403
     assert operator().get(BULK).status_code == 405

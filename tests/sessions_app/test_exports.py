@@ -254,20 +254,21 @@ def test_a_failed_export_says_why_and_keeps_no_file(
 
     def broken(name: str, content: Any, *args: Any, **kwargs: Any) -> str:
         if name.endswith(".csv"):
-            raise RuntimeError("the disk is full")
+            raise OSError(28, "No space left on device")
         return save(name, content, *args, **kwargs)
 
     # The CSV fails after the bundle was stored: the bundle must go too.
     monkeypatch.setattr(storage, "save", broken)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(OSError, match="No space left"):
         exports.run(export_id=export.pk)
     export.refresh_from_db()
     assert export.state == "failed"
-    assert export.error == "RuntimeError: the disk is full"
+    said = "The export&#x27;s files could not be stored (the disk may be full); retry it."
+    assert export.error == said.replace("&#x27;", "'")
     assert not export.bundle
     assert not list((media / "exports").iterdir())
     assert admin.get(f"/exports/{export.pk}/bundle/").status_code == 404
-    assert "the disk is full" in admin.get(f"/exports/{export.pk}/status/").content.decode()
+    assert said in admin.get(f"/exports/{export.pk}/status/").content.decode()
 
 
 def exported(browser: Client, tmp_path: Path, **form: str) -> tuple[Export, Path]:
