@@ -26,7 +26,7 @@ def test_all_sessions_and_any_days_are_exported_ranges() -> None:
     scope = Export.objects.get().scope
     assert (scope["from"], scope["to"]) == ("2020-01-01T00:00:00+00:00", None)
     page = client.get("/exports/").content.decode()
-    assert "opened 2020-01-01 to now" in page
+    assert "opened 2020-01-01 until now" in page
 
 
 @pytest.mark.parametrize(
