@@ -56,8 +56,9 @@ def read_amount(value: object, what: str, currency: str) -> Decimal:
         raise ValueError(f"{currency[:12]!r} is not an ISO 4217 currency code")
     if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
         raise ValueError(f"{what} must be a number")
-    # Written as people write prices: no exponent, no digit separators.
-    if isinstance(value, str) and not _PLAIN_AMOUNT.fullmatch(value.strip()):
+    # Written as people write prices: no exponent, no digit separators. A minus sign is a
+    # number all the same, and is told what a price may be rather than that it is no number.
+    if isinstance(value, str) and not _PLAIN_AMOUNT.fullmatch(value.strip().removeprefix("-")):
         raise ValueError(f"{what} must be a number, as 280 or 279.99")
     try:
         amount = Decimal(str(value).strip())

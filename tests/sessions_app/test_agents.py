@@ -108,7 +108,7 @@ def test_a_merchant_creates_a_hosted_agent_with_sealed_limits(
         ({"floor_price": "500"}, "The floor cannot be above the ideal price"),
         ({"ideal_price": ""}, "Enter both the floor and the ideal price"),
         ({"floor_price": "", "ideal_price": ""}, "A hosted agent needs its limits"),
-        ({"floor_price": "-3"}, "The floor must be a number, as 280 or 279.99"),
+        ({"floor_price": "-3"}, "The floor must be more than 0 and less than 10^12"),
         ({"floor_price": "1e2"}, "The floor must be a number, as 280 or 279.99"),
         ({"floor_price": "0"}, "The floor must be more than 0"),
         ({"floor_price": "abc"}, "The floor must be a number"),
