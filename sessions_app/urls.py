@@ -72,7 +72,6 @@ urlpatterns = [
         name="agent-key-revoke",
     ),
     path("sessions/<str:session_id>/terminate/", sessions.terminate, name="terminate"),
-    path("sessions/<str:session_id>/redeliver/", sessions.redeliver, name="redeliver"),
     path(
         "agents/<str:agent_id>/pause/",
         agent_lifecycle.change_availability,
