@@ -317,3 +317,18 @@ def test_the_sweep_closes_a_dead_attempt_once_and_delivers_the_handoff(
     assert abandoned.startswith('<span class="badge warn" title="The worker stopped during')
     assert abandoned.endswith(">abandoned</span>")
     assert delivered == "delivered"
+
+
+def test_a_flagged_handoffs_last_status_agrees_with_its_outcome(handed_off: Handoff) -> None:
+    """The list's last status of a flagged handoff says the checkout was made at another
+    price, not "delivered" beside the flag."""
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
+    listed = operator.get("/deliveries/").content.decode()
+    row = listed.split(f'id="select-handoff-{handed_off.pk}"', 1)[1].split("</tr>", 1)[0]
+    assert "price mismatch flagged" in row
+    assert "<td>201: checkout made at another price</td>" in row
+    assert "(delivered)" not in row
+    # A clean delivery still reads as one.
+    Handoff.objects.filter(pk=handed_off.pk).update(flagged=False, flag_reason="")
+    clean = operator.get("/deliveries/").content.decode().split("<tbody>", 1)[1]
+    assert "<td>201 (delivered)</td>" in clean
