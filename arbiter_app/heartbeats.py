@@ -7,12 +7,14 @@
   worker that runs it records when, and how long the task waited in the queue, which shows the
   broker hands work over and not only that the worker process lives.
 - Every task run is one log line (task, id, outcome, duration, the session or agent it was
-  about) and a count in ``oanp_tasks_total``; a failure is also kept, for the health panel.
+  about) and a count in ``oanp_tasks_total``; a failure is also kept, with its message and
+  arguments, for the health panel and its list of failed tasks, which may queue one again.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import os
 import socket
@@ -202,8 +204,25 @@ def _on_task_postrun(
     log.log(level, "task %s %s", name, outcome, extra={"oanp": fields})
 
 
+def _kept_arguments(args: Any, kwargs: Any) -> list[Any] | None:
+    """The arguments a retry would send again, or ``None`` when they cannot be sent as kept:
+    the project's tasks take ids, positionally, and a retry must not guess at anything else."""
+    if kwargs or not isinstance(args, list | tuple):
+        return None
+    try:
+        json.dumps(list(args), allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return list(args)
+
+
 def _on_task_failure(
-    sender: Any = None, task_id: str = "", exception: BaseException | None = None, **kw: Any
+    sender: Any = None,
+    task_id: str = "",
+    exception: BaseException | None = None,
+    args: Any = None,
+    kwargs: Any = None,
+    **kw: Any,
 ) -> None:
     _quietly(
         "a task's failure",
@@ -211,6 +230,8 @@ def _on_task_failure(
         task=getattr(sender, "name", "?")[:200],
         task_id=task_id[:64],
         error=type(exception).__name__[:200],
+        message=str(exception)[: TaskFailure.MESSAGE_LENGTH],
+        args=_kept_arguments(args, kwargs),
         failed_at=timezone.now(),
     )
 

@@ -487,13 +487,23 @@ class Heartbeat(models.Model):
 
 
 class TaskFailure(models.Model):
-    """A background task that raised. Only the exception's class is kept: a message may quote
-    data that must not reach a dashboard."""
+    """A background task that raised, with what it was sent, so that one safe to run again
+    can be queued again as it was. Only operators and admins read these."""
+
+    #: How much of the exception's message is kept: enough to say what went wrong.
+    MESSAGE_LENGTH = 500
 
     task = models.CharField(max_length=200)
     task_id = models.CharField(max_length=64)
+    #: The exception's class.
     error = models.CharField(max_length=200)
+    message = models.CharField(max_length=MESSAGE_LENGTH, blank=True)
+    #: The task's positional arguments; ``None`` when they were not kept (recorded before
+    #: they were, or not JSON, or sent with keyword arguments), which leaves no retry.
+    args = models.JSONField(null=True, blank=True)
     failed_at = models.DateTimeField(db_index=True)
+    #: When an operator queued it again from the dashboard; once only.
+    retried_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.task} {self.error} at {self.failed_at:%Y-%m-%d %H:%M:%S}"

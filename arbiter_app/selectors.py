@@ -470,6 +470,18 @@ def failed_tasks_since(since: datetime) -> int:
     return TaskFailure.objects.filter(failed_at__gte=since).count()
 
 
+def task_failures(*, since: datetime | None = None, limit: int) -> list[TaskFailure]:
+    """The tasks that failed (since ``since``), newest first."""
+    found = TaskFailure.objects.order_by("-failed_at", "-pk")
+    if since is not None:
+        found = found.filter(failed_at__gte=since)
+    return list(found[:limit])
+
+
+def task_failure(pk: int) -> TaskFailure | None:
+    return TaskFailure.objects.filter(pk=pk).first()
+
+
 @dataclass(frozen=True)
 class DeliveryBacklog:
     """Handoffs waiting for a retry or given up on; callbacks waiting for a retry."""

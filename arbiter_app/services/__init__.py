@@ -1,7 +1,7 @@
 """Writes to the arbiter's records, by area: sessions (envelopes, timers, terminations),
 API keys, deliveries (handoff targets, callbacks, redelivery), reveals, signing
-keys (rotation), listings (the directory of merchant agents) and whether a merchant agent
-takes new sessions (availability). Views,
+keys (rotation), listings (the directory of merchant agents), whether a merchant agent
+takes new sessions (availability) and failed tasks queued again (task failures). Views,
 commands and tasks call these; each runs in one transaction and announces what it committed
 only after the commit.
 
@@ -45,6 +45,7 @@ from arbiter_app.services.sessions import (
     terminate_session,
 )
 from arbiter_app.services.signing_keys import maintain_signing_keys, rotate_signing_key
+from arbiter_app.services.task_failures import mark_task_retried
 
 __all__ = [
     "EXPIRY_BATCH",
@@ -62,6 +63,7 @@ __all__ = [
     "issue_credential",
     "key_digest",
     "maintain_signing_keys",
+    "mark_task_retried",
     "receive_envelope",
     "redeliver_handoff",
     "register_callback",

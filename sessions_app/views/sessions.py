@@ -1,6 +1,6 @@
 """The sessions pages: the filtered list, a session's page and its head, and what operators
-may do to one (terminate it, redeliver its handoff). Thin: the role checks live in
-:mod:`sessions_app.actions`."""
+may do to one (terminate it; its handoff is redelivered through the deliveries' confirmation).
+Thin: the role checks live in :mod:`sessions_app.actions`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
-from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -327,17 +326,3 @@ def bulk_export(request: HttpRequest) -> HttpResponse:
     count = len(export.scope["session_ids"])
     messages.success(request, f"Export {export.pk} of {count} session{pluralize(count)} queued.")
     return redirect("exports")
-
-
-@login_required
-@require_POST
-def redeliver(request: HttpRequest, session_id: str) -> HttpResponse:
-    scope = scope_or_denied(request)
-    try:
-        actions.redeliver_handoff(actor=request.user, scope=scope, session_id=session_id)
-    except ValueError as refused:
-        context = _session_context(request, session_id)
-        context["action_form"] = refusal(f"{refused}.")
-        return render(request, "sessions_app/session_page.html", context, status=400)
-    messages.success(request, f"Handoff of {session_id} queued for redelivery.")
-    return redirect(f"{reverse('session', args=[session_id])}#handoff-h")

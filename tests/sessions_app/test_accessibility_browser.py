@@ -20,7 +20,7 @@ from django.test import Client, override_settings
 from playwright.sync_api import Browser, Page, StorageState
 
 from arbiter_app import services as arbiter_services
-from arbiter_app.models import AgentCredential, Handoff, HandoffState, Session
+from arbiter_app.models import AgentCredential, Handoff, HandoffState, Session, TaskFailure
 from sessions_app import invitations
 from sessions_app.models import (
     AuditEvent,
@@ -67,6 +67,7 @@ SHOWN = {
     "organisation",
     "invitation",
     "buyer-agent",
+    "failed-tasks",
 }
 
 
@@ -116,6 +117,12 @@ def asks_to_redeliver(page: Page) -> None:
     page.wait_for_selector("#confirm-resend")
 
 
+def asks_to_retry(page: Page) -> None:
+    """The failed delivery task's Retry: its confirmation page."""
+    page.click("#failed-tasks button")
+    page.wait_for_selector("#confirm-retry")
+
+
 def asks_to_terminate(page: Page) -> None:
     """A live session ticked on the list for termination: its confirmation page."""
     page.check("#sessions input[name=session]")
@@ -162,6 +169,8 @@ CASES = [
     Case("deliveries", "/deliveries/"),
     Case("delivery", "/deliveries/handoff/{handoff}/"),
     Case("redeliver-confirm", "/deliveries/?state=failed", act=asks_to_redeliver),
+    Case("failed-tasks", "/tasks/failed/", user=OPERATOR),
+    Case("failed-task-retry-confirm", "/tasks/failed/", user=OPERATOR, act=asks_to_retry),
     Case("exports", "/exports/"),
     Case("export-refused", "/exports/", act=refused_export),
     Case("audit", "/audit/"),
@@ -187,9 +196,9 @@ def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[st
     """For the whole module, since no case changes anything: an admin and an operator; merchant
     sfo with a hosted agent and an external one whose agreed session's handoff failed (ACP
     answered 400), and an invitation to it; a second session of the same agents still
-    negotiating, past a verdict; a finished export with its files; a buyer platform with an
-    agent and a member. Yields what the paths need filled in. Everything goes at
-    the end, as after any transactional test."""
+    negotiating, past a verdict; a finished export with its files; two failed tasks; a buyer
+    platform with an agent and a member. Yields what the paths need filled in. Everything goes
+    at the end, as after any transactional test."""
     acp = Receiver(refuse).start()
     try:
         with django_db_blocker.unblock(), override_settings(OANP_ALLOW_PRIVATE_TARGETS=True):
@@ -230,6 +239,19 @@ def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[st
             arbiter_services.issue_credential(agent_id="cli-unclaimed", role="merchant")
             key = AgentCredential.objects.get(agent_id="merchant-sfo", role="merchant")
             finished_export(User.objects.get(username=ADMIN))
+            # A delivery task that failed, safe to retry, and an export's, retried elsewhere.
+            for task, args, error, message in (
+                ("arbiter_app.tasks.deliver_handoff", [handoff.pk], "OperationalError", "x" * 500),
+                ("sessions_app.tasks.run_export", [1], "OSError", "No space left on device"),
+            ):
+                TaskFailure.objects.create(
+                    task=task,
+                    task_id="0f8e2c1a-5d7b-4c3e-9a61-2b4d8f0c7e35",
+                    error=error,
+                    message=message,
+                    args=args,
+                    failed_at=handoff.created_at,
+                )
         yield {
             "handoff": str(handoff.pk),
             "key": str(key.pk),
@@ -306,13 +328,14 @@ def on_browser(dashboard: dict[str, str], live_arbiter: LiveServer) -> Iterator[
 
 def test_the_pages_are_judged_with_what_they_can_show(dashboard: dict[str, str]) -> None:
     """Offers, verdicts and a handoff on the session pages; a failed delivery to look into; a
-    finished export's row with its files."""
+    finished export's row with its files; a failed task to retry and one not."""
     live = Session.objects.get(session_id="sess-live")
     ended = Session.objects.get(session_id=SESSION)
     assert (live.phase, live.round, live.fair_rounds) == ("NEGOTIATING", 2, 1)
     assert (ended.phase, ended.fair_rounds) == ("AGREED", 2)
     assert Handoff.objects.get(pk=dashboard["handoff"]).state == HandoffState.FAILED
     assert Export.objects.get().state == Export.State.DONE
+    assert TaskFailure.objects.filter(retried_at__isnull=True).count() == 2
 
 
 def readable(violations: list[dict[str, Any]]) -> str:

@@ -195,7 +195,7 @@ def test_each_merchant_sees_its_own_and_the_operator_sees_all(
 
 def test_attempts_number_on_across_a_redeliver_with_requests_redacted(failed: Handoff) -> None:
     olga = operator()
-    olga.post(f"/sessions/{SESSION}/redeliver/")
+    assert olga.post(BULK, {"handoff": [str(failed.pk)], "confirm": "yes"}).status_code == 302
     assert tasks.deliver_handoff(failed.pk) is True
     failed.refresh_from_db()
     assert failed.state == HandoffState.DELIVERED

@@ -24,14 +24,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def acp_server() -> Iterator[Receiver]:
-    """A 503 first; then the checkout, at the price it was sent."""
+    """A 503 first; then the checkout, made at a higher price than it was sent."""
     replies = [503]
 
     def answer(request: Request) -> Reply:
         if replies:
             return replies.pop(0), {}, b'{"type": "processing_error"}'
         sent = json.loads(request.body)
-        checkout = {"id": "cs_1", "currency": sent["currency"], "line_items": sent["line_items"]}
+        dearer = [{**i, "unit_amount": i["unit_amount"] + 1000} for i in sent["line_items"]]
+        checkout = {"id": "cs_1", "currency": sent["currency"], "line_items": dearer}
         return 201, {}, json.dumps(checkout).encode()
 
     server = Receiver(answer).start()
@@ -102,6 +103,10 @@ def test_the_session_page_handoff_and_analytics(
         assert "201" in attempts
         assert page.locator("#redeliver").is_visible()
         screenshot(page, "session-analytics-handoff")
+        # The flagged handoff is redelivered through the deliveries' confirmation page.
         page.click("#redeliver")
-        page.wait_for_url(f"{base}/sessions/{SESSION}/#handoff-h")
-        assert f"Handoff of {SESSION} queued for redelivery." in page.inner_text(".messages")
+        page.wait_for_selector("#confirm-resend")
+        assert "price mismatch flagged" in page.inner_text("#confirm-list")
+        page.click("#confirm-resend")
+        page.wait_for_url(f"{base}/deliveries/handoff/*/")
+        assert page.inner_text(".messages") == "Resending 1 delivery now."

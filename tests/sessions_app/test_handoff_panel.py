@@ -1,5 +1,6 @@
 """The session page shows the ACP handoff of an agreement, attempt by attempt; operators and
-admins may redeliver it, and that is audited."""
+admins may redeliver one not cleanly delivered, through the deliveries' confirmation page, and
+that is audited."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.django_db
 SESSION = "sess-handoff"
 ITEM = {"route": "SFO-JFK", "date": "2026-04-28", "sku": "SFOJFK-0428"}
 PAGE = f"/sessions/{SESSION}/"
-REDELIVER = f"/sessions/{SESSION}/redeliver/"
+RESEND = "/deliveries/resend/"
 
 
 @pytest.fixture
@@ -102,6 +103,11 @@ def handed_off(settings: Any, client: Client, shop: Merchant, acp_server: Receiv
     return handoff
 
 
+def redeliver(client: Client, handoff: Handoff, **answer: str) -> Any:
+    """The panel's Redeliver, and with ``confirm="yes"`` the confirmation page's button."""
+    return client.post(RESEND, {"handoff": str(handoff.pk), **answer})
+
+
 def panel(page: Any) -> str:
     assert page.status_code == 200, page.status_code
     html: str = page.content.decode()
@@ -153,17 +159,24 @@ def test_a_session_without_a_handoff_shows_no_panel(
     assert 'id="handoff-h"' not in page.content.decode()
 
 
-def test_an_operator_redelivers_and_it_is_audited(
+def test_an_operator_redelivers_after_confirming_and_it_is_audited(
     handed_off: Handoff, acp_server: Receiver
 ) -> None:
     operator_user = member("olga", MemberRole.OPERATOR)
     operator = signed_in(operator_user)
-    assert 'id="redeliver"' in panel(operator.get(PAGE))
-    response = operator.post(REDELIVER)
+    button = panel(operator.get(PAGE)).split('id="redeliver"', 1)[0].rsplit("<form", 1)[1]
+    assert f'action="{RESEND}"' in button
+    assert f'name="handoff" value="{handed_off.pk}"' in button
+    # The button asks first: nothing is resent until the confirmation page's answer.
+    asked = redeliver(operator, handed_off)
+    assert asked.status_code == 200
+    assert 'id="confirm-resend"' in asked.content.decode()
+    assert not AuditEvent.objects.filter(action="handoff.redeliver").exists()
+    response = redeliver(operator, handed_off, confirm="yes")
     assert response.status_code == 302
-    assert response["Location"] == f"{PAGE}#handoff-h"
-    assert messages_in(operator.get(PAGE).content.decode()) == [
-        f"Handoff of {SESSION} queued for redelivery."
+    assert response["Location"] == f"/deliveries/handoff/{handed_off.pk}/"
+    assert messages_in(operator.get(response["Location"]).content.decode()) == [
+        "Resending 1 delivery now."
     ]
     handed_off.refresh_from_db()
     assert handed_off.state == HandoffState.PENDING
@@ -180,18 +193,26 @@ def test_an_operator_redelivers_and_it_is_audited(
     assert len(rows(panel(operator.get(PAGE)))) == 3
 
 
+def test_a_cleanly_delivered_handoff_offers_no_redeliver(handed_off: Handoff) -> None:
+    Handoff.objects.filter(pk=handed_off.pk).update(flagged=False, flag_reason="")
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
+    assert 'id="redeliver"' not in panel(operator.get(PAGE))
+    refused = redeliver(operator, handed_off, confirm="yes")
+    assert refused.status_code == 400
+    assert "delivered already" in error_summary_in(refused.content.decode())
+    assert not AuditEvent.objects.filter(action="handoff.redeliver").exists()
+
+
 def test_an_admin_redelivers_a_refused_one_and_sees_why(handed_off: Handoff) -> None:
     ada = signed_in(member("ada", MemberRole.ADMIN))
     # An attempt still running cannot be doubled: the arbiter refuses, and the refusal is
     # shown and audited.
     handed_off.attempt_log.update(outcome="")
-    answer = ada.post(REDELIVER)
-    assert answer.status_code == 400
-    summary = error_summary_in(answer.content.decode())
-    assert "Not redelivered:" in summary
-    assert "an attempt is running; wait for its answer." in summary
-    # Shown at the redeliver URL, the live page still refreshes from the session's own.
-    assert f'data-url="{PAGE}"' in answer.content.decode()
+    answer = redeliver(ada, handed_off, confirm="yes")
+    assert answer.status_code == 302
+    assert messages_in(ada.get(answer["Location"]).content.decode()) == [
+        f"Not resent, the handoff of {SESSION}: an attempt is running; wait for its answer"
+    ]
     event = AuditEvent.objects.get(action="handoff.redeliver")
     assert event.detail == {
         "redelivered": False,
@@ -204,10 +225,10 @@ def test_an_admin_redelivers_a_refused_one_and_sees_why(handed_off: Handoff) -> 
 def test_merchants_cannot_redeliver(handed_off: Handoff, shop: Merchant) -> None:
     own = signed_in(member("alice", MemberRole.MERCHANT_MANAGER, shop))
     other = signed_in(member("bob", MemberRole.MERCHANT_MANAGER, merchant("b")))
-    assert own.post(REDELIVER).status_code == 403
-    assert other.post(REDELIVER).status_code == 403
+    assert redeliver(own, handed_off, confirm="yes").status_code == 403
+    assert redeliver(other, handed_off, confirm="yes").status_code == 403
     assert other.get(PAGE).status_code == 404
-    assert own.get(REDELIVER).status_code == 405
+    assert own.get(RESEND).status_code == 405
     handed_off.refresh_from_db()
     assert handed_off.state == HandoffState.DELIVERED
     assert not AuditEvent.objects.filter(action="handoff.redeliver").exists()
@@ -215,7 +236,7 @@ def test_merchants_cannot_redeliver(handed_off: Handoff, shop: Merchant) -> None
 
 def test_redelivering_needs_the_csrf_token(handed_off: Handoff) -> None:
     operator = signed_in(member("olga", MemberRole.OPERATOR), enforce_csrf_checks=True)
-    assert operator.post(REDELIVER).status_code == 403
+    assert redeliver(operator, handed_off, confirm="yes").status_code == 403
     handed_off.refresh_from_db()
     assert handed_off.state == HandoffState.DELIVERED
 
@@ -251,12 +272,12 @@ def test_redeliver_waits_for_a_live_attempt_and_closes_a_dead_one(
     live = died_inside_the_post(handed_off, short_lease / 2)
     # Within its lease the attempt may still be answered: shown running, not doubled.
     assert "<td>running</td>" in rows(panel(operator.get(PAGE)))[2]
-    operator.post(REDELIVER)
+    redeliver(operator, handed_off, confirm="yes")
     audited = AuditEvent.objects.filter(action="handoff.redeliver").order_by("pk")
     assert audited.get().detail["refused"] == "an attempt is running; wait for its answer"
     # Past it, the worker is presumed dead: the redeliver closes the attempt and is taken.
     handed_off.attempt_log.update(started_at=F("started_at") - short_lease / 2)
-    assert operator.post(REDELIVER).status_code == 302
+    assert redeliver(operator, handed_off, confirm="yes").status_code == 302
     assert audited.last().detail == {"redelivered": True, "refused": ""}
     live.refresh_from_db()
     assert live.outcome == "abandoned"
@@ -296,3 +317,18 @@ def test_the_sweep_closes_a_dead_attempt_once_and_delivers_the_handoff(
     assert abandoned.startswith('<span class="badge warn" title="The worker stopped during')
     assert abandoned.endswith(">abandoned</span>")
     assert delivered == "delivered"
+
+
+def test_a_flagged_handoffs_last_status_agrees_with_its_outcome(handed_off: Handoff) -> None:
+    """The list's last status of a flagged handoff says the checkout was made at another
+    price, not "delivered" beside the flag."""
+    operator = signed_in(member("olga", MemberRole.OPERATOR))
+    listed = operator.get("/deliveries/").content.decode()
+    row = listed.split(f'id="select-handoff-{handed_off.pk}"', 1)[1].split("</tr>", 1)[0]
+    assert "price mismatch flagged" in row
+    assert "<td>201: checkout made at another price</td>" in row
+    assert "(delivered)" not in row
+    # A clean delivery still reads as one.
+    Handoff.objects.filter(pk=handed_off.pk).update(flagged=False, flag_reason="")
+    clean = operator.get("/deliveries/").content.decode().split("<tbody>", 1)[1]
+    assert "<td>201 (delivered)</td>" in clean

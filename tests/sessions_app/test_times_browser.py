@@ -1,6 +1,8 @@
 """In Chromium against the real ASGI server: times read relative ("3 hours ago", "in 29 days")
-with the exact UTC time on hover, kept current, rows that arrive later included; an action's
-message and a refused form's error summary, which takes the focus, in light and dark."""
+with the exact UTC time on hover, kept current, rows that arrive later included; exact times,
+the overview's hours among them, in the viewer's zone; the list's UTC inputs saying so; an
+action's message and a refused form's error summary, which takes the focus, in light and
+dark."""
 
 from __future__ import annotations
 
@@ -93,6 +95,24 @@ def test_times_read_relative_with_the_exact_utc_time_on_hover(
         kolkata = opened.astimezone(ZoneInfo("Asia/Kolkata"))
         assert received.inner_text() == f"{kolkata:%Y-%m-%d %H:%M:%S}"
         screenshot(page, "times-session-timeline")
+
+        # The overview counts by the hours of UTC and labels each by its start in the viewer's
+        # zone: half past, in Kolkata, in the table and on the chart alike.
+        page.goto(f"{base}/")
+        last = page.locator("#hourly tbody tr").last.locator("time")
+        start = datetime.fromisoformat(last.get_attribute("datetime") or "")
+        local_start = start.astimezone(ZoneInfo("Asia/Kolkata"))
+        assert local_start.minute == 30
+        assert last.text_content() == f"{local_start:%Y-%m-%d %H:%M}"
+        assert last.get_attribute("title") == exact(start)
+        labels = page.evaluate("Chart.getChart('hourly-chart').data.labels")
+        assert labels[-1] == f"{local_start:%H:%M}"
+        assert page.inner_text("#hourly-zone [data-zone]") in {"Asia/Kolkata", "Asia/Calcutta"}
+        # The list's From and To stay in UTC, as the URL keeps them, and say so.
+        page.goto(f"{base}/sessions/")
+        assert page.get_by_label("From, in UTC").count() == 1
+        hint = page.inner_text("#utc-inputs")
+        assert "read in UTC, not in your zone (Asia/" in hint
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
