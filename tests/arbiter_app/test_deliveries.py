@@ -112,6 +112,11 @@ class Receiver:
         assert self.server is not None
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
+    def stop(self) -> None:
+        assert self.server is not None
+        self.server.shutdown()
+        self.server.server_close()
+
 
 @pytest.fixture
 def receivers() -> Iterator[Callable[[Callable[[Request], Reply]], Receiver]]:
@@ -123,9 +128,7 @@ def receivers() -> Iterator[Callable[[Callable[[Request], Reply]], Receiver]]:
 
     yield start
     for receiver in started:
-        assert receiver.server is not None
-        receiver.server.shutdown()
-        receiver.server.server_close()
+        receiver.stop()
 
 
 @pytest.fixture(autouse=True)

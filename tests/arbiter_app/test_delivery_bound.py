@@ -81,9 +81,7 @@ def receivers() -> Iterator[Callable[..., Receiver]]:
     for hold in holds:
         hold.released.set()
     for receiver in started:
-        assert receiver.server is not None
-        receiver.server.shutdown()
-        receiver.server.server_close()
+        receiver.stop()
 
 
 def handoff_target(merchant: Agent, url: str) -> None:

@@ -263,9 +263,7 @@ def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[st
         with django_db_blocker.unblock():
             for export in Export.objects.all():
                 discard_files(export)
-        assert acp.server is not None
-        acp.server.shutdown()
-        acp.server.server_close()
+        acp.stop()
         with django_db_blocker.unblock():
             call_command("flush", interactive=False, verbosity=0)
 

@@ -40,9 +40,7 @@ def acp_server() -> Iterator[Receiver]:
 
     server = Receiver(answer).start()
     yield server
-    assert server.server is not None
-    server.server.shutdown()
-    server.server.server_close()
+    server.stop()
 
 
 def configure(browser: Client, endpoint: str, **fields: str) -> Any:
@@ -158,9 +156,7 @@ def test_send_test_records_an_endpoint_that_does_not_answer(
     private_allowed: None, alice: Client, acp_server: Receiver
 ) -> None:
     configure(alice, f"{acp_server.url}/acp")
-    assert acp_server.server is not None
-    acp_server.server.shutdown()
-    acp_server.server.server_close()
+    acp_server.stop()
     alice.post(TEST)
     event = AuditEvent.objects.get(action="acp.tested")
     assert event.detail["status"] is None

@@ -53,9 +53,7 @@ def acp_server() -> Iterator[Receiver]:
 
     server = Receiver(answer).start()
     yield server
-    assert server.server is not None
-    server.server.shutdown()
-    server.server.server_close()
+    server.stop()
 
 
 def failed_handoff(client: Client, shop: Merchant, acp_url: str) -> Handoff:

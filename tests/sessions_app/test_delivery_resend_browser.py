@@ -5,7 +5,6 @@ screenshotted and judged by axe-core at both widths in both schemes."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,11 @@ from sessions_app.models import AuditEvent, MemberRole
 from tests.arbiter_app.test_deliveries import Receiver, Reply, Request
 from tests.conftest import LiveServer
 from tests.sessions_app.browser import chromium, look, sign_in
-from tests.sessions_app.test_handoff_panel import SESSION, agree_and_hand_off
+from tests.sessions_app.test_handoff_panel import (
+    SESSION,
+    agree_and_hand_off,
+    checkout_at_another_price,
+)
 from tests.support.factories.accounts import PASSWORD, member, merchant
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,19 +35,11 @@ def acp_server() -> Iterator[Receiver]:
         if answered:
             return 503, {}, b'{"type": "processing_error"}'
         answered.append(201)
-        sent = json.loads(request.body)
-        checkout = {
-            "id": "cs_42",
-            "currency": sent["currency"],
-            "line_items": [{"id": "li_1", "unit_amount": 35000}],
-        }
-        return 201, {}, json.dumps(checkout).encode()
+        return checkout_at_another_price(request)
 
     server = Receiver(answer).start()
     yield server
-    assert server.server is not None
-    server.server.shutdown()
-    server.server.server_close()
+    server.stop()
 
 
 def test_a_flagged_handoff_is_shown_as_flagged_and_resent(

@@ -37,9 +37,7 @@ def acp_server() -> Iterator[Receiver]:
 
     server = Receiver(answer).start()
     yield server
-    assert server.server is not None
-    server.server.shutdown()
-    server.server.server_close()
+    server.stop()
 
 
 def test_the_agent_page_acp_section(

@@ -38,6 +38,17 @@ def shop() -> Merchant:
     return merchant("sfo")
 
 
+def checkout_at_another_price(request: Request) -> Reply:
+    """A checkout made (201) with a unit amount of 350.00, whatever was agreed."""
+    sent = json.loads(request.body)
+    checkout = {
+        "id": "cs_42",
+        "currency": sent["currency"],
+        "line_items": [{"id": "li_1", "unit_amount": 35000}],
+    }
+    return 201, {}, json.dumps(checkout).encode()
+
+
 @pytest.fixture
 def acp_server() -> Iterator[Receiver]:
     """First a 503, then a checkout whose unit amount is not the agreed one."""
@@ -47,19 +58,11 @@ def acp_server() -> Iterator[Receiver]:
         if replies:
             status, body = replies.pop(0)
             return status, {}, body
-        sent = json.loads(request.body)
-        checkout = {
-            "id": "cs_42",
-            "currency": sent["currency"],
-            "line_items": [{"id": "li_1", "unit_amount": 35000}],
-        }
-        return 201, {}, json.dumps(checkout).encode()
+        return checkout_at_another_price(request)
 
     server = Receiver(answer).start()
     yield server
-    assert server.server is not None
-    server.server.shutdown()
-    server.server.server_close()
+    server.stop()
 
 
 def agree_and_hand_off(
