@@ -70,8 +70,8 @@ def test_a_merchant_tunes_previews_and_saves_a_hosted_agent(live_arbiter: LiveSe
         assert group.is_visible()
         errors = group.locator(".error").all_inner_texts()
         assert errors == [
-            "exponent is a number from 0.05 to 20.",
-            "inventory_pressure is a number from 0 to 1.",
+            "Exponent e is a number from 0.05 to 20.",
+            "Inventory pressure is a number from 0 to 1.",
         ]
         assert "Say from which round it settles: 1 to 20." in page.inner_text(".settle")
         assert page.input_value("#id_boulware__exponent") == "50"  # kept, to be corrected
