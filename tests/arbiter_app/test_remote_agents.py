@@ -35,6 +35,7 @@ from oanp.net.client import ArbiterClient
 from tests.conftest import ROOT, LiveServer
 from tests.support.factories.agents import SFO_JFK_ITEM, SFO_JFK_TRACE, Agent, make_agent
 from tests.support.factories.terms import ISSUES
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -431,9 +432,14 @@ def test_a_merchant_killed_mid_session_finishes_on_restart_answering_nothing_twi
         assert_answered_once(run.log)
     # The restarted merchant never tried to answer what the first one had answered.
     assert not [line for line in second.lines if "refused" in line], second.lines
-    saved = json.loads(state.read_text())
-    assert all(record["finished"] for record in saved["sessions"].values())
-    assert all(record["outbox"] == [] for record in saved["sessions"].values())
+
+    def all_noted_finished() -> bool:
+        """the merchant's state file holding every session finished, nothing left to send:
+        it learns of each end from its inbox, after the buyer's command has returned"""
+        saved = json.loads(state.read_text())["sessions"].values()
+        return all(record["finished"] and record["outbox"] == [] for record in saved)
+
+    wait_for(all_noted_finished, WAIT)
 
 
 def test_a_merchant_stopped_between_sending_and_noting_it_resends_the_same_bytes(
