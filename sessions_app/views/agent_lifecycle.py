@@ -103,8 +103,8 @@ def runner_key(request: HttpRequest, agent_id: str, act: str) -> HttpResponse:
         "consequence": consequence,
         "action": request.path,
     }
-    live = lifecycle_selectors.live_runner_keys(profile)
-    if act == "revoke" and not live:
+    # Asked only of a revocation: a rotation issues a key whatever the runner holds.
+    if act == "revoke" and not lifecycle_selectors.live_runner_keys(profile):
         context["form"] = refusal("The hosted runner holds no live key: nothing to revoke.")
         return render(request, "sessions_app/agent_lifecycle_confirm.html", context, status=409)
     if request.POST.get("confirmed") != "yes":
