@@ -1,6 +1,15 @@
 """The web process (the Procfile's ``web``): Daphne serving the project's ASGI application in
-``$WEB_CONCURRENCY`` processes (default: two per core) that share one listening socket on
-``$HOST:$PORT`` (default ``0.0.0.0:8000``), the kernel handing each connection to one of them.
+``$WEB_CONCURRENCY`` processes (default: two per core) that listen on ``$HOST:$PORT`` (default
+``0.0.0.0:8000``), each on a socket of its own bound with ``SO_REUSEPORT``, so that the kernel
+spreads the connections evenly over them.
+
+Why not one shared socket: every process then races to accept, and Twisted accepts a whole
+burst of connections in whichever process wakes first. Under load the keep-alive connections
+of the clients piled up on one or two processes (10 connections: all on one process in 7 of 15
+trials), which serve their synchronous views one at a time, while the others idled; with a
+socket per process the same 10 connections were spread 3-2-3-2 and served 125 envelopes/s
+against 74 (docs/BENCHMARKS.md, service). Where the platform has no ``SO_REUSEPORT``, or
+``OANP_WEB_REUSEPORT=0`` asks for it, the processes share one socket as before.
 
 Behind ``N`` proxies that each append to ``X-Forwarded-For``, ``OANP_PROXY_HEADERS=N`` makes the
 application take the client's address from the ``N``-th entry from the right
@@ -36,6 +45,9 @@ RESTART_FIRST_SECONDS, RESTART_CAP_SECONDS = 0.5, 30.0
 STABLE_SECONDS = 60.0
 
 
+#: The queue of connections not yet accepted, per socket.
+BACKLOG = 1024
+
 #: Default processes per core. Django runs a process's synchronous views one at a time, on one
 #: thread, so a process waiting on the database or Redis leaves its core idle: at 10 agent
 #: pairs on two cores, 2 processes served 86 envelopes/s, 4 served 126 (the machine then
@@ -55,43 +67,104 @@ def concurrency() -> int:
     return PROCESSES_PER_CORE * len(os.sched_getaffinity(0))
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """The one socket every web process accepts on; inherited by each as a file descriptor."""
+def reuse_port() -> bool:
+    """Whether each process gets a socket of its own (see the module's docstring)."""
+    wanted = os.environ.get("OANP_WEB_REUSEPORT", "1").strip().lower() not in {"0", "false", "no"}
+    return wanted and hasattr(socket, "SO_REUSEPORT")
+
+
+def bind(host: str, port: int, *, reuse: bool) -> socket.socket:
+    """A socket bound to ``host:port``, not yet listening, for a Daphne process to inherit as a
+    file descriptor; with ``reuse``, one of several bound with ``SO_REUSEPORT``, among which the
+    kernel shares the connections once they listen."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
-    sock.listen(1024)
     sock.set_inheritable(True)
     return sock
 
 
-def daphne_argv(fd: int) -> list[str]:
-    return [sys.executable, "-m", "daphne", "--fd", str(fd), "oanp_site.asgi:application"]
+def served_already(host: str, port: int) -> bool:
+    """Whether something answers on ``host:port``: with ``SO_REUSEPORT`` a second server of the
+    same user could bind the port beside ours and take part of its connections unnoticed."""
+    target = "127.0.0.1" if host in {"0.0.0.0", ""} else "::1" if host == "::" else host  # noqa: S104
+    try:
+        with socket.create_connection((target, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+class Sockets:
+    """Where the web processes accept: one shared socket, or with ``SO_REUSEPORT`` one per
+    process.
+
+    A process's own socket is bound here and made anew for each process started, and the process
+    listens on it only once its application is loaded (:mod:`oanp_site.web_process`): until
+    then the kernel hands its share of the connections to the others. It is closed here once
+    the process holds it, so that when the process dies the kernel stops handing it
+    connections."""
+
+    def __init__(self, host: str, port: int, *, reuse: bool) -> None:
+        self.host, self.reuse = host, reuse
+        #: The shared socket; with ``SO_REUSEPORT``, the first process's, bound here before any
+        #: process starts so that a port taken fails the start at once.
+        self.first: socket.socket | None = bind(host, port, reuse=reuse)
+        self.port = self.first.getsockname()[1]  # port 0 asks for one: every socket takes it
+        if not reuse:
+            self.first.listen(BACKLOG)
+
+    def for_process(self) -> socket.socket:
+        if not self.reuse:
+            assert self.first is not None
+            return self.first
+        if self.first is not None:
+            sock, self.first = self.first, None
+            return sock
+        return bind(self.host, self.port, reuse=True)
+
+    def handed(self, sock: socket.socket) -> None:
+        """The process started with ``sock`` holds it now."""
+        if self.reuse:
+            sock.close()
+
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+
+def process_argv(fd: int) -> list[str]:
+    """One web process on the socket ``fd`` (:mod:`oanp_site.web_process`)."""
+    return [sys.executable, "-m", "oanp_site.web_process", str(fd)]
 
 
 class Web:
-    """``count`` Daphne processes on one socket, kept running until :meth:`stop`."""
+    """``count`` Daphne processes listening on ``sockets``, kept running until :meth:`stop`."""
 
-    def __init__(self, sock: socket.socket, count: int) -> None:
-        self.sock, self.count = sock, count
+    def __init__(self, sockets: Sockets, count: int) -> None:
+        self.sockets, self.count = sockets, count
         self.children: dict[int, subprocess.Popen[bytes]] = {}
         self.started: dict[int, float] = {}
         self.failures: dict[int, int] = {}
         self.stopping = False
 
     def start(self, slot: int) -> None:
+        sock = self.sockets.for_process()
         self.children[slot] = subprocess.Popen(  # noqa: S603 - the project's own server
-            daphne_argv(self.sock.fileno()),
-            pass_fds=(self.sock.fileno(),),
+            process_argv(sock.fileno()),
+            pass_fds=(sock.fileno(),),
         )
+        self.sockets.handed(sock)
         self.started[slot] = time.monotonic()
 
     def run(self) -> int:
         for slot in range(self.count):
             self.start(slot)
+        sharing = "a socket each (SO_REUSEPORT)" if self.sockets.reuse else "one socket"
         print(
-            f"web: {self.count} Daphne process(es) on {self.sock.getsockname()[:2]}",
+            f"web: {self.count} Daphne process(es) on {self.sockets.address()}, {sharing}",
             flush=True,
         )
         while not self.stopping:
@@ -135,7 +208,11 @@ def main() -> int:
     host = os.environ.get("HOST", "0.0.0.0")  # noqa: S104 - a server behind its proxy
     port = int(os.environ.get("PORT", "8000"))
     proxy_hops(os.environ.get("OANP_PROXY_HEADERS"))  # each process reads it in its settings
-    web = Web(listen(host, port), concurrency())
+    reuse = reuse_port()
+    if reuse and served_already(host, port):
+        print(f"web: something already answers on {host}:{port}", file=sys.stderr, flush=True)
+        return 1
+    web = Web(Sockets(host, port, reuse=reuse), concurrency())
     signal.signal(signal.SIGTERM, web.stop)
     signal.signal(signal.SIGINT, web.stop)
     return web.run()

@@ -1,5 +1,6 @@
-"""The Procfile's web process: several Daphne processes share one port; one that dies is
-started again while the others go on answering; SIGTERM stops them all, gracefully."""
+"""The Procfile's web process: several Daphne processes share one port, each on a socket of its
+own; one that dies is started again while the others go on answering; SIGTERM stops them all,
+gracefully."""
 
 from __future__ import annotations
 
@@ -13,10 +14,34 @@ import httpx
 import pytest
 from django.conf import settings
 
-from oanp_site.serve import concurrency, daphne_argv, main
+from oanp_site.serve import concurrency, main
+from oanp_site.web_process import daphne_arguments
 from tests.conftest import ROOT, suite_database_url
 from tests.support.processes import children, free_port, spawn, tail
 from tests.support.waiting import wait_for
+
+
+def listening(port: int) -> set[int]:
+    """The inodes of the sockets listening on ``port`` (IPv4), from the kernel's table."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port:  # 0A: LISTEN
+            inodes.add(int(fields[9]))
+    return inodes
+
+
+def sockets_of(pid: int, among: set[int]) -> set[int]:
+    """Which of the socket inodes ``among`` the process ``pid`` holds open."""
+    held = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            held.add(int(target[8:-1]))
+    return held & among
 
 
 def answers(url: str) -> bool:
@@ -46,6 +71,13 @@ def test_web_processes_share_a_port_are_restarted_and_stop_together(
         wait_for(lambda: answers(url), 30, message=lambda: tail(log))
         wait_for(lambda: len(children(web.pid)) == 2, 10, message=lambda: tail(log))
         first = children(web.pid)
+        # A socket each, so the kernel spreads connections over them, and none kept by the
+        # parent, so a dead process's connections go to the others rather than wait for it.
+        wait_for(lambda: len(listening(port)) == 2, 10, message=lambda: tail(log))
+        sockets = listening(port)
+        assert [len(sockets_of(pid, sockets)) for pid in sorted(first)] == [1, 1]
+        assert sockets_of(min(first), sockets) != sockets_of(max(first), sockets)
+        assert not sockets_of(web.pid, sockets)
 
         os.kill(min(first), signal.SIGKILL)
         wait_for(lambda: answers(url), 10)  # the other one still answers meanwhile
@@ -67,6 +99,29 @@ def test_web_processes_share_a_port_are_restarted_and_stop_together(
             web.kill()
 
 
+def test_a_second_web_on_a_served_port_refuses_to_start(tmp_path: Path) -> None:
+    # With SO_REUSEPORT the kernel would let it bind beside the first and take a share of the
+    # first one's connections.
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": suite_database_url(),
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        "WEB_CONCURRENCY": "1",
+    }
+    first = spawn([sys.executable, "-m", "oanp_site.serve"], env, tmp_path / "first.log")
+    try:
+        wait_for(lambda: answers(f"http://127.0.0.1:{port}"), 30)
+        second = spawn([sys.executable, "-m", "oanp_site.serve"], env, tmp_path / "second.log")
+        assert second.wait(30) == 1
+        assert f"something already answers on 127.0.0.1:{port}" in tail(tmp_path / "second.log")
+        assert len(listening(port)) == 1
+    finally:
+        first.terminate()
+        first.wait(30)
+
+
 def test_the_web_concurrency_defaults_to_two_per_core(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WEB_CONCURRENCY", raising=False)
     assert concurrency() == 2 * len(os.sched_getaffinity(0))
@@ -80,7 +135,7 @@ def test_the_web_concurrency_defaults_to_two_per_core(monkeypatch: pytest.Monkey
 def test_daphne_never_believes_forwarded_addresses_itself() -> None:
     # Daphne's --proxy-headers takes the left-most X-Forwarded-For entry, the client's to
     # forge; the application picks the right one (oanp_site.forwarded).
-    assert "--proxy-headers" not in daphne_argv(3)
+    assert "--proxy-headers" not in daphne_arguments(3)
 
 
 def test_a_proxy_setting_that_is_no_number_stops_the_web_before_it_listens(
