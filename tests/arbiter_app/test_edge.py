@@ -74,7 +74,7 @@ def test_an_address_flooding_made_up_keys_is_refused_before_any_lookup(
 ) -> None:
     # One minute for the whole test, and an address no other test fails from: the count is
     # this test's alone.
-    monkeypatch.setattr(limits, "_window", lambda: (0, 30.0))
+    monkeypatch.setattr(limits, "current_window", lambda: (0, 30.0))
     address = f"flood-{uuid.uuid4()}"
     settings.OANP_AUTH_FAILURES_PER_MINUTE = 3
     made_up = {"Authorization": "Bearer oanp_0123456789ab_" + "x" * 32}
@@ -134,7 +134,7 @@ def test_the_edge_answers_its_checks_in_the_order_of_section_14_5(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     key, propose = negotiation.peek()  # the buyer's
-    monkeypatch.setattr(limits, "_window", lambda: (0, 30.0))
+    monkeypatch.setattr(limits, "current_window", lambda: (0, 30.0))
     settings.OANP_AUTH_FAILURES_PER_MINUTE = 1
     problem(_edge_row(client, key=None, body=b"{}"), 401, "unauthorized")  # "flooded" is over
     settings.OANP_RATE_LIMIT_PER_MINUTE = 0  # and every key over its own
@@ -156,3 +156,32 @@ def test_the_edge_answers_its_checks_in_the_order_of_section_14_5(
         answer = _edge_row(client, **request).json()
         assert answer["code"] == check.split(" ")[0], (check, answer)
         assert records() == before
+
+
+def test_a_request_is_counted_in_one_round_trip_to_redis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-key count is INCR and EXPIRE pipelined on the process's client: one round trip,
+    where the cache API took three. The counter still lapses after its window."""
+    import redis
+
+    trips: list[str] = []
+    command, pipeline = redis.Redis.execute_command, redis.client.Pipeline.execute
+
+    def counted_command(self: Any, *args: Any, **options: Any) -> Any:
+        trips.append(str(args[0]))
+        return command(self, *args, **options)
+
+    def counted_pipeline(self: Any, *args: Any, **options: Any) -> Any:
+        trips.append("pipeline")
+        return pipeline(self, *args, **options)
+
+    monkeypatch.setattr(redis.Redis, "execute_command", counted_command)
+    monkeypatch.setattr(redis.client.Pipeline, "execute", counted_pipeline)
+    prefix = f"trips{uuid.uuid4().hex[:8]}"
+    assert limits.charge(prefix).over is None
+    assert limits.charge(prefix).over is None
+    assert trips == ["pipeline", "pipeline"]
+
+    window, _ = limits.current_window()
+    stored = cache.make_and_validate_key(f"oanp-rate:key:{prefix}:{window}")
+    assert cache.get(f"oanp-rate:key:{prefix}:{window}") == 2  # read back through the cache API
+    assert 0 < limits.redis_client().ttl(stored) <= 2 * limits.WINDOW_SECONDS

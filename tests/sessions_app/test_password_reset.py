@@ -131,7 +131,7 @@ def test_a_malformed_address_answers_400() -> None:
 def test_reset_requests_spend_the_sign_in_budget(
     mia: User, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(limits, "_window", lambda: (0, 30.0))
+    monkeypatch.setattr(limits, "current_window", lambda: (0, 30.0))
     settings.OANP_AUTH_FAILURES_PER_MINUTE = 2
     address = f"reset-{uuid.uuid4()}"
     assert ask(Client(), "mia@example.org", address).status_code == 302

@@ -163,7 +163,7 @@ def test_wrong_codes_spend_the_sign_in_budget_and_past_it_no_code_is_checked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # One minute for the whole test: a new one starting midway would empty the count.
-    monkeypatch.setattr(limits, "_window", lambda: (0, 30.0))
+    monkeypatch.setattr(limits, "current_window", lambda: (0, 30.0))
     settings.OANP_AUTH_FAILURES_PER_MINUTE = 3
     device, _ = enrolled
     right = code_of(device, steps_ahead=1)

@@ -61,7 +61,7 @@ def test_an_address_past_its_failures_is_refused_429_even_with_the_password(
     address: str, settings: Any, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # One minute for the whole test: a new one starting midway would empty the count.
-    monkeypatch.setattr(limits, "_window", lambda: (0, 30.0))
+    monkeypatch.setattr(limits, "current_window", lambda: (0, 30.0))
     settings.OANP_AUTH_FAILURES_PER_MINUTE = 3
     member("mia", MemberRole.OPERATOR)
     for _ in range(3):
