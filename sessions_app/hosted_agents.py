@@ -48,7 +48,7 @@ from oanp.wire.errors import (
     TimerExpired,
 )
 from oanp.wire.state import Phase
-from sessions_app import selectors, services
+from sessions_app import hosted_directory, selectors, services
 from sessions_app.models import AgentProfile, HostedSession, Mode
 from sessions_app.queue import ANSWER_SESSION, REVEAL_AFTER_END, enqueue
 from sessions_app.vault import unseal_session_vault, unseal_text
@@ -78,7 +78,7 @@ def on_entries_committed(
         ended = any(entry["envelope"]["type"] in _ENDINGS for entry in entries)
         if not (asked or ended):
             return
-        profile = AgentProfile.objects.filter(agent_id=merchant_agent_id, mode=Mode.HOSTED).first()
+        profile = hosted_directory.hosting(merchant_agent_id)
         if profile is None:
             return
         if asked and not enqueue(

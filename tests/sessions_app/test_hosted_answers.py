@@ -194,3 +194,29 @@ def test_a_hosted_agent_cut_off_by_its_merchant_answers_nothing_and_times_out_on
     late = asked_at(negotiation) + timedelta(seconds=301)
     assert arbiter_services.expire_due_sessions(now=late) == 1
     assert closed() == ("CLOSED", "response_timeout")
+
+
+def test_whether_a_merchant_is_hosted_is_read_once_a_second_and_forgotten_when_saved(
+    django_assert_num_queries: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every buyer's move asks whether its merchant is hosted; the answer is read from the
+    database once per agent and second, and a profile saved in this process is read again."""
+    from sessions_app import hosted_directory
+
+    clock = [1000.0]
+    monkeypatch.setattr(hosted_directory.time, "monotonic", lambda: clock[0])
+    profile = hosted_agent(merchant("skyfare-dir"), "skyfare-dir")
+    with django_assert_num_queries(1):
+        assert hosted_directory.hosting("skyfare-dir") == hosted_directory.Hosting(
+            reveal_after_end=profile.reveal_after_end
+        )
+        assert hosted_directory.hosting("skyfare-dir") is not None
+        assert hosted_directory.hosting("skyfare-dir") is not None
+    profile.mode = "external"
+    profile.save()
+    with django_assert_num_queries(1):
+        assert hosted_directory.hosting("skyfare-dir") is None
+        assert hosted_directory.hosting("skyfare-dir") is None
+    clock[0] += hosted_directory.REMEMBER_SECONDS
+    with django_assert_num_queries(1):
+        assert hosted_directory.hosting("skyfare-dir") is None
