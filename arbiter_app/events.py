@@ -113,6 +113,9 @@ class Announcement:
     buyer_agent_id: str
     merchant_agent_id: str
     entries: Sequence[JsonObject]
+    #: The ids of the parties' live callbacks, read under the session's lock in the step's
+    #: transaction, or ``None`` where the step did not read them (its listener then does).
+    callbacks: tuple[int, ...] | None = None
 
 
 def announce_all(announcements: Sequence[Announcement]) -> None:

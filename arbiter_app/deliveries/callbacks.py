@@ -37,28 +37,19 @@ log = logging.getLogger(__name__)
 
 def on_batch_committed(sender: Any, *, announcements: Sequence[Announcement], **_: Any) -> None:
     """Receiver of :data:`arbiter_app.events.batch_committed`: wake the deliveries of the
-    parties' callbacks. One query for a whole batch when no party has one."""
+    parties' callbacks. The parties' callbacks come with the announcement where the step read
+    them under its lock (an envelope's); the others' are one query for the whole batch. Nothing
+    more is read when no party has one."""
     try:
         parties = [a for a in announcements if a.entries]
-        if not parties:
-            return
-        wanted = Q()
-        for a in parties:
-            wanted |= Q(agent_id=a.buyer_agent_id, role=AgentRole.BUYER)
-            wanted |= Q(agent_id=a.merchant_agent_id, role=AgentRole.MERCHANT)
-        live = AgentCallback.objects.filter(wanted, disabled_at__isnull=True)
-        callbacks = {(c.agent_id, c.role): c.pk for c in live.only("pk", "agent_id", "role")}
-        if not callbacks:
-            return
         by_session: dict[str, list[int]] = {}
         for a in parties:
-            owners = [
-                (a.buyer_agent_id, AgentRole.BUYER),
-                (a.merchant_agent_id, AgentRole.MERCHANT),
-            ]
-            found = [callbacks[o] for o in owners if o in callbacks]
-            if found:
-                by_session.setdefault(a.session_id, []).extend(found)
+            if a.callbacks:
+                by_session.setdefault(a.session_id, []).extend(a.callbacks)
+        for session_id, found in _looked_up([a for a in parties if a.callbacks is None]).items():
+            by_session.setdefault(session_id, []).extend(found)
+        if not by_session:
+            return
         sessions = dict(
             Session.objects.filter(session_id__in=by_session).values_list("session_id", "pk")
         )
@@ -73,12 +64,32 @@ def on_batch_committed(sender: Any, *, announcements: Sequence[Announcement], **
             ignore_conflicts=True,
         )
         cursors = CallbackCursor.objects.filter(
-            callback_id__in=set(callbacks.values()), session_id__in=sessions.values()
+            callback_id__in={pk for pks in by_session.values() for pk in pks},
+            session_id__in=sessions.values(),
         )
         for cursor_id in cursors.values_list("pk", flat=True):
             send(cursor_id)
     except Exception:  # other listeners of the signal, and the streams, must still hear it
         log.exception("could not wake the callbacks of %d session(s)", len(announcements))
+
+
+def _looked_up(parties: Sequence[Announcement]) -> dict[str, list[int]]:
+    """The live callbacks of each session's parties, by session: one query for them all."""
+    if not parties:
+        return {}
+    wanted = Q()
+    for a in parties:
+        wanted |= Q(agent_id=a.buyer_agent_id, role=AgentRole.BUYER)
+        wanted |= Q(agent_id=a.merchant_agent_id, role=AgentRole.MERCHANT)
+    live = AgentCallback.objects.filter(wanted, disabled_at__isnull=True)
+    callbacks = {(c.agent_id, c.role): c.pk for c in live.only("pk", "agent_id", "role")}
+    by_session: dict[str, list[int]] = {}
+    for a in parties:
+        owners = [(a.buyer_agent_id, AgentRole.BUYER), (a.merchant_agent_id, AgentRole.MERCHANT)]
+        found = [callbacks[o] for o in owners if o in callbacks]
+        if found:
+            by_session.setdefault(a.session_id, []).extend(found)
+    return by_session
 
 
 def send(cursor_id: int, countdown: float | None = None) -> bool:

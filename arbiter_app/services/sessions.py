@@ -14,12 +14,14 @@ from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from arbiter_app import events, metrics
 from arbiter_app.deliveries.handoff import open_handoff
 from arbiter_app.models import (
     VERDICT_COUNTS,
+    AgentCallback,
     AgentCredential,
     AgentRole,
     Availability,
@@ -124,10 +126,37 @@ def receive_envelope(
     return result
 
 
+def _locked() -> QuerySet[Session]:
+    """Session rows locked for a step, each read with its parties' live callbacks (their ids, or
+    ``None``) in the same round trip: the callbacks' listener needs them after the commit, and
+    would otherwise ask in a query of its own for every envelope. A callback registered between
+    this read and the commit is first served from the session's next step, as one registered
+    just after the commit is."""
+
+    def live(party: str, role: AgentRole) -> Subquery:
+        callbacks = AgentCallback.objects.filter(
+            agent_id=OuterRef(party), role=role, disabled_at__isnull=True
+        )
+        return Subquery(callbacks.values("pk")[:1])
+
+    return Session.objects.select_for_update().annotate(
+        buyer_callback=live("buyer_agent_id", AgentRole.BUYER),
+        merchant_callback=live("merchant_agent_id", AgentRole.MERCHANT),
+    )
+
+
+def _callbacks_read(session: Session) -> tuple[int, ...] | None:
+    """The ids :func:`_locked` read for ``session``; ``None`` for a row it did not read."""
+    if not hasattr(session, "buyer_callback"):
+        return None
+    read = (session.buyer_callback, session.merchant_callback)
+    return tuple(pk for pk in read if pk is not None)
+
+
 def _receive(
     envelope: Envelope, now: datetime | None, admit: Callable[[], None]
 ) -> EnvelopeAnswer | TimerExpired:
-    session = Session.objects.select_for_update().filter(session_id=envelope.session_id).first()
+    session = _locked().filter(session_id=envelope.session_id).first()
     # The clock is read once the row is ours: an envelope that waited for the lock while a
     # timer closed the session is judged by when it was applied, and entries keep log order.
     now = now or timezone.now()
@@ -206,7 +235,7 @@ def expire_session(*, session_id: str, now: datetime | None = None) -> bool:
     arriving after finds the session closed.
     """
     with transaction.atomic():
-        session = Session.objects.select_for_update().filter(session_id=session_id).first()
+        session = _locked().filter(session_id=session_id).first()
         now = now or timezone.now()  # after the lock, as in _receive
         if session is None or session.next_deadline is None or session.next_deadline > now:
             return False
@@ -507,6 +536,7 @@ def _after_commit(steps: list[_Staged]) -> None:
                     buyer_agent_id=step.session.buyer_agent_id,
                     merchant_agent_id=step.session.merchant_agent_id,
                     entries=step.entries_json,
+                    callbacks=_callbacks_read(step.session),
                 )
                 for step in steps
             ],
