@@ -99,10 +99,14 @@ Wake = tuple[set[str], dict[str, Any]]
 
 
 async def _wake(layer: Any, wakes: Sequence[Wake]) -> None:
-    # One hop to the event loop for every message, their sends in parallel.
-    await asyncio.gather(
-        *(layer.group_send(group, message) for groups, message in wakes for group in groups)
-    )
+    # One hop to the event loop for every message, their sends in parallel; on Redis, every
+    # group without members in one round trip (oanp_site.channel_layer).
+    sends = [(group, message) for groups, message in wakes for group in groups]
+    batched = getattr(layer, "group_send_each", None)
+    if batched is not None:
+        await batched(sends)
+    else:
+        await asyncio.gather(*(layer.group_send(group, message) for group, message in sends))
 
 
 @dataclass(frozen=True, slots=True)

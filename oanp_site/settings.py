@@ -187,7 +187,7 @@ if REDIS_URL:
     }
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "oanp_site.channel_layer.RedisLayer",
             # A receive blocks in BZPOPMIN for channels_redis's 5 s; redis-py's own default
             # socket timeout is also 5 s, so a receive could time out at its own end and kill
             # the consumer waiting on it. The socket waits longer than the block.

@@ -349,7 +349,7 @@ def test_readyz_reports_an_unreachable_redis_and_its_return(redis_server: Any) -
         checks = body["checks"]
         assert checks["broker"]["ok"]
         assert checks["broker"]["transport"] == "redis"
-        assert checks["channel_layer"] == {"ok": True, "backend": "RedisChannelLayer"}
+        assert checks["channel_layer"] == {"ok": True, "backend": "RedisLayer"}
 
         redis.kill()
         redis.wait(5)
