@@ -363,3 +363,49 @@ async def test_the_whole_chain_runs_in_the_views_thread_without_hops_of_its_own(
     assert threading.get_ident() not in {thread for _, thread in seen}
     # Ten middleware, each able to run either way, add no crossing to a request without them.
     assert with_chain == await _crossings([], monkeypatch)
+
+
+async def _threads_of(handler: SyncMiddlewareHandler, method: str, requests: int) -> set[int]:
+    """The threads the view of ``requests`` requests ran on, one request after the other."""
+    seen.clear()
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": "/witnessed",
+        "query_string": b"",
+        "headers": [(b"host", b"localhost")],
+    }
+    for _ in range(requests):
+        communicator = ApplicationCommunicator(handler, scope)
+        await communicator.send_input({"type": "http.request", "body": b""})
+        assert (await communicator.receive_output(10))["status"] == 200
+        await communicator.receive_output(10)
+        await communicator.wait(10)
+    return {thread for part, thread in seen if part == "view"}
+
+
+@pytest.mark.asyncio
+@override_settings(MIDDLEWARE=[], ROOT_URLCONF=__name__)
+async def test_a_request_that_cannot_stream_reuses_the_process_threads() -> None:
+    """Django starts and ends a thread for each request; a POST takes one of the handler's
+    threads instead, while a GET, which may be an event stream, still gets its own."""
+    handler = SyncMiddlewareHandler()
+    started = threading.Thread.start
+    starts = 0
+
+    def counted(self: threading.Thread) -> None:
+        nonlocal starts
+        starts += 1
+        started(self)
+
+    await _threads_of(handler, "POST", 1)  # the first POST starts the thread it runs on
+    threading.Thread.start = counted  # type: ignore[method-assign]
+    try:
+        posts = await _threads_of(handler, "POST", 10)
+        assert starts == 0
+        assert len(posts) == 1  # one after the other: the same idle thread each time
+        gets = await _threads_of(handler, "GET", 3)
+        assert starts >= 3  # a thread of its own each (the system may reuse an ended one's id)
+        assert not gets & posts
+    finally:
+        threading.Thread.start = started  # type: ignore[method-assign]
