@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from decimal import MAX_EMAX, MIN_ETINY, Decimal, InvalidOperation
 from typing import Any, TypeAlias
 
+import orjson
 import rfc8785
 
 from oanp.wire.errors import FieldError, MalformedEnvelope, SchemaInvalid
@@ -234,22 +235,20 @@ def _number(value: Decimal | float, path: str) -> int | float:
     return as_float
 
 
-#: Compact, keys sorted, non-ASCII written as itself. A cycle never reaches it: the walk of
-#: :func:`_jcs_ready` fails on it first, with the ``RecursionError`` ``rfc8785`` raises too.
-_encode = json.JSONEncoder(
-    ensure_ascii=False, check_circular=False, allow_nan=False, sort_keys=True, separators=(",", ":")
-).encode
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-#: Non-integral doubles at least this large print the same in ``repr`` and ECMAScript.
-_FIXED_FROM = 1e-4
+#: Non-integral doubles at least this large, and below 2^52 as every one is, are written by
+#: ``orjson`` as ECMAScript writes them; from 1e-6 up to here it writes ``1e-6`` where
+#: ECMAScript writes ``0.000001``.
+_FIXED_FROM = 1e-5
 
 
 def _jcs_ready(value: Any) -> Any:
-    """``value`` as the C encoder spells in RFC 8785, or raise :class:`_Slow`.
+    """``value`` as ``orjson`` spells in RFC 8785, or raise :class:`_Slow`.
 
     Returns ``value`` itself unless a whole float had to become an ``int``, in which case the
     containers on its path are copied. Exact types only: subclasses, ``Decimal`` and anything
-    else go the slow way, which then raises whatever ``rfc8785`` raises.
+    else go the slow way, which then raises whatever ``rfc8785`` raises. A cycle fails here with
+    the ``RecursionError`` that ``rfc8785`` raises too.
     """
     kind = type(value)
     if kind is dict:
@@ -295,27 +294,29 @@ def canonical_bytes(value: JsonValue) -> bytes:
     """RFC 8785 bytes of an already normalized value (see :func:`json_value`).
 
     Byte for byte what ``rfc8785.dumps`` gives, and the same error class for what it refuses.
-    Values :func:`_jcs_ready` vouches for take the C :mod:`json` encoder, which then writes
-    RFC 8785 exactly; anything else takes the ``rfc8785`` package:
+    Values :func:`_jcs_ready` vouches for take ``orjson`` with its keys sorted, which then
+    writes RFC 8785 exactly; anything else, and anything ``orjson`` refuses, takes the
+    ``rfc8785`` package:
 
-    - strings: with ``ensure_ascii=False`` it escapes ``"``, ``\\`` and the controls below
-      U+0020 (``\\b \\t \\n \\f \\r``, the rest as lowercase ``\\u00xx``) and nothing
-      else, as RFC 8785 section 3.2.2.2 does; a lone surrogate fails the UTF-8 encoding and goes
-      the slow way, which refuses it;
+    - strings: ``orjson`` escapes ``"``, ``\\`` and the controls below U+0020 (``\\b \\t
+      \\n \\f \\r``, the rest as lowercase ``\\u00xx``) and nothing else, as RFC 8785
+      section 3.2.2.2 does; it refuses a lone surrogate, which then goes the slow way, which
+      refuses it too;
     - keys: exact ``str``, sorted by code point, which is RFC 8785's UTF-16 order unless a key
       holds a character beyond U+FFFF: such objects go the slow way;
     - integers: the same decimal digits, within ±(2^53-1); beyond it the slow way refuses;
-    - floats: ``rfc8785`` lays out the shortest round-trip digits of ``repr``, as ECMAScript
-      does. A non-integral double of magnitude at least 1e-4 (and below 2^52, as every
-      non-integral double is) is written by ``repr`` in plain positional form, as ECMAScript
-      writes it; a whole float within ±(2^53-1) becomes an ``int``, whose digits are ECMAScript's
-      (``340.0`` is ``340``, ``-0.0`` is ``0``). The rest goes the slow way: below 1e-4 ``repr``
-      writes ``1e-05`` where ECMAScript writes ``0.00001``, larger whole floats ``1e+16`` or a
-      trailing ``.0``, and NaN and the infinities are refused.
+    - floats: a whole float within ±(2^53-1) becomes an ``int``, whose digits are ECMAScript's
+      (``340.0`` is ``340``, ``-0.0`` is ``0``), where ``orjson`` would write ``340.0``. A
+      non-integral double of magnitude at least 1e-5 is written by ``orjson`` with the
+      shortest round-trip digits laid out as ECMAScript lays them out; below that, ``orjson``
+      writes ``1e-6`` where ECMAScript writes ``0.000001``, so those go the slow way, as do
+      larger whole floats (``1e+16`` against ``10000000000000000``), NaN and the infinities
+      (which ``orjson`` would write as ``null``), all of them refused or written by
+      ``rfc8785``.
     """
     try:
-        return _encode(_jcs_ready(value)).encode("utf-8")
-    except (_Slow, UnicodeEncodeError):
+        return orjson.dumps(_jcs_ready(value), option=orjson.OPT_SORT_KEYS)
+    except (_Slow, orjson.JSONEncodeError):
         return rfc8785.dumps(value)
 
 
