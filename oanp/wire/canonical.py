@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from decimal import MAX_EMAX, MIN_ETINY, Decimal, InvalidOperation
 from typing import Any, TypeAlias
 
+import msgspec
 import orjson
 import rfc8785
 
@@ -92,7 +93,18 @@ STRICT_DECODER = json.JSONDecoder(
 
 
 def read_json(data: bytes | str) -> Any:
-    """Parse strictly; numbers with a fraction or exponent come back as ``Decimal``."""
+    """Parse strictly; numbers with a fraction or exponent come back as ``Decimal``.
+
+    The compiled decoder reads first; wherever its answer could differ from
+    :func:`read_json_strict`'s, that one answers instead (see :func:`_read_fast`), so both
+    return the same value or raise the same error for every input.
+    """
+    value = _read_fast(data)
+    return read_json_strict(data) if value is _DECLINED else value
+
+
+def read_json_strict(data: bytes | str) -> Any:
+    """:func:`read_json` by the pure-Python reader alone: the reference it answers as."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         return STRICT_DECODER.decode(text)
@@ -102,6 +114,47 @@ def read_json(data: bytes | str) -> Any:
         raise MalformedEnvelope("JSON nests too deeply") from exc
     except ValueError as exc:  # JSONDecodeError, duplicate keys, int digit limit
         raise MalformedEnvelope(f"body is not valid JSON: {exc}") from exc
+
+
+#: ``msgspec`` reads numbers as the strict reader does: every literal with a fraction or an
+#: exponent through :func:`_parse_float`, integers as ``int`` (failing, as ``int()`` does, past
+#: the interpreter's digit limit). It refuses ``NaN``, lone surrogates, controls in strings and
+#: bad UTF-8 as that reader does, with other messages, so on any error the strict one answers.
+_FAST_DECODER = msgspec.json.Decoder(float_hook=_parse_float)
+#: Writes a decoded value back, for its colons to be counted (numbers as strings: no colon).
+_COLON_COUNTER = msgspec.json.Encoder(enc_hook=str)
+#: Past this many ``[`` and ``{`` a document may nest deep enough for the strict reader to run
+#: out of stack where ``msgspec`` does not, or the reverse; such documents it reads itself.
+_FAST_BRACKETS = 4 * MAX_DEPTH
+_DECLINED = object()
+
+
+def _read_fast(data: bytes | str) -> Any:
+    """``msgspec``'s reading of ``data``, or :data:`_DECLINED` where it could differ from the
+    strict reader's: an error, a document with many brackets, or one that may hold a
+    duplicate key, which ``msgspec`` silently overwrites.
+
+    A duplicate is found by counting colons. Every member of an object in the text has one
+    colon after its key; every other colon lies raw inside a string (no escape but ``\\u003a``
+    spells a colon, and documents holding ``\\u003`` are declined). Written back, the decoded
+    value has one colon per member it kept and the colons of the strings it kept. A duplicate
+    drops a member, so the value written back has fewer colons than the text; without one,
+    nothing is dropped and the counts are equal.
+    """
+    if isinstance(data, str):
+        try:
+            data = data.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: the strict reader says where it is
+            return _DECLINED
+    if data.count(b"[") + data.count(b"{") > _FAST_BRACKETS or b"\\u003" in data:
+        return _DECLINED
+    try:
+        value = _FAST_DECODER.decode(data)
+    except (ValueError, RecursionError):  # msgspec's DecodeError is a ValueError
+        return _DECLINED
+    if _COLON_COUNTER.encode(value).count(b":") != data.count(b":"):
+        return _DECLINED
+    return value
 
 
 class _Slow(Exception):
