@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from decimal import MAX_EMAX, MIN_ETINY, Decimal, InvalidOperation
 from typing import Any, TypeAlias
 
+import msgspec
+import orjson
 import rfc8785
 
 from oanp.wire.errors import FieldError, MalformedEnvelope, SchemaInvalid
@@ -91,7 +93,18 @@ STRICT_DECODER = json.JSONDecoder(
 
 
 def read_json(data: bytes | str) -> Any:
-    """Parse strictly; numbers with a fraction or exponent come back as ``Decimal``."""
+    """Parse strictly; numbers with a fraction or exponent come back as ``Decimal``.
+
+    The compiled decoder reads first; wherever its answer could differ from
+    :func:`read_json_strict`'s, that one answers instead (see :func:`_read_fast`), so both
+    return the same value or raise the same error for every input.
+    """
+    value = _read_fast(data)
+    return read_json_strict(data) if value is _DECLINED else value
+
+
+def read_json_strict(data: bytes | str) -> Any:
+    """:func:`read_json` by the pure-Python reader alone: the reference it answers as."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         return STRICT_DECODER.decode(text)
@@ -101,6 +114,47 @@ def read_json(data: bytes | str) -> Any:
         raise MalformedEnvelope("JSON nests too deeply") from exc
     except ValueError as exc:  # JSONDecodeError, duplicate keys, int digit limit
         raise MalformedEnvelope(f"body is not valid JSON: {exc}") from exc
+
+
+#: ``msgspec`` reads numbers as the strict reader does: every literal with a fraction or an
+#: exponent through :func:`_parse_float`, integers as ``int`` (failing, as ``int()`` does, past
+#: the interpreter's digit limit). It refuses ``NaN``, lone surrogates, controls in strings and
+#: bad UTF-8 as that reader does, with other messages, so on any error the strict one answers.
+_FAST_DECODER = msgspec.json.Decoder(float_hook=_parse_float)
+#: Writes a decoded value back, for its colons to be counted (numbers as strings: no colon).
+_COLON_COUNTER = msgspec.json.Encoder(enc_hook=str)
+#: Past this many ``[`` and ``{`` a document may nest deep enough for the strict reader to run
+#: out of stack where ``msgspec`` does not, or the reverse; such documents it reads itself.
+_FAST_BRACKETS = 4 * MAX_DEPTH
+_DECLINED = object()
+
+
+def _read_fast(data: bytes | str) -> Any:
+    """``msgspec``'s reading of ``data``, or :data:`_DECLINED` where it could differ from the
+    strict reader's: an error, a document with many brackets, or one that may hold a
+    duplicate key, which ``msgspec`` silently overwrites.
+
+    A duplicate is found by counting colons. Every member of an object in the text has one
+    colon after its key; every other colon lies raw inside a string (no escape but ``\\u003a``
+    spells a colon, and documents holding ``\\u003`` are declined). Written back, the decoded
+    value has one colon per member it kept and the colons of the strings it kept. A duplicate
+    drops a member, so the value written back has fewer colons than the text; without one,
+    nothing is dropped and the counts are equal.
+    """
+    if isinstance(data, str):
+        try:
+            data = data.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: the strict reader says where it is
+            return _DECLINED
+    if data.count(b"[") + data.count(b"{") > _FAST_BRACKETS or b"\\u003" in data:
+        return _DECLINED
+    try:
+        value = _FAST_DECODER.decode(data)
+    except (ValueError, RecursionError):  # msgspec's DecodeError is a ValueError
+        return _DECLINED
+    if _COLON_COUNTER.encode(value).count(b":") != data.count(b":"):
+        return _DECLINED
+    return value
 
 
 class _Slow(Exception):
@@ -234,22 +288,20 @@ def _number(value: Decimal | float, path: str) -> int | float:
     return as_float
 
 
-#: Compact, keys sorted, non-ASCII written as itself. A cycle never reaches it: the walk of
-#: :func:`_jcs_ready` fails on it first, with the ``RecursionError`` ``rfc8785`` raises too.
-_encode = json.JSONEncoder(
-    ensure_ascii=False, check_circular=False, allow_nan=False, sort_keys=True, separators=(",", ":")
-).encode
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-#: Non-integral doubles at least this large print the same in ``repr`` and ECMAScript.
-_FIXED_FROM = 1e-4
+#: Non-integral doubles at least this large, and below 2^52 as every one is, are written by
+#: ``orjson`` as ECMAScript writes them; from 1e-6 up to here it writes ``1e-6`` where
+#: ECMAScript writes ``0.000001``.
+_FIXED_FROM = 1e-5
 
 
 def _jcs_ready(value: Any) -> Any:
-    """``value`` as the C encoder spells in RFC 8785, or raise :class:`_Slow`.
+    """``value`` as ``orjson`` spells in RFC 8785, or raise :class:`_Slow`.
 
     Returns ``value`` itself unless a whole float had to become an ``int``, in which case the
     containers on its path are copied. Exact types only: subclasses, ``Decimal`` and anything
-    else go the slow way, which then raises whatever ``rfc8785`` raises.
+    else go the slow way, which then raises whatever ``rfc8785`` raises. A cycle fails here with
+    the ``RecursionError`` that ``rfc8785`` raises too.
     """
     kind = type(value)
     if kind is dict:
@@ -295,27 +347,29 @@ def canonical_bytes(value: JsonValue) -> bytes:
     """RFC 8785 bytes of an already normalized value (see :func:`json_value`).
 
     Byte for byte what ``rfc8785.dumps`` gives, and the same error class for what it refuses.
-    Values :func:`_jcs_ready` vouches for take the C :mod:`json` encoder, which then writes
-    RFC 8785 exactly; anything else takes the ``rfc8785`` package:
+    Values :func:`_jcs_ready` vouches for take ``orjson`` with its keys sorted, which then
+    writes RFC 8785 exactly; anything else, and anything ``orjson`` refuses, takes the
+    ``rfc8785`` package:
 
-    - strings: with ``ensure_ascii=False`` it escapes ``"``, ``\\`` and the controls below
-      U+0020 (``\\b \\t \\n \\f \\r``, the rest as lowercase ``\\u00xx``) and nothing
-      else, as RFC 8785 section 3.2.2.2 does; a lone surrogate fails the UTF-8 encoding and goes
-      the slow way, which refuses it;
+    - strings: ``orjson`` escapes ``"``, ``\\`` and the controls below U+0020 (``\\b \\t
+      \\n \\f \\r``, the rest as lowercase ``\\u00xx``) and nothing else, as RFC 8785
+      section 3.2.2.2 does; it refuses a lone surrogate, which then goes the slow way, which
+      refuses it too;
     - keys: exact ``str``, sorted by code point, which is RFC 8785's UTF-16 order unless a key
       holds a character beyond U+FFFF: such objects go the slow way;
     - integers: the same decimal digits, within ±(2^53-1); beyond it the slow way refuses;
-    - floats: ``rfc8785`` lays out the shortest round-trip digits of ``repr``, as ECMAScript
-      does. A non-integral double of magnitude at least 1e-4 (and below 2^52, as every
-      non-integral double is) is written by ``repr`` in plain positional form, as ECMAScript
-      writes it; a whole float within ±(2^53-1) becomes an ``int``, whose digits are ECMAScript's
-      (``340.0`` is ``340``, ``-0.0`` is ``0``). The rest goes the slow way: below 1e-4 ``repr``
-      writes ``1e-05`` where ECMAScript writes ``0.00001``, larger whole floats ``1e+16`` or a
-      trailing ``.0``, and NaN and the infinities are refused.
+    - floats: a whole float within ±(2^53-1) becomes an ``int``, whose digits are ECMAScript's
+      (``340.0`` is ``340``, ``-0.0`` is ``0``), where ``orjson`` would write ``340.0``. A
+      non-integral double of magnitude at least 1e-5 is written by ``orjson`` with the
+      shortest round-trip digits laid out as ECMAScript lays them out; below that, ``orjson``
+      writes ``1e-6`` where ECMAScript writes ``0.000001``, so those go the slow way, as do
+      larger whole floats (``1e+16`` against ``10000000000000000``), NaN and the infinities
+      (which ``orjson`` would write as ``null``), all of them refused or written by
+      ``rfc8785``.
     """
     try:
-        return _encode(_jcs_ready(value)).encode("utf-8")
-    except (_Slow, UnicodeEncodeError):
+        return orjson.dumps(_jcs_ready(value), option=orjson.OPT_SORT_KEYS)
+    except (_Slow, orjson.JSONEncodeError):
         return rfc8785.dumps(value)
 
 

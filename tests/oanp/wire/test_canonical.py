@@ -1,7 +1,7 @@
 """``canonical_bytes`` against the reference ``rfc8785`` package: the same bytes or the same error.
 
-``canonical_bytes`` takes the C :mod:`json` encoder when that already spells RFC 8785, and the
-``rfc8785`` package otherwise; these tests hold it to the package byte for byte, on the values
+``canonical_bytes`` takes ``orjson`` when that already spells RFC 8785, and the ``rfc8785``
+package otherwise; these tests hold it to the package byte for byte, on the values
 where the two encoders could part: floats of every magnitude, integers at the I-JSON edge,
 every kind of character, and keys that sort differently by code point and by UTF-16.
 """
@@ -52,8 +52,27 @@ def _from_bits(bits: int) -> float:
     return value
 
 
+def _near(edge: float) -> st.SearchStrategy[float]:
+    """Doubles a few steps either side of ``edge``, of either sign."""
+    return st.tuples(st.integers(-4, 4), st.booleans()).map(
+        lambda drawn: _step(edge, drawn[0]) * (-1 if drawn[1] else 1)
+    )
+
+
+def _step(edge: float, steps: int) -> float:
+    for _ in range(abs(steps)):
+        edge = math.nextafter(edge, math.inf if steps > 0 else -math.inf)
+    return edge
+
+
+#: Where the encoders' layouts part or could: ECMAScript's switch to exponents below 1e-6 and
+#: from 1e21, orjson's below 1e-5, whole floats from 1e16, the I-JSON edge, the subnormals.
+EDGES = (1e-7, 1e-6, 1e-5, 1e-4, 1e16, 1e21, float(MAX_SAFE_INTEGER), 2.0**53, 5e-324, 2.2e-308)
+
 #: Every double: any bit pattern (subnormals, huge values, NaN, infinities), plus the usual draws.
 doubles = st.one_of(
+    st.sampled_from(EDGES).flatmap(_near),
+    st.floats(min_value=1e-6, max_value=1e-5),
     st.floats(),
     st.integers(0, 2**64 - 1).map(_from_bits),
     st.integers(-(2**60), 2**60).map(float),  # whole floats, beyond 2^53 too
@@ -144,6 +163,8 @@ def test_decimals_normalized_by_json_value_canonicalize_as_the_reference_does(
         (2.0**53, b"9007199254740992"),
         (1e-7, b"1e-7"),
         (1e-6, b"0.000001"),
+        (-1.5e-6, b"-0.0000015"),
+        (9.99e-6, b"0.00000999"),
         (1.5e-5, b"0.000015"),
         (1e-4, b"0.0001"),
         (5e-324, b"5e-324"),
