@@ -152,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--soak guards no ratios")
         if args.runs < 1:
             parser.error("--runs must be 1 or more")
+        if args.write_baseline and args.only:
+            parser.error("the baseline is written whole, every guarded section: drop --only")
         out = args.out or QUICK_OUT
         quick = Options(quick=True)
         guarded = chosen(args.only, GUARDED)

@@ -115,6 +115,13 @@ def test_without_a_readable_baseline_the_check_stops_before_measuring(
     assert not (tmp_path / "results.json").exists()
 
 
+def test_the_baseline_is_written_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        bench_main.main(["--write-baseline", "--only", "core"])
+    assert stopped.value.code == 2
+    assert "the baseline is written whole" in capsys.readouterr().err
+
+
 def test_the_baseline_is_the_median_of_its_runs_beside_their_spread(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
     values = (1.0, 1.2, 0.9, 1.1, 1.05)
