@@ -26,7 +26,8 @@ ensure_service = if ! { $(2); }; then \
 	{ $(2); } || { echo "$(1) did not answer on 127.0.0.1 within $(SERVICE_WAIT)s" >&2; exit 1; }; \
 	fi
 
-.PHONY: venv demo serve services browser promtool lint test test-fast bench soak clean
+.PHONY: venv demo serve services browser promtool lint test test-fast bench bench-quick \
+	bench-baseline soak clean
 
 venv: $(STAMP)
 
@@ -92,10 +93,13 @@ TEST_METRICS_DIR := $(CURDIR)/var/metrics-test
 TEST_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	PROMETHEUS_MULTIPROC_DIR=$(TEST_METRICS_DIR) $(TEST_SECRETS)
 
-# Everything, with Hypothesis's large profile (tests/conftest.py).
+# Everything, with Hypothesis's large profile (tests/conftest.py), then bench-quick: after the
+# suite, so that a failing test is told first and the ratios are measured once the suite's
+# servers, workers and browser have stopped.
 test: venv services browser promtool lint
 	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
 	$(TEST_ENV) HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q
+	$(MAKE) --no-print-directory bench-quick
 
 # The edit-and-test loop: the tests that start no server, worker, program or browser of their
 # own (tests/conftest.py marks the others live or browser), with Hypothesis's small profile,
@@ -107,6 +111,17 @@ test-fast: venv services promtool
 
 bench: venv
 	$(TEST_SECRETS) $(BIN)/python -m bench
+
+# The ratios the sections guard (bench/baseline.py), measured on small sizes and held to
+# bench/quick-baseline.json: fails naming each one over its tolerance. Figures go to
+# var/bench-quick/, never to bench/results.json or docs/BENCHMARKS.md.
+bench-quick: venv
+	$(TEST_SECRETS) $(BIN)/python -m bench --check
+
+# Writes bench/quick-baseline.json from five quick runs; run it when a change makes a path faster
+# or slower on purpose, and commit the file with that change.
+bench-baseline: venv
+	$(TEST_SECRETS) $(BIN)/python -m bench --write-baseline
 
 # Faults a deployment meets, played for minutes on the Procfile's processes (a Redis of its own
 # killed under load, a slow merchant, a crowd of deadlines) and idle event streams.
