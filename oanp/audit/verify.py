@@ -1,7 +1,9 @@
 """Verifying audit bundles and session logs (:mod:`oanp.audit.bundle` writes them): every
 entry hash and link, the signed checkpoint over the Merkle root, inclusion and consistency
 proofs, every signature and I1-I7; a whole document, or a stream read one session at a time
-(:func:`verify_bundle_stream`), each finding a :class:`Check` of the :class:`Report`.
+(:func:`verify_bundle_stream`), its logs checked by workers when the caller has them
+(:mod:`oanp.audit.bundled_logs`), each finding a :class:`~oanp.audit.report.Check` of the
+:class:`~oanp.audit.report.Report`.
 """
 
 from __future__ import annotations
