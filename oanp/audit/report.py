@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from oanp.audit.bundle import entry_json
 from oanp.audit.invariants import audit_log
@@ -20,6 +20,17 @@ from oanp.wire.profiles import PROFILES, Profile
 CheckValues = tuple[str, bool, str]
 #: A report's counts, in the order of :meth:`Report.counts`.
 Counts = tuple[int, int, int, int, int, int]
+
+
+class Bookmark(NamedTuple):
+    """Where a report stood (:meth:`Report.bookmark`): how many checks and audits it kept,
+    its failures, the checks made, its counts."""
+
+    checks: int
+    audits: int
+    failures: int
+    made: int
+    counts: Counts
 
 
 @dataclass(slots=True)
@@ -52,7 +63,7 @@ class Report:
     failures: int = 0
     keep_passing: bool = True
     on_check: Callable[[Check], None] | None = None
-    #: Checks made, and how many of the first of them ``on_check`` saw before a restart.
+    #: Checks made, and how many of the first of them ``on_check`` saw before a rewind.
     made: int = field(default=0, init=False, repr=False)
     shown: int = field(default=0, init=False, repr=False)
 
@@ -105,14 +116,25 @@ class Report:
         if self.keep_passing:
             self.audits.extend(audits)
 
-    def restart(self) -> None:
-        """Forget everything found, to find it again from the start: ``on_check`` is not shown
-        again the checks it has seen, which the new start makes again first, in their order."""
+    def bookmark(self) -> Bookmark:
+        """Where the report stands, to come back to with :meth:`rewind`."""
+        return Bookmark(len(self.checks), len(self.audits), self.failures, self.made, self.counts())
+
+    def rewind(self, bookmark: Bookmark) -> None:
+        """Forget what was found since ``bookmark``, to find it again: ``on_check`` is not
+        shown again the checks it has seen, which are made again first, in their order."""
         self.shown = max(self.shown, self.made)
-        self.checks, self.audits = [], []
-        self.entries_total = self.entries_valid = self.sessions_total = 0
-        self.sessions_passing = self.agreements_valid = self.agreements_signed = 0
-        self.failures = self.made = 0
+        del self.checks[bookmark.checks :]
+        del self.audits[bookmark.audits :]
+        self.failures, self.made = bookmark.failures, bookmark.made
+        (
+            self.entries_total,
+            self.entries_valid,
+            self.sessions_total,
+            self.sessions_passing,
+            self.agreements_valid,
+            self.agreements_signed,
+        ) = bookmark.counts
 
     @property
     def ok(self) -> bool:

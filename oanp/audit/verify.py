@@ -525,12 +525,12 @@ def verify_bundle_stream(
     """
     report = report or Report()
     if lines_map is not None and stream.seekable():
-        start = stream.tell()
+        start, bookmark = stream.tell(), report.bookmark()
         check = _BundleCheck(report, jwks=jwks, since=since, profiles=profiles, lines_map=lines_map)
         try:
             return _verified(lambda: _feed_apart(check, PullReader(stream)), report)
         except _ReadAgain:
-            report.restart()
+            report.rewind(bookmark)
             stream.seek(start)
     check = _BundleCheck(report, jwks=jwks, since=since, profiles=profiles)
     return _verified(lambda: _feed_stream(check, PullReader(stream)), report)

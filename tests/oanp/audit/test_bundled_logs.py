@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from oanp.audit import Check, NotStreamable, Report, verify_bundle_stream
+from oanp.audit import Check, NotStreamable, Report, verify_bundle_stream, verify_log
 from oanp.audit.bundled_logs import CheckedLog, LinesTask, check_log_lines
 from oanp.audit.jsonstream import StreamError
 from oanp.wire.canonical import JsonObject
 from oanp.wire.profiles import PROFILES
 from tests.oanp.audit.test_audit_stream import BAD, GOOD, _write
-from tests.support.factories.logs import THREE_SESSIONS, jwks
+from tests.support.factories.logs import THREE_SESSIONS, bundle_of, jwks, session_log
 
 
 def one_log_a_line(bundle: JsonObject) -> str:
@@ -197,3 +197,20 @@ def test_a_line_that_is_not_one_whole_log_is_left_to_the_reader():
     assert [ok for _, ok, _ in checked.checks] == [True] * 8
     assert checked.counts[:3] == (checked.log.entries, checked.log.entries, 1)
     assert checked.audits == []
+
+
+def test_a_report_read_again_keeps_what_it_held_before():
+    text = json.dumps(bundle_of(), indent=1)  # read again: its logs span many lines
+    log = session_log(THREE_SESSIONS[0])  # an agreement, and no key given: I6 fails
+
+    def both(**options: Any) -> tuple[list[Check], list[Check], str]:
+        seen: list[Check] = []
+        report = Report(keep_passing=False, on_check=seen.append)
+        verify_log(log, None, report=report)
+        verify_bundle_stream(io.StringIO(text), report=report, **options)
+        return seen, report.checks, report.summary()
+
+    one_pass = both()
+    assert [c.name for c in one_pass[1]] == ["session sess-sfo-jfk: I6"]
+    assert one_pass[2] == "39/39 entries valid, 2/3 agreements valid, 3/4 sessions pass I1-I7"
+    assert both(lines_map=InThisProcess()) == one_pass
