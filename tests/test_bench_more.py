@@ -13,6 +13,7 @@ import pytest
 
 from bench import export, live, timers
 from bench.__main__ import SECTIONS, main
+from oanp.net.workers import usable_cores
 
 # Quick runs of the bench, on the real servers and workers `make bench` starts.
 pytestmark = pytest.mark.live
@@ -95,13 +96,23 @@ def test_export_bundled_and_verified_every_entry(sections: dict[str, Any]) -> No
     assert figures["file_bytes"] > figures["logs_bytes"] > 0
     entries = figures["entries"]
     assert figures["oanp_verify"]["verdict"].startswith(f"VERIFIED: {entries}/{entries} entries")
-    for name in ("export", "oanp_verify", "jcs_sha256"):
+    for name in ("export", "oanp_verify", "oanp_verify_one_job", "jcs_sha256"):
         assert figures[name]["exit_code"] == 0
         assert figures[name]["entries_per_s"] > 0
         # Each process imports what its work needs, so it may peak a little under the
         # baseline's imports: only that the figure was read is certain.
         assert figures[name]["peak_rss_bytes"] > 0
     assert figures["import_only"]["peak_rss_bytes"] > 0
+    verified = figures["oanp_verify"]
+    assert verified["jobs"] == usable_cores()
+    if verified["jobs"] > 1:  # a worker per core, each one's peak read while it lived
+        assert verified["workers"] == verified["jobs"]
+        assert all(peak > 0 for peak in verified["workers_peak_rss_bytes"])
+        assert verified["largest_worker_rss_bytes"] > 0
+        assert verified["tree_peak_rss_bytes"] == verified["peak_rss_bytes"] + sum(
+            verified["workers_peak_rss_bytes"]
+        )
+    assert "workers" not in figures["oanp_verify_one_job"]
 
 
 def test_markdown_holds_the_three_tables(out: Path) -> None:

@@ -6,8 +6,10 @@ tracks and reports, and :mod:`~oanp.audit.party_checks` and :mod:`~oanp.audit.ar
 how it judges each side's entries); :mod:`oanp.audit.replay` asks it after every entry;
 :mod:`oanp.audit.merkle` hashes RFC 6962 trees and proofs; :mod:`oanp.audit.bundle` writes
 bundles (and subsets with inclusion proofs) and :mod:`oanp.audit.verify` checks a bundle or a
-session log, whole or streamed (:mod:`oanp.audit.jsonstream`). docs/audit.md has the format.
-It builds on the wire (:mod:`oanp.wire`) and never on the agents' logic."""
+session log (:mod:`oanp.audit.report`, what it finds), whole or streamed
+(:mod:`oanp.audit.jsonstream`), a streamed bundle's logs checked on their own
+(:mod:`oanp.audit.bundled_logs`), by workers when the caller has them. docs/audit.md has the
+format. It builds on the wire (:mod:`oanp.wire`) and never on the agents' logic."""
 
 from oanp.audit.bundle import (
     BUNDLE_DEPTH,
@@ -19,14 +21,12 @@ from oanp.audit.bundle import (
     leaf_hashes,
     sign_checkpoint,
 )
+from oanp.audit.report import Check, Report, verify_log
 from oanp.audit.verify import (
-    Check,
     NotStreamable,
-    Report,
     unreadable_reason,
     verify_bundle,
     verify_bundle_stream,
-    verify_log,
 )
 
 __all__ = [

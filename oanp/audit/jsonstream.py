@@ -146,6 +146,26 @@ class PullReader:
         """Whether the array has another item (read it next); False at the array's end."""
         return self._next("]")
 
+    def line(self, limit: int) -> str | None:
+        """The text from here to the end of the line, unparsed, less the whitespace and the
+        one comma that may end it; the reader goes on after that text. Where a writer puts a
+        value a line, that is the value's text, for another reader to parse and to refuse if it
+        holds anything else. ``None``, the reader not moved, when no line ends within
+        ``limit`` characters or the document ends first."""
+        if not self._peek():
+            return None
+        searched = 0  # characters from the reader's place that hold no line's end
+        while (end := self._buffer.find("\n", self._pos + searched)) < 0:
+            searched = len(self._buffer) - self._pos
+            if searched > limit or not self._fill():
+                return None
+        if end - self._pos > limit:
+            return None
+        text = self._buffer[self._pos : end].rstrip(_WHITESPACE)
+        text = text[:-1] if text.endswith(",") else text
+        self._pos += len(text)
+        return text
+
     def peek(self) -> str:
         """The next significant character: what kind of value comes next."""
         return self._peek()

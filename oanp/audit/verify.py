@@ -1,13 +1,16 @@
 """Verifying audit bundles and session logs (:mod:`oanp.audit.bundle` writes them): every
 entry hash and link, the signed checkpoint over the Merkle root, inclusion and consistency
 proofs, every signature and I1-I7; a whole document, or a stream read one session at a time
-(:func:`verify_bundle_stream`), each finding a :class:`Check` of the :class:`Report`.
+(:func:`verify_bundle_stream`), its logs checked by workers when the caller has them
+(:mod:`oanp.audit.bundled_logs`), each finding a :class:`~oanp.audit.report.Check` of the
+:class:`~oanp.audit.report.Report`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, TextIO
 
 from oanp.audit import merkle
@@ -16,134 +19,27 @@ from oanp.audit.bundle import (
     BUNDLE_FORMAT,
     CHECKPOINT_FORMAT,
     Digest,
-    entry_json,
     hex_root,
     root_bytes,
 )
-from oanp.audit.invariants import audit_log
+from oanp.audit.bundled_logs import (
+    BundledLog,
+    LinesMap,
+    NotLineByLine,
+    check_bundled_log,
+    check_log_lines,
+    log_lines,
+)
 from oanp.audit.jsonstream import PullReader, StreamError
-from oanp.audit.walk import LogAudit, Status
+from oanp.audit.report import Report
 from oanp.wire.canonical import (
     JsonValue,
     canonical_bytes,
     json_value,
 )
 from oanp.wire.errors import ProtocolError, VerificationError
-from oanp.wire.log import ChainWalk, walk_chain
 from oanp.wire.profiles import PROFILES, Profile
 from oanp.wire.signing import CHECKPOINT_TYP, verify_detached
-
-# Verification --------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Check:
-    """One line of a verification report."""
-
-    name: str
-    ok: bool
-    detail: str = ""
-
-    def line(self) -> str:
-        mark = "ok  " if self.ok else "FAIL"
-        return f"{mark} {self.name}" + (f": {self.detail}" if self.detail else "")
-
-
-@dataclass(slots=True)
-class Report:
-    """What a verification found. ``on_check`` sees every check as it is made; with
-    ``keep_passing`` off only failing checks are kept, so a million-entry bundle's report
-    holds its counts and its failures, not a line per check."""
-
-    checks: list[Check] = field(default_factory=list)
-    audits: list[LogAudit] = field(default_factory=list)
-    entries_total: int = 0
-    entries_valid: int = 0
-    sessions_total: int = 0
-    sessions_passing: int = 0
-    agreements_valid: int = 0
-    agreements_signed: int = 0
-    failures: int = 0
-    keep_passing: bool = True
-    on_check: Callable[[Check], None] | None = None
-
-    def add(self, name: str, ok: bool, detail: str = "") -> bool:
-        check = Check(name, ok, detail)
-        if not ok:
-            self.failures += 1
-        if ok is False or self.keep_passing:
-            self.checks.append(check)
-        if self.on_check is not None:
-            self.on_check(check)
-        return ok
-
-    def count(self, audit: LogAudit) -> None:
-        self.sessions_total += 1
-        self.sessions_passing += audit.ok
-        if audit.agreement_valid is not None:
-            self.agreements_signed += 1
-            self.agreements_valid += audit.agreement_valid
-        if self.keep_passing:
-            self.audits.append(audit)
-
-    @property
-    def ok(self) -> bool:
-        return self.failures == 0
-
-    @property
-    def agreements(self) -> tuple[int, int]:
-        return self.agreements_valid, self.agreements_signed
-
-    def summary(self) -> str:
-        return (
-            f"{self.entries_valid}/{self.entries_total} entries valid, "
-            f"{self.agreements_valid}/{self.agreements_signed} agreements valid, "
-            f"{self.sessions_passing}/{self.sessions_total} sessions pass I1-I7"
-        )
-
-
-def _verify_log(
-    entries: Sequence[Mapping[str, JsonValue]],
-    jwks: Mapping[str, Any] | None,
-    report: Report,
-    profiles: Mapping[str, Profile],
-) -> ChainWalk:
-    walk = walk_chain(entries)
-    audit = audit_log(entries, jwks, profiles=profiles, breaks=walk.breaks)
-    label = f"session {audit.session_id}" if audit.session_id else "session"
-    bad_positions = {b.position for b in walk.breaks}
-    report.entries_total += len(entries)
-    report.entries_valid += len(entries) - len(bad_positions)
-    report.add(
-        f"{label}: hash chain",
-        not walk.breaks,
-        f"{len(entries)} entries"
-        if not walk.breaks
-        else "; ".join(b.describe() for b in walk.breaks),
-    )
-    for result in audit.results.values():
-        detail = "; ".join(result.problems or result.notes)
-        report.add(
-            f"{label}: {result.invariant}",
-            result.status is not Status.FAIL,
-            f"{result.status.value}" + (f" ({detail})" if detail else ""),
-        )
-    report.count(audit)
-    return walk
-
-
-def verify_log(
-    entries: Sequence[Mapping[str, JsonValue]],
-    jwks: Mapping[str, Any] | None,
-    *,
-    report: Report | None = None,
-    profiles: Mapping[str, Profile] = PROFILES,
-) -> Report:
-    """Verify one session log: every entry's hash and link, then I1–I7."""
-    report = report or Report()
-    normalized = [entry_json(e) if isinstance(e, Mapping) else e for e in entries]
-    _verify_log(normalized, jwks, report, profiles)
-    return report
 
 
 class NotStreamable(Exception):
@@ -153,6 +49,12 @@ class NotStreamable(Exception):
 
 class _Stop(Exception):
     """A failure after which nothing else of the bundle can be checked."""
+
+
+class _ReadAgain(Exception):
+    """The workers' pass met what the bundle's one pass reports otherwise, or at another
+    place (a line that is not one log, a file that breaks off or is not UTF-8, whose place the
+    size of each read decides): the bundle is read again in one pass, without workers."""
 
 
 @dataclass(slots=True)
@@ -180,8 +82,10 @@ class _BundleCheck:
         jwks: Mapping[str, Any] | None,
         since: Mapping[str, Any] | None,
         profiles: Mapping[str, Profile],
+        lines_map: LinesMap | None = None,
     ) -> None:
         self.report, self.profiles, self.since = report, profiles, since
+        self.lines_map = lines_map
         self.keys: Mapping[str, Any] | None = jwks
         self.keys_overridden = jwks is not None
         self.proofs: Mapping[str, Any] | None = None
@@ -223,27 +127,47 @@ class _BundleCheck:
     def sessions_begin(self) -> None:
         self.seen.add("sessions")
 
-    def session(self, value: Mapping[str, Any]) -> None:
+    def begin_log(self) -> None:
         if self.subset is None:
             if self.keys is None:
                 raise NotStreamable("its keys come after its logs")
             self.subset = self.proofs is not None
-        session_id, log = value["session_id"], value["log"]
-        walk = _verify_log(log, self.keys, self.report, self.profiles)
-        # An entry with no JCS form is no leaf of any tree: its session's proofs fail.
-        leaves = [None if data is None else merkle.leaf_hash(data) for data in walk.entry_bytes]
+
+    def session(self, value: Mapping[str, Any]) -> None:
+        self.begin_log()
+        self.keep(check_bundled_log(value, self.keys, self.report, self.profiles))
+
+    def sessions_apart(self, reader: PullReader) -> None:
+        """The logs of ``sessions`` from the item the reader is at to the end, checked from
+        their lines by the workers of ``lines_map`` and taken in as they come, in order.
+        :class:`_ReadAgain` for whatever else they meet, from a line that is not one log to a
+        file that breaks off: the bundle's one pass says what is wrong with it."""
+        assert self.lines_map is not None
+        try:
+            self.begin_log()
+            task = partial(check_log_lines, self.keys, self.profiles, self.report.keep_passing)
+            for results in self.lines_map(task, log_lines(reader)):
+                for checked in results:
+                    if checked is None:
+                        raise NotLineByLine
+                    self.report.merge(checked.checks, checked.counts, checked.audits)
+                    self.keep(checked.log)
+        except Exception as exc:
+            raise _ReadAgain from exc
+
+    def keep(self, log: BundledLog) -> None:
+        """A checked log's leaves into the tree (a subset's kept for its proofs), and its
+        record until the manifest is read."""
         if not self.subset:
-            for leaf in leaves:
+            for leaf in log.leaves:
                 if leaf is None:
                     self.unhashable += 1
                     continue
                 self.tree.append(leaf)
                 if self.tree.size == self.since_size:
                     self.since_root = self.tree.root()
-        head = log[-1].get("entry_hash") if log and isinstance(log[-1], Mapping) else None
-        self.bundled.append(
-            _Bundled(str(session_id), len(log), head, leaves if self.subset else None)
-        )
+        leaves = log.leaves if self.subset else None
+        self.bundled.append(_Bundled(log.session_id, log.entries, log.head_hash, leaves))
 
     def manifest_member(self, key: str, value: JsonValue) -> None:
         self.manifest.member(key, value)
@@ -497,10 +421,13 @@ def _feed_stream(check: _BundleCheck, reader: PullReader) -> None:
         if key == "sessions":
             check.sessions_begin()
             _expect(reader, "[", "sessions")
-            index = 0
-            while reader.next_item():
-                check.session(value(f"$.sessions[{index}]"))
-                index += 1
+            if check.lines_map is None:
+                index = 0
+                while reader.next_item():
+                    check.session(value(f"$.sessions[{index}]"))
+                    index += 1
+            elif reader.next_item():
+                check.sessions_apart(reader)
         elif key == "manifest":
             if "sessions" not in members:
                 raise NotStreamable("its manifest comes before its logs")
@@ -583,16 +510,37 @@ def verify_bundle_stream(
     since: Mapping[str, Any] | None = None,
     profiles: Mapping[str, Profile] = PROFILES,
     report: Report | None = None,
+    lines_map: LinesMap | None = None,
 ) -> Report:
     """:func:`verify_bundle` of a bundle read from ``stream`` one session at a time.
 
     Raises :class:`NotStreamable` for a valid bundle laid out otherwise than a writer lays it
     out (read it whole with :func:`verify_bundle`) and :class:`oanp.audit.jsonstream.StreamError`
     for a file that is not JSON; a well-formed but wrong bundle is reported, as there.
+
+    With ``lines_map`` (see :data:`oanp.audit.bundled_logs.LinesMap`) and a seekable stream,
+    logs written one a line are checked by its workers, and the report is the same, check for
+    check: where they cannot say what one pass would, the stream is read again from where it
+    stood, in one pass, and ``on_check`` is shown only the checks it has not seen.
     """
     report = report or Report()
+    if lines_map is not None and stream.seekable():
+        start, bookmark = stream.tell(), report.bookmark()
+        check = _BundleCheck(report, jwks=jwks, since=since, profiles=profiles, lines_map=lines_map)
+        try:
+            return _verified(lambda: _feed_apart(check, PullReader(stream)), report)
+        except _ReadAgain:
+            report.rewind(bookmark)
+            stream.seek(start)
     check = _BundleCheck(report, jwks=jwks, since=since, profiles=profiles)
     return _verified(lambda: _feed_stream(check, PullReader(stream)), report)
+
+
+def _feed_apart(check: _BundleCheck, reader: PullReader) -> None:
+    try:
+        _feed_stream(check, reader)
+    except (StreamError, UnicodeError, OSError) as exc:
+        raise _ReadAgain from exc
 
 
 def _verify_checkpoint(

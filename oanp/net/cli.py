@@ -12,6 +12,7 @@ import json
 import secrets
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -38,6 +39,7 @@ from oanp.audit import (
 )
 from oanp.audit.jsonstream import PullReader, StreamError
 from oanp.net.commands import add_commands, run_command
+from oanp.net.workers import Workers, usable_cores
 from oanp.wire.canonical import JsonValue, json_value, read_json
 from oanp.wire.commitments import encode_salt
 from oanp.wire.errors import MalformedEnvelope, ProtocolError
@@ -210,11 +212,20 @@ def _print_verdict(report: Report, out: TextIO) -> None:
     print(f"{verdict}: {report.summary()}", file=out)
 
 
-def verify(path: Path, *, jwks_path: Path | None, since_path: Path | None, out: TextIO) -> int:
+def verify(
+    path: Path,
+    *,
+    jwks_path: Path | None,
+    since_path: Path | None,
+    out: TextIO,
+    jobs: int = 1,
+) -> int:
     """Check a bundle or a single session log; 0 when everything verifies, 1 when not.
 
-    A bundle is read one session at a time and each check printed as it is made; any other
-    file, or a bundle laid out otherwise than a writer lays it out, is read whole.
+    A bundle is read one session at a time and each check printed as it is made, its logs
+    checked by ``jobs`` worker processes (in this one for 1) and printed in the bundle's order,
+    the same lines whatever ``jobs`` is; any other file, or a bundle laid out otherwise than a
+    writer lays it out, is read whole.
     """
     jwks: Any = load_document(jwks_path) if jwks_path else None
     if jwks is not None and not (isinstance(jwks, dict) and isinstance(jwks.get("keys"), list)):
@@ -223,8 +234,11 @@ def verify(path: Path, *, jwks_path: Path | None, since_path: Path | None, out: 
         since = _earlier_bundle(since_path)
         report = Report(keep_passing=False, on_check=_print_check(out))
         try:
-            with path.open(encoding="utf-8") as stream:
-                verify_bundle_stream(stream, jwks=jwks, since=since, report=report)
+            with path.open(encoding="utf-8") as stream, _workers(jobs) as workers:
+                lines_map = workers.map if workers is not None else None
+                verify_bundle_stream(
+                    stream, jwks=jwks, since=since, report=report, lines_map=lines_map
+                )
         except (StreamError, UnicodeDecodeError, OSError) as exc:
             raise UnreadableInput(f"{path}: {exc}") from exc
         except NotStreamable as exc:
@@ -241,6 +255,10 @@ def verify(path: Path, *, jwks_path: Path | None, since_path: Path | None, out: 
         report = verify_log(_log_entries(document), jwks or _carried_keys(document))
     _print_report(report, out)
     return 0 if report.ok else 1
+
+
+def _workers(jobs: int) -> AbstractContextManager[Workers | None]:
+    return Workers(jobs) if jobs > 1 else nullcontext()
 
 
 def _is_streamed_bundle(path: Path) -> bool:
@@ -289,6 +307,14 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--since", type=Path, metavar="FILE", help="an earlier bundle this one must extend"
     )
+    check.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=usable_cores(),
+        metavar="N",
+        help="check a bundle's sessions in N worker processes, 1 for none "
+        "(default: the cores this process may use)",
+    )
     cut = commands.add_parser(
         "extract", help="write some sessions of a bundle, with proofs against its checkpoint"
     )
@@ -297,6 +323,16 @@ def _parser() -> argparse.ArgumentParser:
     cut.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
     add_commands(commands)
     return parser
+
+
+def _jobs(text: str) -> int:
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"not a number of processes, 1 or more: {text!r}")
+    return jobs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -308,7 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return extract_sessions(args.file, args.session, args.output)
         if args.command in ("negotiate", "merchant", "merchants", "mcp"):
             return run_command(args, sys.stdout, sys.stderr)
-        return verify(args.file, jwks_path=args.jwks, since_path=args.since, out=sys.stdout)
+        return verify(
+            args.file, jwks_path=args.jwks, since_path=args.since, out=sys.stdout, jobs=args.jobs
+        )
     except UnreadableInput as exc:
         print(f"oanp: {exc}", file=sys.stderr)
         return 2

@@ -359,3 +359,54 @@ def test_a_stream_larger_than_its_buffer_is_read_to_its_end_item_by_item():
     assert reader.next_key() is None
     reader.finish()
     assert stream.served == len(text)
+
+
+# Lines: a value a line, unparsed ----------------------------------------------------------------
+
+A_VALUE_A_LINE = '[\n{"a": 1},\n  {"b": [2, "x,\\n"]} ,\r\n3\n]\n'
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_each_line_is_its_value_s_text_and_the_reader_goes_on_after_it(chunk):
+    reader = PullReader(Trickle(A_VALUE_A_LINE, most=chunk), chunk=chunk)
+    reader.begin("[")
+    lines = []
+    while reader.next_item():
+        lines.append(reader.line(100))
+    reader.finish()
+    # Whitespace and the comma that end a line are not its value's; an escaped newline is.
+    assert lines == ['{"a": 1}', '{"b": [2, "x,\\n"]} ', "3"]
+    assert [STRICT_DECODER.decode(line) for line in lines] == [{"a": 1}, {"b": [2, "x,\n"]}, 3]
+
+
+def test_a_value_over_several_lines_gives_its_first_line_for_its_reader_to_refuse():
+    reader = PullReader(io.StringIO('[{"a":\n 1}\n]'))
+    reader.begin("[")
+    assert reader.next_item()
+    assert reader.line(100) == '{"a":'
+
+
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [
+        pytest.param('["abcdefgh"\n]', 5, id="longer-than-the-limit"),
+        pytest.param('["abcdefgh"]', 100, id="no-line-end-before-the-document-ends"),
+        pytest.param('["abcdefgh", "ij"]' + " " * 50 + "\n", 20, id="the-limit-reached-reading"),
+    ],
+)
+@pytest.mark.parametrize("chunk", [1, 3, CHUNK])
+def test_no_line_within_the_limit_is_none_and_the_reader_stays(text, limit, chunk):
+    reader = PullReader(Trickle(text, most=chunk), chunk=chunk)
+    reader.begin("[")
+    assert reader.next_item()
+    assert reader.line(limit) is None
+    assert reader.value() == "abcdefgh"
+
+
+def test_no_line_at_the_document_s_end_is_none():
+    reader = PullReader(io.StringIO("[1,   "))
+    reader.begin("[")
+    assert reader.next_item()
+    assert reader.value() == 1
+    assert reader.next_item()
+    assert reader.line(100) is None
