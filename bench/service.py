@@ -58,6 +58,8 @@ AIM_ENVELOPES_PER_S = 300
 AIM_P99_MS = 50.0
 AIM_PAIRS = 10
 AIM_BARE_OVER_ARBITER = 1.5
+#: Envelopes/s at the judged level over those at one pair, on the production setup.
+AIM_SCALING = 2.5
 #: Web processes, as the Procfile's web starts them by default.
 WEB_PROCESSES = concurrency()
 
@@ -65,6 +67,23 @@ REDIS_URL = "redis://127.0.0.1:6379/13"
 #: The product's throttle still runs; it is only raised so a busy pair is not refused.
 RATE_LIMIT_PER_MINUTE = 1_000_000_000
 TITLE = "sessions over HTTP on PostgreSQL, against a bare Django JSON endpoint"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How the web runs for a level: its Daphne processes, and whether they share one socket
+    (``OANP_WEB_REUSEPORT=0``) or each has its own, as the Procfile's web does."""
+
+    processes: int
+    shared_socket: bool
+
+    @property
+    def tag(self) -> str:
+        return f"{self.processes}{'s' if self.shared_socket else ''}"
+
+    def words(self) -> str:
+        setup = f"{self.processes} web process{'es' if self.processes > 1 else ''}"
+        return f"{setup}, one shared socket" if self.shared_socket else setup
 
 
 @dataclass(frozen=True)
@@ -386,9 +405,9 @@ def _cpu_words(run: dict[str, Any]) -> str:
 def rows_for(level: dict[str, Any], judged_at: int) -> list[Row]:
     pairs = level["pairs"]
     arbiter, bare = level["arbiter"], level["bare"]
-    processes = level.get("web_processes", 1)
-    who = f"arbiter, {_pair_word(pairs)}, {processes} web process{'es' if processes > 1 else ''}"
-    aimed = pairs == judged_at and processes == WEB_PROCESSES
+    setup = Setup(level.get("web_processes", 1), level.get("shared_socket", False))
+    who = f"arbiter, {_pair_word(pairs)}, {setup.words()}"
+    aimed = pairs == judged_at and setup == Setup(WEB_PROCESSES, shared_socket=False)
     states = ", ".join(f"{count} {state}" for state, count in sorted(arbiter["states"].items()))
     return [
         Row(
@@ -437,11 +456,23 @@ def rows_for(level: dict[str, Any], judged_at: int) -> list[Row]:
 
 
 def aims_of(levels: list[dict[str, Any]], judged_at: int) -> dict[str, Any]:
-    """Judged on the production setup: every core's web process."""
-    served = [level for level in levels if level["web_processes"] == WEB_PROCESSES]
+    """Judged on the production setup: the Procfile's web processes, a socket each."""
+    served = [
+        level
+        for level in levels
+        if level["web_processes"] == WEB_PROCESSES and not level.get("shared_socket", False)
+    ]
     at = next(level for level in served if level["pairs"] == judged_at)
+    one = min(served, key=lambda level: level["pairs"])
+    scaling = at["arbiter"]["envelopes_per_s"] / one["arbiter"]["envelopes_per_s"]
     worst = max(level["bare_over_arbiter"] for level in served)
     return {
+        "scaling": {
+            "aim": AIM_SCALING,
+            "pairs": [one["pairs"], judged_at],
+            "value": scaling,
+            "met": scaling >= AIM_SCALING,
+        },
         "envelopes_per_s": {
             "aim": AIM_ENVELOPES_PER_S,
             "pairs": judged_at,
@@ -463,6 +494,26 @@ def aims_of(levels: list[dict[str, Any]], judged_at: int) -> dict[str, Any]:
     }
 
 
+def _sockets_note(levels: list[dict[str, Any]], judged_at: int) -> str:
+    """What giving each web process its own socket did, in this run."""
+    at = {
+        level.get("shared_socket", False): level["arbiter"]
+        for level in levels
+        if level["pairs"] == judged_at and level["web_processes"] == WEB_PROCESSES
+    }
+    each, shared = at[False], at[True]
+    return (
+        "Why a socket each: on one shared socket the processes race to accept, and Twisted "
+        "accepts a whole burst of connections in whichever process wakes first, so the pairs' "
+        "keep-alive connections pile up on one or two processes, which serve their synchronous "
+        "views one at a time, while the others idle (10 connections on 4 processes: all on one "
+        "in 7 of 15 trials). With SO_REUSEPORT the kernel spreads them by their addresses. In "
+        f"this run at {_pair_word(judged_at)}: a socket each "
+        f"{rate(each['envelopes_per_s'])}, p99 {_ms(each['p99_ms'])} ms; one shared socket "
+        f"{rate(shared['envelopes_per_s'])}, p99 {_ms(shared['p99_ms'])} ms."
+    )
+
+
 def run(options: Options) -> SectionResult:
     size = QUICK if options.quick else FULL
     name = f"oanp_bench_quick_{os.getpid()}" if options.quick else "oanp_bench"
@@ -470,22 +521,28 @@ def run(options: Options) -> SectionResult:
     port = free_port()
     env = server_environment(database, port)
     run_tag = f"r{int(time.time()) % 1_000_000:06d}"
-    judged = AIM_PAIRS if AIM_PAIRS in size.levels else max(size.levels)
-    # Every level on the production setup; the judged one on a lone Daphne as well.
-    runs = [(WEB_PROCESSES, pairs) for pairs in size.levels] + [(1, judged)]
+    judged_at = AIM_PAIRS if AIM_PAIRS in size.levels else max(size.levels)
+    # Every level on the production setup; the judged one on a lone Daphne as well, and on the
+    # Procfile's processes sharing one socket, as they did before each had its own.
+    production = Setup(WEB_PROCESSES, shared_socket=False)
+    runs = [(production, pairs) for pairs in size.levels] + [
+        (Setup(1, shared_socket=False), judged_at),
+        (Setup(WEB_PROCESSES, shared_socket=True), judged_at),
+    ]
     levels = []
     with fresh_database(database) as version:
-        issued = prepare(env, 2 + sum(pairs for _, pairs in runs))
+        issued = prepare(env, 3 + sum(pairs for _, pairs in runs))
         statements = run_json(env, "bench.jobs", "envelope-queries")
         rest = issued
-        for processes in sorted({p for p, _ in runs}, reverse=True):
-            with daphne(env, port, processes) as server:
+        for setup in dict.fromkeys(setup for setup, _ in runs):
+            setup_env = {**env, "OANP_WEB_REUSEPORT": "0" if setup.shared_socket else "1"}
+            with daphne(setup_env, port, setup.processes) as server:
                 # Untimed: loads the code paths, fills the connection pools.
                 warmup, rest = rest[:1], rest[1:]
                 measure_level(
-                    env, server, database, warmup, size.warmup_sessions, f"{run_tag}-w{processes}"
+                    env, server, database, warmup, size.warmup_sessions, f"{run_tag}-w{setup.tag}"
                 )
-                for pairs in (pairs for p, pairs in runs if p == processes):
+                for pairs in (pairs for s, pairs in runs if s == setup):
                     chosen, rest = rest[:pairs], rest[pairs:]
                     level = measure_level(
                         env,
@@ -493,17 +550,17 @@ def run(options: Options) -> SectionResult:
                         database,
                         chosen,
                         size.sessions_per_pair(pairs),
-                        f"{run_tag}-p{processes}c{pairs}",
+                        f"{run_tag}-p{setup.tag}c{pairs}",
                     )
+                    level["shared_socket"] = setup.shared_socket
                     levels.append(level)
                     print(
-                        f"bench: service: {processes} web process(es), {_pair_word(pairs)}: "
+                        f"bench: service: {setup.words()}, {_pair_word(pairs)}: "
                         f"{level['arbiter']['envelopes_per_s']:.0f} envelopes/s, "
                         f"bare {level['bare']['requests_per_s']:.0f} req/s",
                         file=sys.stderr,
                         flush=True,
                     )
-    judged_at = judged
     figures = {
         "server": {
             "asgi": "daphne oanp_site.asgi:application (settings bench.site), "
@@ -520,6 +577,16 @@ def run(options: Options) -> SectionResult:
         "statements_per_envelope": statements,
     }
     rows = [row for level in levels for row in rows_for(level, judged_at)]
+    scaling = figures["aims"]["scaling"]
+    low, high = scaling["pairs"]
+    rows.append(
+        Row(
+            f"scaling: envelopes/s at {_pair_word(high)} over {_pair_word(low)}",
+            times(scaling["value"]),
+            f"{production.words()}, a socket each; the same levels' web CPU per request above",
+            judged(f"≥ {AIM_SCALING:g}×", scaling["met"]),
+        )
+    )
     rows.append(
         Row(
             "SQL statements per envelope, mean",
@@ -537,7 +604,9 @@ def run(options: Options) -> SectionResult:
         "middleware: parse the JSON body, one INSERT, a small JSON answer. It is loaded with "
         "the same bodies the pairs sent, by as many workers as there were pairs.",
         f"The web is the Procfile's: {WEB_PROCESSES} Daphne processes (its default) accepting "
-        "on one port; the judged level is also run on one Daphne process alone, side by side. "
+        "on one port, each on a socket of its own (SO_REUSEPORT); the judged level is also run "
+        "on one Daphne process alone, and on the same processes sharing one socket, as they "
+        "did before, side by side. "
         "The web processes, one client process (asyncio + httpx) and PostgreSQL share the "
         f"machine's {os.cpu_count()} cores. CPU is in cores used over the run, all web "
         "processes together: a web figure near the number of web processes means they are the "
@@ -545,6 +614,12 @@ def run(options: Options) -> SectionResult:
         "machine figure holds beyond the web, its PostgreSQL backends and the client was other "
         "work on the machine (Redis, PostgreSQL's own processes, anything else running). Web "
         "CPU per request is the figure least moved by such neighbours.",
+        _sockets_note(levels, judged_at),
+        "What an envelope costs the web beyond its transaction: one round trip to Redis for the "
+        "key's rate limit (INCR and EXPIRE pipelined), one batched wake-up for the groups that "
+        "have no listener, no query after the commit when neither party has a callback (the "
+        "locked read brings them) and at most one a second per merchant for whether it is "
+        "hosted, and a kept thread rather than a new one for each POST.",
         "The arbiter's throttle runs as in production with its limit raised, so that a busy "
         "pair is not refused; each level uses agent pairs of its own.",
         f"The aims on envelopes/s and p99 are judged at {_pair_word(judged_at)} on the "

@@ -1,5 +1,6 @@
 """The service section in quick mode: the Procfile's web on a PostgreSQL database of its own,
-and one Daphne process alone beside it at the judged level."""
+and beside it at the judged level one Daphne process alone and the Procfile's processes sharing
+one socket."""
 
 import json
 from pathlib import Path
@@ -30,9 +31,15 @@ def service(out: Path) -> dict[str, Any]:
 
 def test_every_level_of_the_quick_run_was_measured(service: dict[str, Any]) -> None:
     assert service["quick"] is True
-    measured = [(level["web_processes"], level["pairs"]) for level in service["figures"]["levels"]]
+    measured = [
+        (level["web_processes"], level["shared_socket"], level["pairs"])
+        for level in service["figures"]["levels"]
+    ]
     judged = max(QUICK.levels)
-    assert measured == [(WEB_PROCESSES, pairs) for pairs in QUICK.levels] + [(1, judged)]
+    assert measured == [(WEB_PROCESSES, False, pairs) for pairs in QUICK.levels] + [
+        (1, False, judged),
+        (WEB_PROCESSES, True, judged),
+    ]
 
 
 def test_every_session_ended_agreed_with_six_party_envelopes(service: dict[str, Any]) -> None:
@@ -74,10 +81,17 @@ def test_aims_are_judged(service: dict[str, Any]) -> None:
     assert aims["envelopes_per_s"]["aim"] == 300
     assert aims["p99_ms"]["aim"] == 50
     assert aims["bare_over_arbiter"]["aim"] == 1.5
+    assert aims["scaling"]["aim"] == 2.5
     levels = service["figures"]["levels"]
-    production = [lv for lv in levels if lv["web_processes"] == WEB_PROCESSES]
+    production = [
+        lv for lv in levels if lv["web_processes"] == WEB_PROCESSES and not lv["shared_socket"]
+    ]
     at = next(lv for lv in production if lv["pairs"] == max(QUICK.levels))
+    one = next(lv for lv in production if lv["pairs"] == min(QUICK.levels))
     assert aims["envelopes_per_s"]["value"] == at["arbiter"]["envelopes_per_s"]
+    assert aims["scaling"]["value"] == pytest.approx(
+        at["arbiter"]["envelopes_per_s"] / one["arbiter"]["envelopes_per_s"]
+    )
     assert all(isinstance(aim["met"], bool) for aim in aims.values())
 
 
@@ -86,11 +100,14 @@ def test_markdown_holds_the_service_table(out: Path) -> None:
     assert "## service:" in text
     assert "| Measure | Figure | Beside it, same run | Aim |" in text
     web = f"{WEB_PROCESSES} web processes" if WEB_PROCESSES > 1 else "1 web process"
-    for who in (f"1 pair, {web}", f"2 pairs, {web}", "2 pairs, 1 web process"):
+    shared = f"2 pairs, {web}, one shared socket"
+    for who in (f"1 pair, {web}", f"2 pairs, {web}", "2 pairs, 1 web process", shared):
         assert f"| arbiter, {who}: envelopes/s |" in text
         assert f"| arbiter, {who}: envelope latency p50 / p99 |" in text
         assert f"| arbiter, {who}: bare endpoint throughput / arbiter throughput |" in text
     assert "bare endpoint:" in text
+    assert "| scaling: envelopes/s at 2 pairs over 1 pair |" in text
+    assert "Why a socket each" in text
 
 
 def test_the_bench_database_is_its_own_on_the_configured_server() -> None:
