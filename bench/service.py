@@ -6,9 +6,10 @@ Everything runs as deployed, on this machine, in one run:
   127.0.0.1 as ``postgres``), migrated, with API keys issued by the arbiter's own service
   (:mod:`bench.prepare`); Redis database 13 for the cache, the throttle and the channel layer;
 - the Procfile's web (:mod:`oanp_site.serve`): its default of Daphne processes sharing one port,
-  serving ``oanp_site.asgi:application`` with the bench's settings (:mod:`bench.site`: the
-  product's, plus the peer's URL of :mod:`bench.urls`); at the judged level, one Daphne
-  process alone as well, side by side;
+  each on a socket of its own, serving ``oanp_site.asgi:application`` with the bench's settings
+  (:mod:`bench.site`: the product's, plus the peer's URL of :mod:`bench.urls`); at the judged
+  level, one Daphne process alone and the same processes on one shared socket as well, side
+  by side;
 - the client in a separate process (:mod:`bench.load`), asyncio and ``httpx.AsyncClient``.
 
 For each concurrency, N agent pairs (each a buyer and a merchant with their own keys) negotiate
