@@ -180,7 +180,8 @@ def test_two_hundred_deadlines_at_one_instant_close_within_seconds(
     the first timer task to fire closes the whole crowd in batches."""
     from bench.jobs import timers_lateness
 
-    late = timers_lateness(200, 0, 8)
+    # The deadline must lie ahead of every opening: 200 opens took 8 s on a busy machine.
+    late = timers_lateness(200, 0, 25)
     assert late["closed"] == 200
     lateness = sorted(late["lateness_s"])
     p99 = lateness[int(len(lateness) * 0.99) - 1]
