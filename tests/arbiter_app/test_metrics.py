@@ -4,18 +4,22 @@ each check of /readyz as a gauge, and how overdue the first due timer is."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connections, transaction
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from arbiter_app import health, queue, services
 from arbiter_app.deliveries.outbound import AttemptOutcome
 from arbiter_app.metric_zeros import party_types, refusal_codes
-from arbiter_app.models import Heartbeat, ProcessKind
+from arbiter_app.models import Heartbeat, ProcessKind, Session
 from oanp.wire.profiles import VerdictStatus
 from oanp.wire.state import Phase
 from tests.arbiter_app.test_health import scrape
@@ -95,30 +99,66 @@ def test_each_check_of_readyz_is_a_gauge_that_follows_it(
     assert samples_of(client)[beat] == 1
 
 
+@contextmanager
+def held(session_id: str) -> Iterator[bool]:
+    """The session's row locked by another connection for the block; whether it was still open
+    when locked. A sweep skips locked rows, so one run by a worker another test left with beat
+    cannot close the session meanwhile."""
+    locked, release = threading.Event(), threading.Event()
+    still_open: list[bool] = []
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                row = Session.objects.select_for_update().get(session_id=session_id)
+                still_open.append(row.ended_at is None)
+                locked.set()
+                release.wait(60)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(30)
+        yield still_open[0]
+    finally:
+        release.set()
+        holder.join(30)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_timer_nobody_fired_shows_how_overdue_it_is(
     client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Nobody fires it: its task is never sent, as with the broker away, so a worker another
-    # test left running cannot close the session before the scrape.
+    # Nobody fires it: its task is never sent, as with the broker away, and its row is held
+    # while the figure is read, so that a worker another test left running closes it neither
+    # by its task nor by its sweep. Between the commit and the lock a sweep may still win: the
+    # session is then opened again under another id.
     monkeypatch.setattr(queue.broker_breaker, "allows", lambda: False)
     assert samples_of(client)[("oanp_timer_overdue_seconds", ())] == 0
     buyer = services.issue_credential(agent_id=BUYER, role="buyer").credential
     services.issue_credential(agent_id=MERCHANT, role="merchant")
     window = 10
-    opened = timezone.now() - timedelta(seconds=300)
-    opening = envelope(
-        "session.open",
-        {
-            "merchant_agent_id": MERCHANT,
-            "item": ITEM,
-            "currency": "USD",
-            "constraints_commit": BUYER_COMMIT,
-            "response_window_s": window,
-        },
-        session_id="overdue-001",
-    )
-    services.receive_envelope(agent=buyer, envelope=opening, now=opened)
-    overdue = samples_of(client)[("oanp_timer_overdue_seconds", ())]
+    for attempt in range(5):
+        opened = timezone.now() - timedelta(seconds=300)
+        opening = envelope(
+            "session.open",
+            {
+                "merchant_agent_id": MERCHANT,
+                "item": ITEM,
+                "currency": "USD",
+                "constraints_commit": BUYER_COMMIT,
+                "response_window_s": window,
+            },
+            session_id=f"overdue-{attempt:03d}",
+        )
+        services.receive_envelope(agent=buyer, envelope=opening, now=opened)
+        with held(f"overdue-{attempt:03d}") as still_open:
+            if still_open:
+                overdue = samples_of(client)[("oanp_timer_overdue_seconds", ())]
+                break
+    else:
+        pytest.fail("a sweep closed each overdue session before it could be held")
     # Due at opened + window; the scrape came moments after.
     assert 300 - window <= overdue < 300 - window + 30
