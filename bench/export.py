@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -48,6 +49,7 @@ from oanp.wire.canonical import JsonObject, canonical_bytes
 from oanp.wire.commitments import encode_salt
 from oanp.wire.signing import ArbiterKey, jwks_document
 from oanp.wire.state import Arbiter
+from tests.support.processes import children
 
 TITLE = "export and verify an audit bundle, against JCS + SHA-256 of the same entries"
 ARBITER_ID = "arbiter.bench"
@@ -179,20 +181,10 @@ class ChildPeaks:
 
     def _watch(self) -> None:
         while not self._stop.wait(self._every_s):
-            for pid in _children():
+            for pid in children(os.getpid()):
                 peak = vm_hwm(pid)
                 if peak:
                     self.peaks[pid] = max(peak, self.peaks.get(pid, 0))
-
-
-def _children() -> list[int]:
-    pids: list[int] = []
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            pids += [int(pid) for pid in (task / "children").read_text().split()]
-        except OSError:
-            continue  # a thread gone
-    return pids
 
 
 def vm_hwm(pid: int | str = "self") -> int:

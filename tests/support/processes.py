@@ -206,7 +206,15 @@ def children(pid: int) -> set[int]:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return set()
-    return {int(c) for task in tasks for c in (task / "children").read_text().split()}
+    return {int(c) for task in tasks for c in _started_by(task).split()}
+
+
+def _started_by(task: Path) -> str:
+    # A thread can end between the listing and this read: it then started nothing that runs.
+    try:
+        return (task / "children").read_text()
+    except OSError:
+        return ""
 
 
 def kill_group(process: subprocess.Popen[bytes], timeout: float | None = None) -> None:
