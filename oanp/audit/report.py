@@ -98,13 +98,7 @@ class Report:
             self.agreements_signed,
         )
 
-    def merge(
-        self, checks: Iterable[CheckValues], counts: Counts, audits: Sequence[LogAudit]
-    ) -> None:
-        """Take in what another report found, as if this one had found it: its checks made
-        again in their order, its counts added, its audits kept if this report keeps them."""
-        for name, ok, detail in checks:
-            self.add(name, ok, detail)
+    def _set_counts(self, counts: Iterable[int]) -> None:
         (
             self.entries_total,
             self.entries_valid,
@@ -112,7 +106,16 @@ class Report:
             self.sessions_passing,
             self.agreements_valid,
             self.agreements_signed,
-        ) = (mine + theirs for mine, theirs in zip(self.counts(), counts, strict=True))
+        ) = counts
+
+    def merge(
+        self, checks: Iterable[CheckValues], counts: Counts, audits: Sequence[LogAudit]
+    ) -> None:
+        """Take in what another report found, as if this one had found it: its checks made
+        again in their order, its counts added, its audits kept if this report keeps them."""
+        for name, ok, detail in checks:
+            self.add(name, ok, detail)
+        self._set_counts(mine + theirs for mine, theirs in zip(self.counts(), counts, strict=True))
         if self.keep_passing:
             self.audits.extend(audits)
 
@@ -127,14 +130,7 @@ class Report:
         del self.checks[bookmark.checks :]
         del self.audits[bookmark.audits :]
         self.failures, self.made = bookmark.failures, bookmark.made
-        (
-            self.entries_total,
-            self.entries_valid,
-            self.sessions_total,
-            self.sessions_passing,
-            self.agreements_valid,
-            self.agreements_signed,
-        ) = bookmark.counts
+        self._set_counts(bookmark.counts)
 
     @property
     def ok(self) -> bool:
