@@ -16,15 +16,15 @@ from django.db import connections, transaction
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from arbiter_app import health, queue, services
+from arbiter_app import health, queue
 from arbiter_app.deliveries.outbound import AttemptOutcome
 from arbiter_app.metric_zeros import party_types, refusal_codes
 from arbiter_app.models import Heartbeat, ProcessKind, Session
 from oanp.wire.profiles import VerdictStatus
 from oanp.wire.state import Phase
 from tests.arbiter_app.test_health import scrape
+from tests.arbiter_app.test_timer_sweep import WINDOW, open_sessions
 from tests.conftest import serve
-from tests.support.factories.sessions import BUYER, BUYER_COMMIT, ITEM, MERCHANT, envelope
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -137,28 +137,15 @@ def test_a_timer_nobody_fired_shows_how_overdue_it_is(
     # session is then opened again under another id.
     monkeypatch.setattr(queue.broker_breaker, "allows", lambda: False)
     assert samples_of(client)[("oanp_timer_overdue_seconds", ())] == 0
-    buyer = services.issue_credential(agent_id=BUYER, role="buyer").credential
-    services.issue_credential(agent_id=MERCHANT, role="merchant")
-    window = 10
     for attempt in range(5):
-        opened = timezone.now() - timedelta(seconds=300)
-        opening = envelope(
-            "session.open",
-            {
-                "merchant_agent_id": MERCHANT,
-                "item": ITEM,
-                "currency": "USD",
-                "constraints_commit": BUYER_COMMIT,
-                "response_window_s": window,
-            },
-            session_id=f"overdue-{attempt:03d}",
+        (session_id,) = open_sessions(
+            1, prefix=f"overdue-{attempt}", at=timezone.now() - timedelta(seconds=300)
         )
-        services.receive_envelope(agent=buyer, envelope=opening, now=opened)
-        with held(f"overdue-{attempt:03d}") as still_open:
+        with held(session_id) as still_open:
             if still_open:
                 overdue = samples_of(client)[("oanp_timer_overdue_seconds", ())]
                 break
     else:
         pytest.fail("a sweep closed each overdue session before it could be held")
     # Due at opened + window; the scrape came moments after.
-    assert 300 - window <= overdue < 300 - window + 30
+    assert 300 - WINDOW <= overdue < 300 - WINDOW + 30
