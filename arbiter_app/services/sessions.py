@@ -31,6 +31,7 @@ from arbiter_app.models import (
     Session,
     settlement_of,
 )
+from arbiter_app.prepared import PreparedRead
 from arbiter_app.refusals import (
     CurrencyNotOffered,
     MerchantArchived,
@@ -126,27 +127,35 @@ def receive_envelope(
     return result
 
 
-def _locked() -> QuerySet[Session]:
-    """Session rows locked for a step, each read with its parties' live callbacks (their ids, or
-    ``None``) in the same round trip: the callbacks' listener needs them after the commit, and
-    would otherwise ask in a query of its own for every envelope. A callback registered between
-    this read and the commit is first served from the session's next step, as one registered
-    just after the commit is."""
+def _locked_query(session_id: str) -> QuerySet[Session]:
+    """The session's row locked for a step, read with its parties' live callbacks (their ids,
+    or ``None``) in the same round trip: the callbacks' listener needs them after the commit,
+    and would otherwise ask in a query of its own for every envelope. A callback registered
+    between this read and the commit is first served from the session's next step, as one
+    registered just after the commit is."""
 
     def live(party: str, role: AgentRole) -> Subquery:
         callbacks = AgentCallback.objects.filter(
             agent_id=OuterRef(party), role=role, disabled_at__isnull=True
-        )
+        ).order_by()
         return Subquery(callbacks.values("pk")[:1])
 
-    return Session.objects.select_for_update().annotate(
-        buyer_callback=live("buyer_agent_id", AgentRole.BUYER),
-        merchant_callback=live("merchant_agent_id", AgentRole.MERCHANT),
+    return (
+        Session.objects.select_for_update()
+        .annotate(
+            buyer_callback=live("buyer_agent_id", AgentRole.BUYER),
+            merchant_callback=live("merchant_agent_id", AgentRole.MERCHANT),
+        )
+        .filter(session_id=session_id)
     )
 
 
+#: Every envelope and every timer reads its session this way: compiled once.
+_locked = PreparedRead(Session, _locked_query)
+
+
 def _callbacks_read(session: Session) -> tuple[int, ...] | None:
-    """The ids :func:`_locked` read for ``session``; ``None`` for a row it did not read."""
+    """The ids :func:`_locked_query` read for ``session``; ``None`` for a row it did not read."""
     if not hasattr(session, "buyer_callback"):
         return None
     read = (session.buyer_callback, session.merchant_callback)
@@ -156,7 +165,7 @@ def _callbacks_read(session: Session) -> tuple[int, ...] | None:
 def _receive(
     envelope: Envelope, now: datetime | None, admit: Callable[[], None]
 ) -> EnvelopeAnswer | TimerExpired:
-    session = _locked().filter(session_id=envelope.session_id).first()
+    session = _locked.first(envelope.session_id)
     # The clock is read once the row is ours: an envelope that waited for the lock while a
     # timer closed the session is judged by when it was applied, and entries keep log order.
     now = now or timezone.now()
@@ -235,7 +244,7 @@ def expire_session(*, session_id: str, now: datetime | None = None) -> bool:
     arriving after finds the session closed.
     """
     with transaction.atomic():
-        session = _locked().filter(session_id=session_id).first()
+        session = _locked.first(session_id)
         now = now or timezone.now()  # after the lock, as in _receive
         if session is None or session.next_deadline is None or session.next_deadline > now:
             return False
