@@ -304,7 +304,7 @@ def expire_due_sessions(*, now: datetime | None = None, limit: int = EXPIRY_BATC
         if not steps:
             return 0
         _update_rows([s.session for s in steps])
-        Entry.objects.bulk_create([row for step in steps for row in step.rows])
+        _insert_rows([row for step in steps for row in step.rows])
         _after_commit(steps)
     for seconds in late:
         metrics.TIMER_LATENESS.observe(seconds)
@@ -336,6 +336,31 @@ def _update_rows(sessions: list[Session]) -> None:
             f"WHERE s.{columns[0]} = v.{columns[0]}",
             params,
         )
+
+
+def _insert_rows(rows: list[Entry]) -> None:
+    """Insert new entries in multi-row INSERTs built as :func:`_update_rows` builds its
+    UPDATE: the ORM's bulk_create cost the web more to build than the database to run, and
+    nothing reads the rows' ids back."""
+    fields = [field for field in Entry._meta.concrete_fields if not field.primary_key]
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    table = connection.ops.quote_name(Entry._meta.db_table)
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    batch = connection.ops.bulk_batch_size(fields, rows)
+    for entry in rows:
+        entry.session_id = entry.session.pk  # a session inserted after its entries were made
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), batch):
+            some = rows[start : start + batch]
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) "  # noqa: S608 - names from the model
+                f"VALUES {', '.join([row] * len(some))}",
+                [
+                    field.get_db_prep_save(getattr(entry, field.attname), connection)
+                    for entry in some
+                    for field in fields
+                ],
+            )
 
 
 def terminate_session(*, session_id: str, detail: str, now: datetime | None = None) -> bool:
@@ -460,9 +485,13 @@ def _append(
 ) -> EnvelopeAnswer:
     """Store ``entries`` and the state they lead to; the party's entry keeps its answer."""
     staged = _stage(session, negotiation, entries, now=now, envelope=envelope)
-    # A new row is inserted whole; an existing one writes only what a step changes.
-    session.save(update_fields=None if session._state.adding else _STEP_FIELDS)
-    Entry.objects.bulk_create(staged.rows)
+    # A new row is inserted whole; an existing one writes only what a step changes, in the
+    # sweep's UPDATE, which costs less to build than the ORM's save of the same fields.
+    if session._state.adding:
+        session.save()
+    else:
+        _update_rows([session])
+    _insert_rows(staged.rows)
     _after_commit([staged])
     return EnvelopeAnswer(201, staged.answer)
 
