@@ -620,7 +620,12 @@ def run(options: Options) -> SectionResult:
         "key's rate limit (INCR and EXPIRE pipelined), one batched wake-up for the groups that "
         "have no listener, no query after the commit when neither party has a callback (the "
         "locked read brings them) and at most one a second per merchant for whether it is "
-        "hosted, and a kept thread rather than a new one for each POST.",
+        "hosted, and a kept thread rather than a new one for each POST. Inside it, the ORM "
+        "cost the web more CPU to build and compile its statements than PostgreSQL spent "
+        "running them: the session's locked read runs SQL compiled once per database "
+        "(arbiter_app.prepared; 1.0 ms of CPU per read before, 0.25 ms after), and the step "
+        "writes its row and entries with statements built from the model's fields, not with "
+        "save and bulk_create (0.55 ms less per envelope).",
         "The arbiter's throttle runs as in production with its limit raised, so that a busy "
         "pair is not refused; each level uses agent pairs of its own.",
         f"The aims on envelopes/s and p99 are judged at {_pair_word(judged_at)} on the "
