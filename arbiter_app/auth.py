@@ -13,9 +13,8 @@ from arbiter_app.refusals import WWW_AUTHENTICATE, Unauthorized
 from arbiter_app.services.api_keys import KEY_PREFIX, key_digest, record_use
 
 
-def credential_for(header: str) -> AgentCredential | None:
-    """The live (neither revoked nor expired) credential an ``Authorization`` header names, or
-    ``None``. Its use is recorded at most once a minute per process."""
+def _presented(header: str) -> tuple[str, str] | None:
+    """The key of a ``Bearer`` header and its prefix, when it has the shape of one."""
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer":
         return None
@@ -24,6 +23,16 @@ def credential_for(header: str) -> AgentCredential | None:
     prefix, _, secret = rest.partition("_")  # the secret itself may hold "_"
     if head != KEY_PREFIX or not prefix or not secret:
         return None
+    return key, prefix
+
+
+def credential_for(header: str) -> AgentCredential | None:
+    """The live (neither revoked nor expired) credential an ``Authorization`` header names, or
+    ``None``. Its use is recorded at most once a minute per process."""
+    presented = _presented(header)
+    if presented is None:
+        return None
+    key, prefix = presented
     digest = key_digest(key)
     credential = credential_cache.recall(digest)
     if credential is None:
@@ -35,9 +44,23 @@ def credential_for(header: str) -> AgentCredential | None:
         ):
             return None
         credential_cache.remember(digest, credential)
+    _used(credential)
+    return credential
+
+
+def remembered(header: str) -> AgentCredential | None:
+    """:func:`credential_for` when this process found the key live lately
+    (:mod:`arbiter_app.credential_cache`), with no query; ``None`` when it must be looked up."""
+    presented = _presented(header)
+    credential = None if presented is None else credential_cache.recall(key_digest(presented[0]))
+    if credential is not None:
+        _used(credential)
+    return credential
+
+
+def _used(credential: AgentCredential) -> None:
     if credential_cache.use_record_due(credential.prefix):
         record_use(credential=credential)
-    return credential
 
 
 def authenticate(header: str, address: str) -> AgentCredential | None:

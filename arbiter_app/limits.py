@@ -17,8 +17,10 @@ limited, and the budgets are shared again once the cache is back.
 
 On Redis a count is one round trip, ``INCR`` and ``EXPIRE`` pipelined, on one client for the
 process: through Django's cache API it took three (``SET NX``, ``EXISTS``, ``INCR``), each on
-a client built for the call. Elsewhere (the development default's memory cache) the cache API
-counts.
+a client built for the call. A request whose key the process already knows live takes one
+round trip for the address's check and the key's count together (a script run by Redis:
+:func:`check_address_and_charge`). Elsewhere (the development default's memory cache) the
+cache API counts.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -135,7 +138,11 @@ class Charge:
 
 def charge(prefix: str) -> Charge:
     window, remaining = current_window()
-    if _count(f"key:{prefix}", window) <= settings.OANP_RATE_LIMIT_PER_MINUTE:
+    return _charged(_count(f"key:{prefix}", window), remaining)
+
+
+def _charged(count: int, remaining: float) -> Charge:
+    if count <= settings.OANP_RATE_LIMIT_PER_MINUTE:
         return Charge()
     return Charge(
         RateLimited(
@@ -156,10 +163,63 @@ def check_address(address: str) -> None:
     window, remaining = current_window()
     failures = _peek(f"failed:{address}", window)
     if failures >= settings.OANP_AUTH_FAILURES_PER_MINUTE:
-        raise RateLimited(
-            f"too many requests without a valid API key from {address} this minute",
-            retry_after=remaining,
+        raise _address_refused(address, remaining)
+
+
+def _address_refused(address: str, remaining: float) -> RateLimited:
+    return RateLimited(
+        f"too many requests without a valid API key from {address} this minute",
+        retry_after=remaining,
+    )
+
+
+#: :func:`check_address`, then :func:`charge` only when the address may go on, in one script.
+_ADMIT = """
+local failures = tonumber(redis.call('GET', KEYS[1]) or '0')
+if failures >= tonumber(ARGV[1]) then return 0 end
+local count = redis.call('INCR', KEYS[2])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return count
+"""
+
+
+def check_address_and_charge(address: str, prefix: str) -> Charge:
+    """:func:`check_address` and then :func:`charge`, for a key already known live, so that
+    no look-up comes between them: on Redis in one round trip, a script that counts the key's
+    request only when its address may go on, as the two calls would."""
+    client = redis_client()
+    if client is None or not cache_breaker.allows():
+        check_address(address)
+        return charge(prefix)
+    window, remaining = current_window()
+    names = [
+        _shared().make_and_validate_key(_name(key, window))
+        for key in (f"failed:{address}", f"key:{prefix}")
+    ]
+    try:
+        count = int(
+            _admit_script()(
+                keys=names,
+                args=[settings.OANP_AUTH_FAILURES_PER_MINUTE, 2 * WINDOW_SECONDS],
+                client=client,
+            )
         )
+    except Exception as error:
+        log.warning("rate limits counted per process, the cache is away: %r", error)
+        cache_breaker.failed()
+        check_address(address)
+        return charge(prefix)
+    cache_breaker.succeeded()
+    if count == 0:
+        raise _address_refused(address, remaining)
+    return _charged(count, remaining)
+
+
+@cache
+def _admit_script() -> Any:
+    client = redis_client()
+    assert client is not None  # asked for only on Redis
+    return client.register_script(_ADMIT)
 
 
 def record_failure(address: str) -> None:

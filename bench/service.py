@@ -617,7 +617,8 @@ def run(options: Options) -> SectionResult:
         "CPU per request is the figure least moved by such neighbours.",
         _sockets_note(levels, judged_at),
         "What an envelope costs the web beyond its transaction: one round trip to Redis for the "
-        "key's rate limit (INCR and EXPIRE pipelined), one batched wake-up for the groups that "
+        "address's check and the key's rate limit together, when the process knows the key "
+        "live (a script: GET, then INCR and EXPIRE), one batched wake-up for the groups that "
         "have no listener, no query after the commit when neither party has a callback (the "
         "locked read brings them) and at most one a second per merchant for whether it is "
         "hosted, and a kept thread rather than a new one for each POST. Inside it, the ORM "

@@ -185,3 +185,47 @@ def test_a_request_is_counted_in_one_round_trip_to_redis(monkeypatch: pytest.Mon
     stored = cache.make_and_validate_key(f"oanp-rate:key:{prefix}:{window}")
     assert cache.get(f"oanp-rate:key:{prefix}:{window}") == 2  # read back through the cache API
     assert 0 < limits.redis_client().ttl(stored) <= 2 * limits.WINDOW_SECONDS
+
+
+def test_a_key_known_live_is_checked_and_counted_in_one_round_trip(
+    client: Any, settings: Any, buyer: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key this process found live within the second needs no look-up between the address's
+    check and its count, which then take one script on Redis. The address is still checked
+    first: past its failures, the request is refused and its key not counted."""
+    import redis
+
+    monkeypatch.setattr(limits, "current_window", lambda: (0, 30.0))
+    settings.OANP_CREDENTIAL_CACHE_SECONDS = 600  # known for the whole test, however slow
+    address = f"known-{uuid.uuid4()}"
+    summary = f"/oanp/v0.1/sessions/{SESSION}"
+    prefix = buyer.api_key.split("_")[1]
+    count_name = f"oanp-rate:key:{prefix}:0"
+    # Looked up once: the address read, the key found in the database, then counted.
+    problem(client.get(summary, headers=buyer.headers, REMOTE_ADDR=address), 404, "unknown_session")
+    trips: list[str] = []
+    command = redis.Redis.execute_command
+
+    def counted(self: Any, *args: Any, **options: Any) -> Any:
+        trips.append(str(args[0]))
+        return command(self, *args, **options)
+
+    monkeypatch.setattr(redis.Redis, "execute_command", counted)
+    problem(client.get(summary, headers=buyer.headers, REMOTE_ADDR=address), 404, "unknown_session")
+    assert [trip for trip in trips if trip != "SCRIPT LOAD"] == ["EVALSHA"]
+    assert cache.get(count_name) == 2
+    settings.OANP_AUTH_FAILURES_PER_MINUTE = 1
+    limits.record_failure(address)
+    trips.clear()
+    response = client.get(summary, headers=buyer.headers, REMOTE_ADDR=address)
+    problem(response, 429, "rate_limited")
+    assert response["Retry-After"] == "30"
+    assert trips == ["EVALSHA"]
+    assert cache.get(count_name) == 2  # refused before its count
+    # Another address is not affected, and the key's count goes on.
+    problem(
+        client.get(summary, headers=buyer.headers, REMOTE_ADDR=f"{address}-other"),
+        404,
+        "unknown_session",
+    )
+    assert cache.get(count_name) == 3
