@@ -78,7 +78,11 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The suite runs on the real services; a machine may point elsewhere by setting these.
+# The suite runs on the real services; a machine may point elsewhere by setting these. Run on
+# every core, as test and test-fast run it, each of its processes has a test database of its own
+# on that server, and a redis-server of its own on this machine in place of TEST_REDIS_URL's
+# (tests/conftest.py): on one Redis, one process's Celery worker would take another's tasks and
+# run them on the wrong database.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/oanp
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
@@ -87,7 +91,9 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 TEST_SECRETS := DJANGO_SECRET_KEY=test-only-5be754a2a0155b915b0feccd2bfd624480351e9a55dd9f4b947def0a052a5c8d \
 	OANP_KEY_ENCRYPTION_KEY=ZZ_NqCRRo7RiReBf_QY0lAcivtOvPBW5ujyvM8LAkII= OANP_VAULT_KEY=4x1YVe4OJAGv1gzJm_WmIjgytDmMTAT3j57v4IJoj_M=
 
-# The suite's metrics folder starts empty, so no earlier run's counters are added to its own.
+# The suite's metrics folder starts empty, so no earlier run's counters are added to its own:
+# /metrics adds up the files of processes that have exited too. Each process of a run on every
+# core counts in a folder of its own within it.
 TEST_METRICS_DIR := $(CURDIR)/var/metrics-test
 
 TEST_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
@@ -95,10 +101,17 @@ TEST_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 
 # Everything, with Hypothesis's large profile (tests/conftest.py), then bench-quick: after the
 # suite, so that a failing test is told first and the ratios are measured once the suite's
-# servers, workers and browser have stopped.
+# servers, workers and browser have stopped. The suite runs on every core, each test module on
+# one process (loadfile), in two parts: first the tests that start nothing of their own and
+# keep the cores busy, then the live and browser ones, which mostly wait on their servers,
+# workers, timers and Chromium, so that none of their deadlines runs beside the first part's
+# search for examples. Each part starts with an empty metrics folder.
 test: venv services browser promtool lint
 	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
-	$(TEST_ENV) HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q
+	$(TEST_ENV) HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q -m "not live and not browser" \
+		-n auto --dist loadfile
+	rm -rf $(TEST_METRICS_DIR) && mkdir -p $(TEST_METRICS_DIR)
+	$(TEST_ENV) HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q -m "live or browser" -n auto --dist loadfile
 	$(MAKE) --no-print-directory bench-quick
 
 # The edit-and-test loop: the tests that start no server, worker, program or browser of their

@@ -27,6 +27,7 @@ from tests.support.processes import (
     purge,
     spawn,
     start_daphne,
+    start_redis,
     terminate,
     wait_ready,
     worker_argv,
@@ -38,6 +39,35 @@ from tests.support.processes import (
 hypothesis_settings.register_profile("default", max_examples=50)
 hypothesis_settings.register_profile("ci", max_examples=1000, deadline=None, print_blob=True)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+#: The Redis servers of a parallel run, one for each of its processes, kept by the process
+#: that starts those (pytest-xdist's controller) until the run ends.
+PARALLEL_REDIS = pytest.StashKey[list[subprocess.Popen[bytes]]]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list[Any]) -> None:
+    """Each process of a parallel run has a test database of its own (pytest-django); it gets a
+    Redis server and a metrics folder of its own too, in the environment it starts with, so
+    that its settings read them. On a shared Redis, one process's Celery worker would take the
+    other's tasks and run them on its own database, its purge would drop them, and a page's
+    socket would hear of the other's sessions; in a shared folder, /metrics would add up the
+    other's counters."""
+    servers = config.stash.setdefault(PARALLEL_REDIS, [])
+    metrics = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    for spec in specs:
+        spec.env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics / spec.id)
+        if os.environ.get("REDIS_URL"):
+            port = free_port()
+            servers.append(start_redis(port, error=RuntimeError))
+            spec.env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for server in config.stash.get(PARALLEL_REDIS, []):
+        server.terminate()
+        server.wait(10)
+
 
 #: Fixtures that bring up a server, a worker or a service of their own, or give a test the
 #: environment to start a worker with (worker_env).

@@ -10,13 +10,15 @@ import json
 import httpx
 import pytest
 
+from arbiter_app.models import Entry
 from sessions_app.models import MemberRole
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, Worker
 from tests.sessions_app.browser import chromium, look, sign_in
 from tests.support.api import COMMITS
 from tests.support.factories.accounts import PASSWORD, hosted_agent, member, merchant
 from tests.support.factories.agents import Agent, make_agent
 from tests.support.factories.sessions import ITEM, envelope_json
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,8 +41,12 @@ def open_session(base: str, buyer: Agent, session_id: str) -> httpx.Response:
     )
 
 
+def answered(session_id: str) -> bool:
+    return Entry.objects.filter(session__session_id=session_id, sender_role="merchant").exists()
+
+
 def test_a_paused_agents_new_sessions_are_refused_and_its_page_says_so(
-    live_arbiter: LiveServer,
+    live_arbiter: LiveServer, celery_worker_process: Worker
 ) -> None:
     shop = merchant("skyways")
     hosted_agent(shop, "skyways-sfo")
@@ -85,3 +91,7 @@ def test_a_paused_agents_new_sessions_are_refused_and_its_page_says_so(
         page.wait_for_url(f"{base}/agents/skyways-sfo/")
         assert page.inner_text("#availability") == "taking sessions"
     assert open_session(base, buyer, "sess-after").status_code == 201
+    # The hosted agent answers on the suite's worker; the test ends once it has, so that none
+    # of its work (the runner key it issues on first need) lands after this test's database
+    # was emptied, in a later test's.
+    wait_for(lambda: answered("sess-before") and answered("sess-after"), 30)

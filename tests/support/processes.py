@@ -1,5 +1,5 @@
 """The processes tests and the bench run: free ports, Daphne's and Celery's command lines, and
-Daphne and a worker started and waited for until they answer or say they are ready."""
+Daphne, a worker and Redis started and waited for until they answer or say they are ready."""
 
 from __future__ import annotations
 
@@ -141,6 +141,27 @@ def wait_ready(
         return False
 
     wait_for(ready, timeout, interval=0.1, message=message or did_not_start, error=error)
+
+
+def start_redis(port: int, *, error: type[Exception] | None = None) -> subprocess.Popen[bytes]:
+    """``redis-server`` on 127.0.0.1:``port``, keeping nothing on disk, once it takes a
+    connection; :func:`fail` (or ``error``) if it has not within 10 s."""
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
+        stdout=subprocess.DEVNULL,
+    )
+
+    def answers() -> bool:
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        wait_for(answers, 10, message=f"redis-server did not answer on port {port}", error=error)
+    except BaseException:
+        process.kill()
+        process.wait(5)
+        raise
+    return process
 
 
 def start_daphne(
