@@ -3,7 +3,7 @@
 Building a queryset and compiling it (resolving subqueries, joins, the lock clause) costs the
 web process more CPU than PostgreSQL spends answering it: for the session's locked read,
 1.0 ms against 0.25 ms run from SQL compiled before. A :class:`PreparedRead` has Django
-compile its queryset once per database connection, with a marker where the looked-up value
+compile its queryset once per database, with a marker where the looked-up value
 goes, and then runs that SQL with each new value through ``Model.objects.raw``, which builds
 the instances with the same field converters and keeps each extra column (an annotation) as an
 attribute, as the queryset would.

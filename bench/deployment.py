@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ import httpx
 
 from oanp_site.procfile import STATUS_FILE, programs, status, write_status
 from oanp_site.supervisor import Supervisor
-from tests.support.processes import ROOT, free_port, tail, wait_ready
+from tests.support.processes import ROOT, free_port, start_redis, tail, wait_ready
 from tests.support.waiting import wait_for
 
 #: The Procfile's Celery workers, whose logs say when each is ready.
@@ -45,16 +44,8 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def answers(self) -> bool:
-        with socket.socket() as probe:
-            return probe.connect_ex(("127.0.0.1", self.port)) == 0
-
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""],
-            stdout=subprocess.DEVNULL,
-        )
-        wait_for(self.answers, 10, interval=0.05, error=RuntimeError)
+        self.process = start_redis(self.port, error=RuntimeError)
 
     def kill(self) -> None:
         """SIGKILL, as a crash: whatever it held is gone."""

@@ -8,7 +8,6 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from arbiter_app.probes import Probe
 from tests.conftest import HEARTBEATS, ROOT, LiveServer, Worker, serve
 from tests.support.factories.agents import HttpNegotiation, make_agent
 from tests.support.factories.sessions import sfo_jfk_agents
-from tests.support.processes import free_port
+from tests.support.processes import free_port, start_redis
 from tests.support.waiting import wait_for
 
 Readiness = dict[str, Any]
@@ -329,12 +328,8 @@ def redis_server() -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
     running: list[subprocess.Popen[bytes]] = []
 
     def start() -> subprocess.Popen[bytes]:
-        process = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
-            stdout=subprocess.DEVNULL,
-        )
+        process = start_redis(port)
         running.append(process)
-        wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 10, interval=0.2)
         return process
 
     start.port = port  # type: ignore[attr-defined]
