@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from arbiter_app.models import KeyState, SigningKey
-from oanp.wire.signing import ArbiterKey
+from oanp.wire import signing
 
 ALGORITHMS = ("Ed25519", "ES256")
 
@@ -29,15 +29,15 @@ def cipher() -> Fernet:
     return Fernet(settings.OANP_KEY_ENCRYPTION_KEY)
 
 
-def generate(alg: str) -> ArbiterKey:
+def generate(alg: str) -> signing.SigningKey:
     if alg == "Ed25519":
-        return ArbiterKey.from_cryptography(ed25519.Ed25519PrivateKey.generate())
+        return signing.SigningKey.from_cryptography(ed25519.Ed25519PrivateKey.generate())
     if alg == "ES256":
-        return ArbiterKey.from_cryptography(ec.generate_private_key(ec.SECP256R1()))
+        return signing.SigningKey.from_cryptography(ec.generate_private_key(ec.SECP256R1()))
     raise ValueError(f"unsupported signing algorithm {alg!r}: use one of {', '.join(ALGORITHMS)}")
 
 
-def store(key: ArbiterKey, *, now: datetime) -> SigningKey:
+def store(key: signing.SigningKey, *, now: datetime) -> SigningKey:
     sealed = cipher().encrypt(json.dumps(key.private_jwk()).encode())
     return SigningKey.objects.create(
         kid=key.kid,
@@ -50,11 +50,11 @@ def store(key: ArbiterKey, *, now: datetime) -> SigningKey:
 
 
 @cache
-def _unsealed(kid: str) -> ArbiterKey:
+def _unsealed(kid: str) -> signing.SigningKey:
     """The private key of ``kid``; keys never change once stored, so the cache is safe."""
     row = SigningKey.objects.get(kid=kid)
     jwk = json.loads(cipher().decrypt(bytes(row.private_jwk_encrypted)))
-    return ArbiterKey.from_private_jwk(jwk)
+    return signing.SigningKey.from_private_jwk(jwk)
 
 
 def ensure_active_key() -> SigningKey:
@@ -69,7 +69,7 @@ def ensure_active_key() -> SigningKey:
         return SigningKey.objects.get(state=KeyState.ACTIVE)
 
 
-def active_key() -> ArbiterKey:
+def active_key() -> signing.SigningKey:
     return _unsealed(ensure_active_key().kid)
 
 
@@ -78,9 +78,9 @@ class ActiveSigner:
     envelopes cost no key lookup."""
 
     def __init__(self) -> None:
-        self._key: ArbiterKey | None = None
+        self._key: signing.SigningKey | None = None
 
-    def _loaded(self) -> ArbiterKey:
+    def _loaded(self) -> signing.SigningKey:
         if self._key is None:
             self._key = active_key()
         return self._key

@@ -67,7 +67,7 @@ from oanp.wire.commitments import encode_salt
 from oanp.wire.envelope import parse_envelope
 from oanp.wire.log import Entry
 from oanp.wire.machine import Negotiation
-from oanp.wire.signing import AGREEMENT_TYP, ArbiterKey
+from oanp.wire.signing import AGREEMENT_TYP, SigningKey
 from oanp.wire.state import Arbiter, Phase
 from tests.support.factories.terms import ISSUES
 
@@ -379,7 +379,7 @@ def sample_agreement(arbiter: Arbiter, corpus: Corpus) -> bytes:
 
 def run(options: Options) -> SectionResult:
     size = QUICK if options.quick else FULL
-    key = ArbiterKey.from_ed25519_seed(SEED)
+    key = SigningKey.from_ed25519_seed(SEED)
     arbiter = Arbiter(ARBITER_ID, key, JWKS_URI)
     corpus = build_corpus(size.sessions, arbiter)
     with_terms = build_corpus(size.sessions, arbiter, with_terms=True)

@@ -47,7 +47,7 @@ from oanp.audit import BundleWriter
 from oanp.net.workers import usable_cores
 from oanp.wire.canonical import JsonObject, canonical_bytes
 from oanp.wire.commitments import encode_salt
-from oanp.wire.signing import ArbiterKey, jwks_document
+from oanp.wire.signing import SigningKey, jwks_document
 from oanp.wire.state import Arbiter
 from tests.support.processes import children
 
@@ -117,8 +117,8 @@ def sfo_jfk_log(number: int, arbiter: Arbiter) -> list[JsonObject]:
     return [entry.as_json() for entry in result.entries]
 
 
-def bench_key() -> ArbiterKey:
-    return ArbiterKey.from_ed25519_seed(SEED)
+def bench_key() -> SigningKey:
+    return SigningKey.from_ed25519_seed(SEED)
 
 
 def write_logs(entries: int, path: Path) -> int:

@@ -46,13 +46,12 @@ from oanp.wire.errors import FieldError, ProtocolError, VerificationError
 from oanp.wire.log import Entry, Head, chain_breaks, make_entry
 from oanp.wire.machine import Negotiation
 from oanp.wire.money import fits_currency, minor_units, price_to_json
-from oanp.wire.signing import ArbiterKey, jwks_document, verify_detached
+from oanp.wire.signing import SigningKey, jwks_document, verify_detached
 from oanp.wire.state import Arbiter, Phase, SessionState
 
 __all__ = [
     "OANP_VERSION",
     "Arbiter",
-    "ArbiterKey",
     "Entry",
     "Envelope",
     "FieldError",
@@ -67,6 +66,7 @@ __all__ = [
     "Reveal",
     "Role",
     "SessionState",
+    "SigningKey",
     "VerificationError",
     "build_bundle",
     "canonical_bytes",

@@ -42,7 +42,7 @@ from oanp.wire.commitments import encode_salt
 from oanp.wire.envelope import DEFAULT_MAX_ROUNDS
 from oanp.wire.money import minor_units
 from oanp.wire.settlement import SettlePolicy
-from oanp.wire.signing import ArbiterKey
+from oanp.wire.signing import SigningKey
 from oanp.wire.state import Arbiter
 from oanp.wire.terms import ChoiceIssue, Issue
 from oanp.wire.transcript import terms_text
@@ -157,7 +157,7 @@ def play(
     if under > 0:
         buyers.append(("reference", under, "a tenth under the floor"))
     arbiter = Arbiter(
-        "preview", ArbiterKey.from_cryptography(Ed25519PrivateKey.generate()), "urn:preview"
+        "preview", SigningKey.from_cryptography(Ed25519PrivateKey.generate()), "urn:preview"
     )
     runs = [
         _run(

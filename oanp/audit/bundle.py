@@ -47,7 +47,7 @@ from oanp.wire.canonical import (
 )
 from oanp.wire.envelope import format_timestamp
 from oanp.wire.log import ChainWalk, walk_chain
-from oanp.wire.signing import CHECKPOINT_TYP, ArbiterKey
+from oanp.wire.signing import CHECKPOINT_TYP, SigningKey
 
 BUNDLE_FORMAT = "oanp-audit-bundle/0.1"
 CHECKPOINT_FORMAT = "oanp-checkpoint/0.1"
@@ -103,7 +103,7 @@ def _statement(
 
 def sign_checkpoint(
     *,
-    key: ArbiterKey,
+    key: SigningKey,
     arbiter_id: str,
     leaves: Sequence[bytes],
     manifest: JsonObject,
@@ -120,7 +120,7 @@ def sign_checkpoint(
     return {"statement": statement, "signature": _sign(key, statement)}
 
 
-def _sign(key: ArbiterKey, statement: JsonObject) -> str:
+def _sign(key: SigningKey, statement: JsonObject) -> str:
     return key.sign_detached(canonical_bytes(statement), typ=CHECKPOINT_TYP)
 
 
@@ -147,7 +147,7 @@ class BundleWriter:
         out: IO[bytes],
         *,
         jwks: Mapping[str, Any],
-        key: ArbiterKey,
+        key: SigningKey,
         arbiter_id: str,
         prefixes: Sequence[Mapping[str, Any]] = (),
     ) -> None:
@@ -283,7 +283,7 @@ def build_bundle(
     *,
     logs: Sequence[Sequence[Mapping[str, JsonValue]]],
     jwks: Mapping[str, Any],
-    key: ArbiterKey,
+    key: SigningKey,
     arbiter_id: str,
     created_at: datetime,
     scope: JsonObject | None = None,

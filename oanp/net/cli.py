@@ -44,7 +44,7 @@ from oanp.wire.canonical import JsonValue, json_value, read_json
 from oanp.wire.commitments import encode_salt
 from oanp.wire.errors import MalformedEnvelope, ProtocolError
 from oanp.wire.log import Entry
-from oanp.wire.signing import ArbiterKey, jwks_document
+from oanp.wire.signing import SigningKey, jwks_document
 from oanp.wire.state import Arbiter
 from oanp.wire.transcript import describe_entry
 
@@ -57,7 +57,7 @@ DEMO_JWKS_URI = "http://127.0.0.1:8000/.well-known/jwks.json"
 
 def demo(*, as_json: bool, bundle_path: Path | None, out: TextIO, err: TextIO) -> int:
     """The SFO→JFK session of docs/protocol.md §5, run in-process, then verified."""
-    key = ArbiterKey.from_cryptography(Ed25519PrivateKey.generate())
+    key = SigningKey.from_cryptography(Ed25519PrivateKey.generate())
     arbiter = Arbiter(DEMO_ARBITER_ID, key, DEMO_JWKS_URI)
     jwks = jwks_document([key.public_jwk()])
     item: dict[str, JsonValue] = {"route": "SFO-JFK", "date": "2026-04-28"}

@@ -195,6 +195,11 @@ class Envelope:
     def canonical(self) -> bytes:
         return canonical_bytes(self.body)
 
+    @property
+    def signed(self) -> bool:
+        """Whether its sender signed it (§12): the body carries ``signature``."""
+        return "signature" in self.body
+
 
 # Field readers -------------------------------------------------------------------------------
 
@@ -205,6 +210,9 @@ class _Bad(Exception):
     """A field's value is wrong; the message says how. Never leaves this module."""
 
 
+#: A detached compact JWS of Ed25519 or ES256 with its three-member header is about 250
+#: characters: this leaves room for a long kid and nothing more.
+MAX_SIGNATURE_CHARS = 1024
 IDENTIFIER_RULE = "1-64 characters of A-Z a-z 0-9 . _ : -"
 
 
@@ -582,6 +590,10 @@ def _envelope(obj: object) -> Envelope:
     session_id = top.take("session_id", _identifier)
     timestamp = top.take("timestamp", parse_timestamp)
     raw_payload = top.take("payload", _object)
+    if "signature" in obj:  # a party's, §12; checked against its keys by whoever holds them
+        top.take("signature", _text(MAX_SIGNATURE_CHARS))
+        if role is Role.ARBITER:
+            errors.append(FieldError("$.signature", "only a party signs its envelope"))
     top.close()
     payload: Payload | None = None
     if kind is not None and role is not None and raw_payload is not None:

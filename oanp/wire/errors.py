@@ -114,6 +114,20 @@ class EnvelopeTooLarge(ProtocolError):
         return cls(f"the body is {size} bytes; the limit is {limit}")
 
 
+class PrivateKeySent(ProtocolError):
+    """A key to register that holds private material: refused, and never stored or logged."""
+
+    code = "private_key_sent"
+    meaning = "a party key to register holds a private member (d, p, q, ...)"
+    title = "Private key sent"
+
+
+class BadPartyKey(ProtocolError):
+    code = "bad_party_key"
+    meaning = "a party key to register is not one public OKP Ed25519 or EC P-256 JWK"
+    title = "Not a usable public key"
+
+
 # 403 / 404 ---------------------------------------------------------------------------------
 
 
@@ -205,6 +219,23 @@ class Unprocessable(ProtocolError):
     status = 422
     code = "unprocessable"
     title = "Unprocessable envelope"
+
+
+class BadSignature(Unprocessable):
+    """A party envelope's ``signature`` that does not stand for its sender (§12)."""
+
+    code = "bad_signature"
+    meaning = (
+        "the envelope's signature is malformed, names a kid its sender never registered or had "
+        "retired, or does not verify"
+    )
+    title = "Envelope signature refused"
+
+
+class SignatureRequired(Unprocessable):
+    code = "signature_required"
+    meaning = "an unsigned envelope from an agent whose owner requires signatures"
+    title = "Envelope must be signed"
 
 
 class RoleMayNotSend(Unprocessable):

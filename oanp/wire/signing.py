@@ -116,8 +116,9 @@ def _public_members(private_key: SigningPrivateKey) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class ArbiterKey:
-    """A private signing key of the arbiter, with its algorithm and thumbprint ``kid``.
+class SigningKey:
+    """A private signing key (the arbiter's, or a party's for its envelopes, §12), with its
+    algorithm and thumbprint ``kid``.
 
     Two keys are equal when their ``alg`` and ``kid`` are, which the private key determines.
     """
@@ -131,17 +132,17 @@ class ArbiterKey:
         object.__setattr__(self, "kid", thumbprint(_public_members(self.private_key)))
 
     @classmethod
-    def from_cryptography(cls, private_key: SigningPrivateKey) -> ArbiterKey:
+    def from_cryptography(cls, private_key: SigningPrivateKey) -> SigningKey:
         """Wrap a ``cryptography`` key: Ed25519 or ECDSA on SECP256R1, else ``ValueError``."""
         return cls(private_key)
 
     @classmethod
-    def from_ed25519_seed(cls, seed: bytes) -> ArbiterKey:
+    def from_ed25519_seed(cls, seed: bytes) -> SigningKey:
         """The Ed25519 key of a 32-byte seed (RFC 8032 private key); same seed, same key."""
         return cls(Ed25519PrivateKey.from_private_bytes(seed))
 
     @classmethod
-    def from_private_jwk(cls, jwk: Mapping[str, object]) -> ArbiterKey:
+    def from_private_jwk(cls, jwk: Mapping[str, object]) -> SigningKey:
         """Load a key stored with :meth:`private_jwk`: OKP Ed25519 or EC P-256, else ``ValueError``.
 
         The public members must match ``d``, and ``kid``/``alg``/``use`` must match when present:
@@ -218,6 +219,30 @@ def jwks_document(
     return {"keys": keys}
 
 
+#: JWK members that hold private material, in any key type: a key sent with one is refused.
+PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
+
+
+def public_signing_jwk(jwk: Mapping[str, object]) -> dict[str, str]:
+    """The public JWK a key to register stands for: kty, crv, x (and y), kid, alg, use "sig".
+
+    Raises ``ValueError`` saying why when ``jwk`` is not one public Ed25519 or P-256 key, or
+    when a ``kid``, ``alg`` or ``use`` it carries disagrees with the key itself: a registered
+    key is named by its thumbprint, so a signer's kid always resolves to exactly it. Private
+    members are the caller's to refuse first (:data:`PRIVATE_MEMBERS`), with their own code.
+    """
+    members = _required_members(jwk)
+    alg = {"OKP": "Ed25519", "EC": "ES256"}[members["kty"]]
+    if _KEY_TYPE_OF_ALG[alg] != (members["kty"], members["crv"]):
+        raise ValueError(f"curve {members['crv']!r} is not supported: OKP Ed25519 or EC P-256")
+    _public_key(members)  # the point must be on the curve, its coordinates full length
+    public = {**members, "kid": thumbprint(members), "alg": alg, "use": "sig"}
+    for name in ("kid", "alg", "use"):
+        if name in jwk and jwk[name] != public[name]:
+            raise ValueError(f"member {name!r} should be {public[name]!r} for this key")
+    return public
+
+
 @dataclass(frozen=True)
 class VerifiedSignature:
     """What a verified signature proves: which key (``kid``) signed, with which algorithm."""
@@ -226,7 +251,9 @@ class VerifiedSignature:
     alg: str
 
 
-def _read_detached_header(value: object) -> dict[str, str]:
+def protected_header(value: object) -> dict[str, str]:
+    """The protected header of a detached compact JWS, refused (``SignatureMalformed``) unless
+    it is exactly ``alg``, ``kid`` and ``typ`` as strings, with an empty payload segment."""
     if not isinstance(value, str):
         raise SignatureMalformed("a JWS is a string")
     parts = value.split(".")
@@ -311,7 +338,7 @@ def verify_detached(
     header, wrong ``typ``), ``AlgorithmNotAllowed``, ``UnknownKey``, ``KeyInvalid`` (the entry
     is unusable or its kid is not its thumbprint) and ``SignatureInvalid``.
     """
-    header = _read_detached_header(jws)
+    header = protected_header(jws)
     if header["typ"] != typ:
         raise SignatureMalformed(f"typ is {header['typ']!r}, expected {typ!r}")
     alg, kid = header["alg"], header["kid"]

@@ -103,7 +103,7 @@ MOVE_EXITS: Mapping[Move, frozenset[Phase]] = {
 
 
 class AgreementSigner(Protocol):
-    """What the machine needs of a signing key (see :class:`oanp.wire.signing.ArbiterKey`)."""
+    """What the machine needs of a signing key (see :class:`oanp.wire.signing.SigningKey`)."""
 
     @property
     def alg(self) -> str: ...

@@ -36,7 +36,7 @@ from oanp.wire.envelope import check_sender, parse_envelope
 from oanp.wire.errors import ProtocolError, SchemaInvalid, VerificationError
 from oanp.wire.log import entry_hash_of
 from oanp.wire.machine import Negotiation
-from oanp.wire.signing import AGREEMENT_TYP, CHECKPOINT_TYP, ArbiterKey, verify_detached
+from oanp.wire.signing import AGREEMENT_TYP, CHECKPOINT_TYP, SigningKey, verify_detached
 from tests.support.factories.sessions import ARBITER, T0
 from tests.support.vectors import FILES, VECTORS_DIR, agreements_json
 
@@ -103,9 +103,9 @@ def test_the_readme_names_every_refusal_code_and_the_test_keys():
     es256_scalar = re.search(r"private scalar `([0-9a-f]{64})`", readme)
     assert ed25519_seed is not None
     assert es256_scalar is not None
-    ed25519 = ArbiterKey.from_ed25519_seed(bytes.fromhex(ed25519_seed[1]))
+    ed25519 = SigningKey.from_ed25519_seed(bytes.fromhex(ed25519_seed[1]))
     scalar = int.from_bytes(bytes.fromhex(es256_scalar[1]), "big")
-    es256 = ArbiterKey.from_cryptography(ec.derive_private_key(scalar, ec.SECP256R1()))
+    es256 = SigningKey.from_cryptography(ec.derive_private_key(scalar, ec.SECP256R1()))
     assert [a["jwks"]["keys"] for a in AGREEMENTS] == [[ed25519.public_jwk()], [es256.public_jwk()]]
     # With the published seed, the Ed25519 signature is reproduced, not only verified.
     signed = AGREEMENTS[0]["canonical"].encode("utf-8")

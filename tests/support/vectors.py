@@ -29,7 +29,7 @@ from oanp.wire.commitments import commit, encode_salt, reference_commit
 from oanp.wire.envelope import check_sender, parse_envelope
 from oanp.wire.errors import ProtocolError, SchemaInvalid, VerificationError
 from oanp.wire.machine import Negotiation
-from oanp.wire.signing import AGREEMENT_TYP, CHECKPOINT_TYP, ArbiterKey, verify_detached
+from oanp.wire.signing import AGREEMENT_TYP, CHECKPOINT_TYP, SigningKey, verify_detached
 from tests.support.factories.logs import (
     BUNDLED_AT,
     NO_DEAL,
@@ -289,7 +289,7 @@ def sfo_jfk_agreement() -> JsonObject:
     return cast(JsonObject, payload["agreement"])
 
 
-def _signed(key: ArbiterKey, agreement: JsonObject, signature: str) -> JsonObject:
+def _signed(key: SigningKey, agreement: JsonObject, signature: str) -> JsonObject:
     return {
         "alg": key.alg,
         "agreement": agreement,

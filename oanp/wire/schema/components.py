@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from oanp.wire.discovery import MAX_CATALOG_ITEMS, MAX_DESCRIPTION_CHARS
 from oanp.wire.envelope import (
+    MAX_SIGNATURE_CHARS,
     OANP_VERSION,
     SENDERS,
     SETTLEMENTS,
@@ -50,7 +51,11 @@ TYPE_PAYLOADS: dict[MessageType, str] = {
 
 
 def _typed_envelope(kind: MessageType, roles: list[Role], payload: str) -> Schema:
-    """The envelope of one type, sent by ``roles``, with its payload."""
+    """The envelope of one type, sent by ``roles``, with its payload; a party's may carry its
+    signature (§12)."""
+    signature: Schema = (
+        {"signature": text_schema(MAX_SIGNATURE_CHARS)} if Role.ARBITER not in roles else {}
+    )
     return object_schema(
         {
             "oanp_version": {"type": "string", "enum": [OANP_VERSION]},
@@ -62,7 +67,9 @@ def _typed_envelope(kind: MessageType, roles: list[Role], payload: str) -> Schem
             ),
             "type": {"type": "string", "enum": [kind.value]},
             "payload": ref(payload),
-        }
+            **signature,
+        },
+        optional=("signature",),
     )
 
 

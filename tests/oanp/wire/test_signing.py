@@ -33,7 +33,7 @@ from oanp.wire.signing import (
     AGREEMENT_TYP,
     ALLOWED_ALGORITHMS,
     CHECKPOINT_TYP,
-    ArbiterKey,
+    SigningKey,
     VerifiedSignature,
     jwks_document,
     thumbprint,
@@ -42,7 +42,7 @@ from oanp.wire.signing import (
 
 PAYLOAD = b'{"a":1}'
 
-# ArbiterKey.from_ed25519_seed(bytes(range(32))) signing PAYLOAD with typ AGREEMENT_TYP.
+# SigningKey.from_ed25519_seed(bytes(range(32))) signing PAYLOAD with typ AGREEMENT_TYP.
 # Computed once, then checked without joserfc by test_golden_vector_verifies_without_joserfc.
 GOLDEN_KID = "1IG2tMH7J2wbJZnOf8LJzQitKf7LMvoAElsuDMVM54Y"
 GOLDEN_X = "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg"
@@ -76,16 +76,16 @@ def header_segment(header: dict[str, object]) -> str:
 
 
 @pytest.fixture
-def ed_key() -> ArbiterKey:
-    return ArbiterKey.from_ed25519_seed(bytes(range(32)))
+def ed_key() -> SigningKey:
+    return SigningKey.from_ed25519_seed(bytes(range(32)))
 
 
 @pytest.fixture
-def es_key() -> ArbiterKey:
-    return ArbiterKey.from_cryptography(ec.generate_private_key(ec.SECP256R1()))
+def es_key() -> SigningKey:
+    return SigningKey.from_cryptography(ec.generate_private_key(ec.SECP256R1()))
 
 
-def jwks_of(*keys: ArbiterKey) -> dict[str, list[dict[str, object]]]:
+def jwks_of(*keys: SigningKey) -> dict[str, list[dict[str, object]]]:
     return jwks_document(k.public_jwk() for k in keys)
 
 
@@ -95,7 +95,7 @@ def jwks_of(*keys: ArbiterKey) -> dict[str, list[dict[str, object]]]:
 def test_thumbprint_of_rfc_8037_example() -> None:
     public = {k: v for k, v in RFC8037_JWK.items() if k != "d"}
     assert thumbprint(public) == RFC8037_THUMBPRINT
-    assert ArbiterKey.from_private_jwk(RFC8037_JWK).kid == RFC8037_THUMBPRINT
+    assert SigningKey.from_private_jwk(RFC8037_JWK).kid == RFC8037_THUMBPRINT
 
 
 def test_thumbprint_counts_only_required_members() -> None:
@@ -104,7 +104,7 @@ def test_thumbprint_counts_only_required_members() -> None:
     assert thumbprint(decorated) == thumbprint(public)
 
 
-def test_thumbprint_of_ec_key_is_rfc_7638_over_crv_kty_x_y(es_key: ArbiterKey) -> None:
+def test_thumbprint_of_ec_key_is_rfc_7638_over_crv_kty_x_y(es_key: SigningKey) -> None:
     jwk = es_key.public_jwk()
     members = f'{{"crv":"P-256","kty":"EC","x":"{jwk["x"]}","y":"{jwk["y"]}"}}'
     assert thumbprint(jwk) == b64(hashlib.sha256(members.encode()).digest()) == es_key.kid
@@ -125,10 +125,10 @@ def test_thumbprint_refuses_other_key_types_and_bad_members(jwk: dict[str, objec
         thumbprint(jwk)
 
 
-def test_ed25519_key_from_seed_is_deterministic(ed_key: ArbiterKey) -> None:
+def test_ed25519_key_from_seed_is_deterministic(ed_key: SigningKey) -> None:
     assert ed_key.alg == "Ed25519"
     assert ed_key.kid == GOLDEN_KID
-    assert ed_key == ArbiterKey.from_ed25519_seed(bytes(range(32)))
+    assert ed_key == SigningKey.from_ed25519_seed(bytes(range(32)))
     assert ed_key.public_jwk() == {
         "kty": "OKP",
         "crv": "Ed25519",
@@ -141,20 +141,20 @@ def test_ed25519_key_from_seed_is_deterministic(ed_key: ArbiterKey) -> None:
 
 
 @pytest.mark.parametrize("make", ["ed", "es"])
-def test_private_jwk_round_trips(make: str, ed_key: ArbiterKey, es_key: ArbiterKey) -> None:
+def test_private_jwk_round_trips(make: str, ed_key: SigningKey, es_key: SigningKey) -> None:
     key = ed_key if make == "ed" else es_key
     stored = key.private_jwk()
     assert stored.keys() - key.public_jwk().keys() == {"d"}
-    reloaded = ArbiterKey.from_private_jwk(stored)
+    reloaded = SigningKey.from_private_jwk(stored)
     assert reloaded == key
     assert reloaded.alg == key.alg
     signature = reloaded.sign_detached(PAYLOAD, typ=AGREEMENT_TYP)
     verify_detached(signature, PAYLOAD, jwks_of(key), typ=AGREEMENT_TYP)
 
 
-def test_from_private_jwk_refuses_keys_it_cannot_sign_with(ed_key: ArbiterKey) -> None:
+def test_from_private_jwk_refuses_keys_it_cannot_sign_with(ed_key: SigningKey) -> None:
     stored = ed_key.private_jwk()
-    other_x = ArbiterKey.from_ed25519_seed(bytes(32)).public_jwk()["x"]
+    other_x = SigningKey.from_ed25519_seed(bytes(32)).public_jwk()["x"]
     p384 = ec.generate_private_key(ec.SECP384R1())
     bad: list[dict[str, object]] = [
         {**stored, "x": other_x},
@@ -172,17 +172,17 @@ def test_from_private_jwk_refuses_keys_it_cannot_sign_with(ed_key: ArbiterKey) -
     ]
     for jwk in bad:
         with pytest.raises(ValueError):  # noqa: PT011 - each case has its own message
-            ArbiterKey.from_private_jwk(jwk)
+            SigningKey.from_private_jwk(jwk)
 
 
 def test_from_cryptography_accepts_only_ed25519_and_p256() -> None:
     with pytest.raises(ValueError, match="Ed25519 or ECDSA on P-256"):
-        ArbiterKey.from_cryptography(ec.generate_private_key(ec.SECP384R1()))
+        SigningKey.from_cryptography(ec.generate_private_key(ec.SECP384R1()))
     with pytest.raises(ValueError, match="Ed25519 or ECDSA on P-256"):
-        ArbiterKey.from_cryptography(Ed448PrivateKey.generate())  # type: ignore[arg-type]
+        SigningKey.from_cryptography(Ed448PrivateKey.generate())  # type: ignore[arg-type]
 
 
-def test_jwks_document_keeps_extra_members_and_refuses_leaks(ed_key: ArbiterKey) -> None:
+def test_jwks_document_keeps_extra_members_and_refuses_leaks(ed_key: SigningKey) -> None:
     published = {**ed_key.public_jwk(), "not_after": "2027-01-01T00:00:00Z"}
     assert jwks_document([published]) == {"keys": [published]}
     with pytest.raises(ValueError, match="private key"):
@@ -194,7 +194,7 @@ def test_jwks_document_keeps_extra_members_and_refuses_leaks(ed_key: ArbiterKey)
 # Signing ---------------------------------------------------------------------------------------
 
 
-def test_golden_vector(ed_key: ArbiterKey) -> None:
+def test_golden_vector(ed_key: SigningKey) -> None:
     assert ed_key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP) == GOLDEN_JWS
     assert verify_detached(GOLDEN_JWS, PAYLOAD, jwks_of(ed_key), typ=AGREEMENT_TYP) == (
         VerifiedSignature(kid=GOLDEN_KID, alg="Ed25519")
@@ -215,7 +215,7 @@ def test_golden_vector_verifies_without_joserfc() -> None:
     public.verify(unb64(signature_b64), f"{header_b64}.{b64(PAYLOAD)}".encode())
 
 
-def test_es256_round_trip(es_key: ArbiterKey) -> None:
+def test_es256_round_trip(es_key: SigningKey) -> None:
     signature = es_key.sign_detached(PAYLOAD, typ=CHECKPOINT_TYP)
     header_b64, payload_b64, signature_b64 = signature.split(".")
     assert payload_b64 == ""
@@ -229,7 +229,7 @@ def test_es256_round_trip(es_key: ArbiterKey) -> None:
     assert verified == VerifiedSignature(kid=es_key.kid, alg="ES256")
 
 
-def test_verification_picks_the_key_by_kid(ed_key: ArbiterKey, es_key: ArbiterKey) -> None:
+def test_verification_picks_the_key_by_kid(ed_key: SigningKey, es_key: SigningKey) -> None:
     jwks = jwks_of(es_key, ed_key)
     for key in (ed_key, es_key):
         signature = key.sign_detached(b"", typ=AGREEMENT_TYP)
@@ -239,29 +239,29 @@ def test_verification_picks_the_key_by_kid(ed_key: ArbiterKey, es_key: ArbiterKe
 # Refusals --------------------------------------------------------------------------------------
 
 
-def _flip_payload(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _flip_payload(key: SigningKey) -> tuple[str, bytes, object]:
     return key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP), b'{"a":2}', jwks_of(key)
 
 
-def _flip_signature(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _flip_signature(key: SigningKey) -> tuple[str, bytes, object]:
     header, _, signature = key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP).split(".")
     raw = bytearray(unb64(signature))
     raw[10] ^= 0x01
     return f"{header}..{b64(bytes(raw))}", PAYLOAD, jwks_of(key)
 
 
-def _unknown_kid(key: ArbiterKey) -> tuple[str, bytes, object]:
-    other = ArbiterKey.from_ed25519_seed(bytes(32))
+def _unknown_kid(key: SigningKey) -> tuple[str, bytes, object]:
+    other = SigningKey.from_ed25519_seed(bytes(32))
     return key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP), PAYLOAD, jwks_of(other)
 
 
-def _kid_names_another_key(key: ArbiterKey) -> tuple[str, bytes, object]:
-    impostor = ArbiterKey.from_ed25519_seed(bytes(32)).public_jwk()
+def _kid_names_another_key(key: SigningKey) -> tuple[str, bytes, object]:
+    impostor = SigningKey.from_ed25519_seed(bytes(32)).public_jwk()
     entry = {**impostor, "kid": key.kid}
     return key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP), PAYLOAD, {"keys": [entry]}
 
 
-def _hs256_with_public_key_as_secret(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _hs256_with_public_key_as_secret(key: SigningKey) -> tuple[str, bytes, object]:
     # The classic key confusion: an HMAC keyed with the published public key.
     header = header_segment({"alg": "HS256", "kid": key.kid, "typ": AGREEMENT_TYP})
     secret = unb64(key.public_jwk()["x"])
@@ -269,12 +269,12 @@ def _hs256_with_public_key_as_secret(key: ArbiterKey) -> tuple[str, bytes, objec
     return f"{header}..{b64(mac)}", PAYLOAD, jwks_of(key)
 
 
-def _alg_none(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _alg_none(key: SigningKey) -> tuple[str, bytes, object]:
     header = header_segment({"alg": "none", "kid": key.kid, "typ": AGREEMENT_TYP})
     return f"{header}..", PAYLOAD, jwks_of(key)
 
 
-def _deprecated_eddsa(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _deprecated_eddsa(key: SigningKey) -> tuple[str, bytes, object]:
     # A genuine Ed25519 signature, but under the deprecated polymorphic name.
     header = {"alg": "EdDSA", "kid": key.kid, "typ": AGREEMENT_TYP}
     assert isinstance(key.private_key, Ed25519PrivateKey)
@@ -284,16 +284,16 @@ def _deprecated_eddsa(key: ArbiterKey) -> tuple[str, bytes, object]:
     return jws.detach_content(compact), PAYLOAD, jwks_of(key)
 
 
-def _attached_payload(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _attached_payload(key: SigningKey) -> tuple[str, bytes, object]:
     header, _, signature = key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP).split(".")
     return f"{header}.{b64(PAYLOAD)}.{signature}", PAYLOAD, jwks_of(key)
 
 
-def _wrong_typ(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _wrong_typ(key: SigningKey) -> tuple[str, bytes, object]:
     return key.sign_detached(PAYLOAD, typ=CHECKPOINT_TYP), PAYLOAD, jwks_of(key)
 
 
-def _extra_header_member(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _extra_header_member(key: SigningKey) -> tuple[str, bytes, object]:
     header = {"alg": key.alg, "kid": key.kid, "typ": AGREEMENT_TYP, "b64": False, "crit": ["b64"]}
     assert isinstance(key.private_key, Ed25519PrivateKey)
     signing_key = OKPKey.import_key(key.private_key)
@@ -301,29 +301,29 @@ def _extra_header_member(key: ArbiterKey) -> tuple[str, bytes, object]:
     return compact, PAYLOAD, jwks_of(key)
 
 
-def _duplicate_header_member(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _duplicate_header_member(key: SigningKey) -> tuple[str, bytes, object]:
     text = f'{{"alg":"Ed25519","kid":"{key.kid}","typ":"{AGREEMENT_TYP}","typ":"{AGREEMENT_TYP}"}}'
     return f"{b64(text.encode())}..{b64(bytes(64))}", PAYLOAD, jwks_of(key)
 
 
-def _non_canonical_base64(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _non_canonical_base64(key: SigningKey) -> tuple[str, bytes, object]:
     # 64 bytes leave 2 unused bits in the last character: "g" and "h" decode alike.
     signature = key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP)
     assert signature.endswith("g")
     return signature[:-1] + "h", PAYLOAD, jwks_of(key)
 
 
-def _key_labelled_for_another_alg(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _key_labelled_for_another_alg(key: SigningKey) -> tuple[str, bytes, object]:
     entry = {**key.public_jwk(), "alg": "ES256"}
     return key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP), PAYLOAD, {"keys": [entry]}
 
 
-def _encryption_key(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _encryption_key(key: SigningKey) -> tuple[str, bytes, object]:
     entry = {**key.public_jwk(), "use": "enc"}
     return key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP), PAYLOAD, {"keys": [entry]}
 
 
-def _point_off_the_curve(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _point_off_the_curve(key: SigningKey) -> tuple[str, bytes, object]:
     entry: dict[str, object] = {
         "kty": "EC",
         "crv": "P-256",
@@ -335,12 +335,12 @@ def _point_off_the_curve(key: ArbiterKey) -> tuple[str, bytes, object]:
     return f"{header}..{b64(bytes(64))}", PAYLOAD, {"keys": [entry]}
 
 
-def _oversized_signature(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _oversized_signature(key: SigningKey) -> tuple[str, bytes, object]:
     header = key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP).split(".")[0]
     return f"{header}..{b64(bytes(4096))}", PAYLOAD, jwks_of(key)
 
 
-def _no_key_set(key: ArbiterKey) -> tuple[str, bytes, object]:
+def _no_key_set(key: SigningKey) -> tuple[str, bytes, object]:
     return key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP), PAYLOAD, {"jwks": []}
 
 
@@ -367,10 +367,10 @@ def _no_key_set(key: ArbiterKey) -> tuple[str, bytes, object]:
     ],
 )
 def test_refusals(
-    case: Callable[[ArbiterKey], tuple[str, bytes, object]],
+    case: Callable[[SigningKey], tuple[str, bytes, object]],
     error: type[VerificationError],
     code: str,
-    ed_key: ArbiterKey,
+    ed_key: SigningKey,
 ) -> None:
     signature, payload, jwks = case(ed_key)
     with pytest.raises(error) as caught:
@@ -383,13 +383,13 @@ def test_refusals(
     "garbage",
     ["", ".", "..", "...", "a.b", "a..b..c", "!!!..AAAA", "e30..", "W10..", "bnVsbA..", "eyJ..AA"],
 )
-def test_garbage_is_malformed(garbage: str, ed_key: ArbiterKey) -> None:
+def test_garbage_is_malformed(garbage: str, ed_key: SigningKey) -> None:
     with pytest.raises(SignatureMalformed):
         verify_detached(garbage, PAYLOAD, jwks_of(ed_key), typ=AGREEMENT_TYP)
 
 
 def test_algorithms_narrow_the_allow_list_but_never_widen_it(
-    ed_key: ArbiterKey, es_key: ArbiterKey
+    ed_key: SigningKey, es_key: SigningKey
 ) -> None:
     signature = es_key.sign_detached(PAYLOAD, typ=AGREEMENT_TYP)
     with pytest.raises(AlgorithmNotAllowed):
@@ -427,8 +427,8 @@ def test_garbage_signatures_and_key_sets_raise_only_verification_errors(
     _expect_only_verification_errors(signature, jwks)
 
 
-GOLDEN_KEY = ArbiterKey.from_ed25519_seed(bytes(range(32)))
-OTHER_ES_KEY = ArbiterKey.from_cryptography(ec.derive_private_key(2**200 + 12345, ec.SECP256R1()))
+GOLDEN_KEY = SigningKey.from_ed25519_seed(bytes(range(32)))
+OTHER_ES_KEY = SigningKey.from_cryptography(ec.derive_private_key(2**200 + 12345, ec.SECP256R1()))
 
 
 NEAR_VALUES = st.sampled_from(
@@ -436,7 +436,7 @@ NEAR_VALUES = st.sampled_from(
 )
 
 
-def _raw_signature(key: ArbiterKey, signing_input: bytes) -> bytes:
+def _raw_signature(key: SigningKey, signing_input: bytes) -> bytes:
     """Sign with cryptography directly, since joserfc would refuse the tampered headers."""
     if isinstance(key.private_key, Ed25519PrivateKey):
         return key.private_key.sign(signing_input)
@@ -445,7 +445,7 @@ def _raw_signature(key: ArbiterKey, signing_input: bytes) -> bytes:
 
 
 @st.composite
-def tampered(draw: st.DrawFn) -> tuple[str, dict[str, object], ArbiterKey]:
+def tampered(draw: st.DrawFn) -> tuple[str, dict[str, object], SigningKey]:
     """A good signature and key set, with a few members removed or replaced."""
     key = draw(st.sampled_from([GOLDEN_KEY, OTHER_ES_KEY]))
     header: dict[str, object] = {"alg": key.alg, "kid": key.kid, "typ": AGREEMENT_TYP}
@@ -468,7 +468,7 @@ def tampered(draw: st.DrawFn) -> tuple[str, dict[str, object], ArbiterKey]:
 
 @given(tampered())
 def test_tampered_headers_and_keys_raise_only_verification_errors(
-    case: tuple[str, dict[str, object], ArbiterKey],
+    case: tuple[str, dict[str, object], SigningKey],
 ) -> None:
     signature, jwks, key = case
     try:

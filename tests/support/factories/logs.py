@@ -35,7 +35,7 @@ from oanp.wire.commitments import encode_salt
 from oanp.wire.envelope import envelope_from_json
 from oanp.wire.log import entry_hash_of
 from oanp.wire.machine import Negotiation
-from oanp.wire.signing import AGREEMENT_TYP, ArbiterKey, jwks_document
+from oanp.wire.signing import AGREEMENT_TYP, SigningKey, jwks_document
 from oanp.wire.state import Arbiter
 
 ARBITER_ID = "arbiter.test"
@@ -49,22 +49,22 @@ START = datetime(2026, 4, 28, 9, 0, tzinfo=UTC)
 BUNDLED_AT = datetime(2026, 4, 28, 18, 0, tzinfo=UTC)
 
 
-def arbiter_key(seed: bytes = SEED) -> ArbiterKey:
-    return ArbiterKey.from_ed25519_seed(seed)
+def arbiter_key(seed: bytes = SEED) -> SigningKey:
+    return SigningKey.from_ed25519_seed(seed)
 
 
-def other_key() -> ArbiterKey:
+def other_key() -> SigningKey:
     return arbiter_key(OTHER_SEED)
 
 
-def es256_key() -> ArbiterKey:
+def es256_key() -> SigningKey:
     """An ES256 (P-256) arbiter key from a fixed scalar. The key is always the same; its
     signatures are not (ECDSA draws a fresh nonce each time)."""
     scalar = int.from_bytes(ES256_SCALAR_BYTES, "big")
-    return ArbiterKey.from_cryptography(ec.derive_private_key(scalar, ec.SECP256R1()))
+    return SigningKey.from_cryptography(ec.derive_private_key(scalar, ec.SECP256R1()))
 
 
-def jwks(*keys: ArbiterKey) -> dict[str, Any]:
+def jwks(*keys: SigningKey) -> dict[str, Any]:
     """The public key set of ``keys`` (the test arbiter's key when none are named)."""
     return jwks_document([k.public_jwk() for k in keys or (arbiter_key(),)])
 
@@ -132,7 +132,7 @@ LINEAR_DEAL = Scenario(
 THREE_SESSIONS = (SFO_JFK, NO_DEAL, LINEAR_DEAL)
 
 
-def session_log(scenario: Scenario = SFO_JFK, *, key: ArbiterKey | None = None) -> list[JsonObject]:
+def session_log(scenario: Scenario = SFO_JFK, *, key: SigningKey | None = None) -> list[JsonObject]:
     """The finished log of ``scenario`` as JSON entries, wired like ``oanp demo``."""
     key = key or arbiter_key()
     arbiter = Arbiter(ARBITER_ID, key, JWKS_URI)
@@ -168,7 +168,7 @@ def session_log(scenario: Scenario = SFO_JFK, *, key: ArbiterKey | None = None) 
 def bundle_of(
     scenarios: Sequence[Scenario] = THREE_SESSIONS,
     *,
-    key: ArbiterKey | None = None,
+    key: SigningKey | None = None,
     created_at: datetime = BUNDLED_AT,
     previous: Sequence[JsonObject] = (),
 ) -> JsonObject:
@@ -197,7 +197,7 @@ def rechain(log: Sequence[JsonObject]) -> list[JsonObject]:
     return out
 
 
-def forge(log: Sequence[JsonObject], *, key: ArbiterKey | None = None) -> list[JsonObject]:
+def forge(log: Sequence[JsonObject], *, key: SigningKey | None = None) -> list[JsonObject]:
     """What a faulty arbiter would write: ``log`` rechained, and its ``session.agree`` (if any)
     pointed at the new head and signed again with the arbiter's real ``key``."""
     key = key or arbiter_key()

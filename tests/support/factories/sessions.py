@@ -13,7 +13,7 @@ from oanp.wire.envelope import Envelope, envelope_from_json
 from oanp.wire.log import Entry
 from oanp.wire.machine import Negotiation
 from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
-from oanp.wire.signing import ArbiterKey, jwks_document
+from oanp.wire.signing import SigningKey, jwks_document
 from oanp.wire.state import Arbiter
 
 T0 = datetime(2026, 4, 28, 14, 0, tzinfo=UTC)
@@ -21,7 +21,7 @@ BUYER, MERCHANT, SESSION = "buyer-001", "merchant-sfo", "01JDB1P4W3X7Q9M2K8T6R5N
 BUYER_COMMIT = "sha256:" + "b" * 64
 MERCHANT_COMMIT = "sha256:" + "c" * 64
 ITEM = {"route": "SFO-JFK", "date": "2026-04-28"}
-KEY = ArbiterKey.from_ed25519_seed(bytes(range(32)))
+KEY = SigningKey.from_ed25519_seed(bytes(range(32)))
 JWKS = jwks_document([KEY.public_jwk()])
 ARBITER = Arbiter("arbiter.test", KEY, "https://arbiter.test/.well-known/jwks.json")
 
