@@ -8,6 +8,7 @@ import json
 from django.db import models
 from django.utils import timezone
 
+from oanp.wire.party_signatures import PartyKey
 from oanp.wire.profiles import VerdictStatus
 from oanp.wire.state import Phase, SessionState
 
@@ -231,6 +232,44 @@ class SigningKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kid} ({self.state})"
+
+
+# Party keys (docs/protocol.md §12) -----------------------------------------------------------
+
+
+class AgentKey(models.Model):
+    """A public key an agent registered to sign its envelopes, named by its thumbprint. Never
+    deleted: a retired key still checks the signatures it made while it was in force."""
+
+    agent_id = models.CharField(max_length=64)
+    kid = models.CharField(max_length=64)
+    #: The public JWK as registered: kty, crv, x (and y), kid, alg, use.
+    jwk = models.JSONField()
+    registered_at = models.DateTimeField()
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["agent_id", "registered_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent_id", "kid"], name="agent_key_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} {self.kid}"
+
+    def as_party_key(self) -> PartyKey:
+        return PartyKey(self.agent_id, self.jwk, self.registered_at, self.retired_at)
+
+
+class SignatureRequirement(models.Model):
+    """An agent whose owner requires every envelope it sends to be signed: a row is the
+    requirement; none, signatures are welcome and checked, not required."""
+
+    agent_id = models.CharField(max_length=64, unique=True)
+    required_since = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} signs every envelope"
 
 
 # Outbound deliveries -------------------------------------------------------------------------

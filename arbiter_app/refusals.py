@@ -92,6 +92,13 @@ class NoCallback(ProtocolError):
     meaning = "the calling agent has registered no callback"
 
 
+class UnknownAgentKey(ProtocolError):
+    code = "unknown_agent_key"
+    status = 404
+    title = "No such key"
+    meaning = "a kid the calling agent never registered"
+
+
 class MethodNotAllowed(ProtocolError):
     code = "method_not_allowed"
     status = 405

@@ -7,7 +7,7 @@ agent cannot probe for other agents' sessions.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import IO, Any
@@ -34,6 +34,7 @@ from arbiter_app.delivery_history import (  # noqa: F401 - for the dashboard
 from arbiter_app.models import (
     AgentCallback,
     AgentCredential,
+    AgentKey,
     AgentRole,
     Availability,
     CallbackCursor,
@@ -50,6 +51,7 @@ from arbiter_app.models import (
     MerchantAvailability,
     ProcessKind,
     Session,
+    SignatureRequirement,
     SigningKey,
     TaskFailure,
 )
@@ -519,6 +521,23 @@ def earliest_deadline() -> datetime | None:
 
 #: The algorithms an admin may rotate to.
 SIGNING_ALGORITHMS = signing_keys.ALGORITHMS
+
+
+def agent_keys(agent_id: str) -> list[AgentKey]:
+    """Every key ``agent_id`` registered (§12), retired ones too, oldest first."""
+    return list(AgentKey.objects.filter(agent_id=agent_id))
+
+
+def signatures_required(agent_id: str) -> bool:
+    return SignatureRequirement.objects.filter(agent_id=agent_id).exists()
+
+
+def party_keys_of(agent_ids: Collection[str]) -> dict[str, list[JsonObject]]:
+    """``{agent_id: [JWK + registered_at + retired_at]}``: a bundle's ``party_keys``."""
+    found: dict[str, list[JsonObject]] = {}
+    for key in AgentKey.objects.filter(agent_id__in=agent_ids):
+        found.setdefault(key.agent_id, []).append(key.as_party_key().as_json())
+    return found
 
 
 def published_jwks() -> dict[str, list[dict[str, object]]]:

@@ -74,6 +74,8 @@ ENVELOPE_REFUSALS = (
     "schema_invalid",
     "envelope_too_large",
     "sender_mismatch",
+    "bad_signature",
+    "signature_required",
     "not_a_party",
     "unknown_session",
     "session_exists",
@@ -119,6 +121,7 @@ SCHEMA_DOCUMENTS = {
 }
 
 SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": ID}
+KID: Schema = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}
 
 
 MERCHANT_SEARCH = [
@@ -318,6 +321,49 @@ PATHS: dict[str, Schema] = {
                 **_problems(*KEYED),
             },
         ),
+    },
+    "/oanp/v0.1/agent-keys": {
+        "post": _operation(
+            "registerAgentKey",
+            "Register a public key the caller signs its envelopes with (§12)",
+            {
+                "201": _json("KeyRegistered", "Registered."),
+                "200": _json("KeyRegistered", "Registered before: as it stands."),
+                **_problems(
+                    *KEYED,
+                    "envelope_too_large",
+                    "malformed_json",
+                    "private_key_sent",
+                    "bad_party_key",
+                ),
+            },
+            requestBody={
+                "required": True,
+                "content": {"application/json": {"schema": ref("PublicKey")}},
+            },
+        )
+    },
+    "/oanp/v0.1/agent-keys/{kid}/retire": {
+        "post": _operation(
+            "retireAgentKey",
+            "Retire one of the caller's keys: it signs nothing received from now on",
+            {
+                "200": _json("PartyKey", "Retired (a key retired before keeps its moment)."),
+                **_problems(*KEYED, "unknown_agent_key"),
+            },
+            parameters=[{"name": "kid", "in": "path", "required": True, "schema": KID}],
+        )
+    },
+    "/oanp/v0.1/agents/{agent_id}/keys": {
+        "get": _operation(
+            "listAgentKeys",
+            "Every key an agent registered, retired ones too",
+            {
+                "200": _json("PartyKeys", "The keys, oldest first (none: an empty list)."),
+                **_problems(*KEYED, "schema_invalid"),
+            },
+            parameters=[{"name": "agent_id", "in": "path", "required": True, "schema": ID}],
+        )
     },
     "/oanp/v0.1/merchants": {
         "get": _operation(

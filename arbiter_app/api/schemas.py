@@ -1,5 +1,6 @@
 """The server's own schemas for the OpenAPI document (:mod:`arbiter_app.api.openapi` puts them
-in): its probes, key history and callbacks. The protocol's are :mod:`oanp.wire.schema`'s.
+in): its probes, key history, party keys and callbacks. The protocol's are
+:mod:`oanp.wire.schema`'s.
 """
 
 from __future__ import annotations
@@ -94,6 +95,33 @@ SCHEMAS: dict[str, Schema] = {
                 "HMAC-SHA256 of id.timestamp.body>` keyed with the base64 after `whsec_`.",
             },
         }
+    ),
+    "PublicKey": {
+        "type": "object",
+        "description": "One public JWK: OKP Ed25519 (kty, crv, x) or EC P-256 (kty, crv, x, y). "
+        "kid, alg and use may be given and must then be the key's (kid: its RFC 7638 "
+        "thumbprint); a private member (d, p, q, ...) is refused with private_key_sent.",
+        "required": ["kty", "crv", "x"],
+        "properties": {
+            name: {"type": "string"} for name in ("kty", "crv", "x", "y", "kid", "alg", "use")
+        },
+    },
+    "KeyRegistered": object_schema({"kid": {"type": "string"}, "registered_at": TIMESTAMP}),
+    "PartyKey": {
+        "type": "object",
+        "description": "A registered public JWK (kty, crv, x, y for EC, kid, alg, use), "
+        "with when it was registered and retired (null while in force).",
+        "required": ["kty", "crv", "x", "kid", "alg", "use", "registered_at", "retired_at"],
+        "properties": {
+            **{name: {"type": "string"} for name in ("kty", "crv", "x", "y", "kid", "alg")},
+            "use": {"type": "string", "enum": ["sig"]},
+            "registered_at": TIMESTAMP,
+            "retired_at": {**TIMESTAMP, "nullable": True},
+        },
+        "additionalProperties": False,
+    },
+    "PartyKeys": object_schema(
+        {"keys": {"type": "array", "items": {"$ref": "#/components/schemas/PartyKey"}}}
     ),
     "CallbackInfo": object_schema(
         {

@@ -13,6 +13,11 @@ urlpatterns = [
     path("sessions/<str:session_id>/reveal", views.RevealView.as_view(), name="reveal"),
     path("inbox", streams.inbox_events, name="inbox"),
     path("callback", views.CallbackView.as_view(), name="callback"),
+    path("agent-keys", views.AgentKeysView.as_view(), name="agent-keys"),
+    path(
+        "agent-keys/<str:kid>/retire", views.AgentKeyRetireView.as_view(), name="agent-key-retire"
+    ),
+    path("agents/<str:agent_id>/keys", views.AgentKeyListView.as_view(), name="agent-keys-of"),
     path("merchants", views.MerchantsView.as_view(), name="merchants"),
     path("keys", views.KeysView.as_view(), name="keys"),
     path(

@@ -22,18 +22,19 @@ from arbiter_app import selectors, services
 from arbiter_app.api.edge import Act, AgentEndpoint, admitted, read_body
 from arbiter_app.api.openapi import SCHEMA_DOCUMENTS
 from arbiter_app.guards import text_refusal
-from arbiter_app.models import AgentCredential, Listing
+from arbiter_app.models import AgentCredential, AgentKey, Listing
 from arbiter_app.problems import JSON
-from arbiter_app.refusals import BadCursor, InvalidCharacters, NoCallback
+from arbiter_app.refusals import BadCursor, InvalidCharacters, NoCallback, UnknownAgentKey
 from arbiter_app.request_fields import annotate
 from arbiter_app.selectors import key_history, published_jwks
 from oanp.wire import discovery
 from oanp.wire.canonical import read_json
-from oanp.wire.envelope import SETTLEMENTS, is_identifier, parse_envelope
+from oanp.wire.envelope import IDENTIFIER_RULE, SETTLEMENTS, is_identifier, parse_envelope
 from oanp.wire.errors import (
     FieldError,
     SchemaInvalid,
 )
+from oanp.wire.party_signatures import registrable_key
 from oanp.wire.schema import json_schema
 
 
@@ -79,6 +80,59 @@ class SessionLogView(AgentEndpoint):
         def checks(agent: AgentCredential) -> Act:
             session = selectors.visible_session(agent=agent, session_id=session_id)
             return admitted(lambda: _json_response(selectors.log_text(session)))
+
+        return self.answer(request, checks)
+
+
+def _key_record(key: AgentKey, status: int = 200) -> HttpResponse:
+    record = key.as_party_key().as_json()
+    if status == 201:  # §12's answer to a registration: the kid and when
+        record = {"kid": key.kid, "registered_at": record["registered_at"]}
+    return _json_response(json.dumps(record), status)
+
+
+class AgentKeysView(AgentEndpoint):
+    """Register a public key the calling agent signs its envelopes with (§12)."""
+
+    def post(self, request: Request) -> HttpResponse:
+        def checks(agent: AgentCredential) -> Act:
+            jwk = read_json(read_body(request))  # 413, then 400
+            registrable_key(jwk)  # 400: private_key_sent, bad_party_key
+
+            def register() -> HttpResponse:
+                key, new = services.register_agent_key(agent_id=agent.agent_id, jwk=jwk)
+                return _key_record(key, 201 if new else 200)
+
+            return admitted(register)
+
+        return self.answer(request, checks)
+
+
+class AgentKeyRetireView(AgentEndpoint):
+    """Retire one of the calling agent's keys: it signs nothing received from now on."""
+
+    def post(self, request: Request, kid: str) -> HttpResponse:
+        def checks(agent: AgentCredential) -> Act:
+            if not any(k.kid == kid for k in selectors.agent_keys(agent.agent_id)):
+                raise UnknownAgentKey(f"agent {agent.agent_id!r} registered no key {kid!r}")
+            return admitted(
+                lambda: _key_record(services.retire_agent_key(agent_id=agent.agent_id, kid=kid))
+            )
+
+        return self.answer(request, checks)
+
+
+class AgentKeyListView(AgentEndpoint):
+    """Every key an agent registered, retired ones too: what its signatures are checked with."""
+
+    def get(self, request: Request, agent_id: str) -> HttpResponse:
+        def checks(agent: AgentCredential) -> Act:
+            if not is_identifier(agent_id):
+                raise SchemaInvalid(
+                    "not an agent id", errors=[FieldError("agent_id", IDENTIFIER_RULE)]
+                )
+            keys = [k.as_party_key().as_json() for k in selectors.agent_keys(agent_id)]
+            return admitted(lambda: _json_response(json.dumps({"keys": keys})))
 
         return self.answer(request, checks)
 

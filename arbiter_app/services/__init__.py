@@ -1,9 +1,9 @@
 """Writes to the arbiter's records, by area: sessions (envelopes, timers, terminations),
-API keys, deliveries (handoff targets, callbacks, redelivery), reveals, signing
-keys (rotation), listings (the directory of merchant agents), whether a merchant agent
-takes new sessions (availability) and failed tasks queued again (task failures). Views,
-commands and tasks call these; each runs in one transaction and announces what it committed
-only after the commit.
+API keys, the keys agents sign their envelopes with, deliveries (handoff targets, callbacks,
+redelivery), reveals, signing keys (rotation), listings (the directory of merchant agents),
+whether a merchant agent takes new sessions (availability) and failed tasks queued again
+(task failures). Views, commands and tasks call these; each runs in one transaction and
+announces what it committed only after the commit.
 
 Some rows are written elsewhere, by the code that owns their life cycle: delivery attempts
 (:mod:`arbiter_app.deliveries`: the handoff, callbacks, and the outbound request, which closes
@@ -12,6 +12,11 @@ the integrity check's records (:mod:`arbiter_app.integrity`).
 """
 
 from arbiter_app.refusals import HostNotFound
+from arbiter_app.services.agent_keys import (
+    register_agent_key,
+    require_signatures,
+    retire_agent_key,
+)
 from arbiter_app.services.api_keys import (
     KEY_PREFIX,
     IssuedKey,
@@ -66,9 +71,12 @@ __all__ = [
     "mark_task_retried",
     "receive_envelope",
     "redeliver_handoff",
+    "register_agent_key",
     "register_callback",
     "remove_callback",
+    "require_signatures",
     "resend_callback",
+    "retire_agent_key",
     "reveal_constraints",
     "revoke_credential",
     "revoke_credentials",

@@ -14,7 +14,7 @@ from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from arbiter_app import events, metrics
@@ -29,6 +29,7 @@ from arbiter_app.models import (
     Listing,
     MerchantAvailability,
     Session,
+    SignatureRequirement,
     settlement_of,
 )
 from arbiter_app.prepared import PreparedRead
@@ -40,6 +41,7 @@ from arbiter_app.refusals import (
     SenderMismatch,
     UnknownMerchant,
 )
+from arbiter_app.services.agent_keys import check_signature
 from arbiter_app.signing_keys import ActiveSigner
 from oanp.wire.canonical import JsonObject, canonical_bytes, tagged_sha256
 from oanp.wire.discovery import catalog_text
@@ -53,6 +55,7 @@ from oanp.wire.errors import (
 )
 from oanp.wire.log import Entry as LogEntry
 from oanp.wire.machine import Negotiation
+from oanp.wire.party_signatures import signing_input
 from oanp.wire.profiles import Reason
 from oanp.wire.snapshot import dump_state, load_state
 from oanp.wire.state import Arbiter
@@ -129,8 +132,9 @@ def receive_envelope(
 
 def _locked_query(session_id: str) -> QuerySet[Session]:
     """The session's row locked for a step, read with its parties' live callbacks (their ids,
-    or ``None``) in the same round trip: the callbacks' listener needs them after the commit,
-    and would otherwise ask in a query of its own for every envelope. A callback registered
+    or ``None``) and whether each must sign its envelopes (§12), in the same round trip: the
+    callbacks' listener needs the ids after the commit, and the step the requirement first;
+    each would otherwise ask in a query of its own for every envelope. A callback registered
     between this read and the commit is first served from the session's next step, as one
     registered just after the commit is."""
 
@@ -140,11 +144,16 @@ def _locked_query(session_id: str) -> QuerySet[Session]:
         ).order_by()
         return Subquery(callbacks.values("pk")[:1])
 
+    def signs(party: str) -> Exists:
+        return Exists(SignatureRequirement.objects.filter(agent_id=OuterRef(party)))
+
     return (
         Session.objects.select_for_update()
         .annotate(
             buyer_callback=live("buyer_agent_id", AgentRole.BUYER),
             merchant_callback=live("merchant_agent_id", AgentRole.MERCHANT),
+            buyer_signs=signs("buyer_agent_id"),
+            merchant_signs=signs("merchant_agent_id"),
         )
         .filter(session_id=session_id)
     )
@@ -169,6 +178,8 @@ def _receive(
     # The clock is read once the row is ours: an envelope that waited for the lock while a
     # timer closed the session is judged by when it was applied, and entries keep log order.
     now = now or timezone.now()
+    # §12: the first check after the sender's, judged at the moment the entry will record.
+    check_signature(envelope, now=now, required=_must_sign(session, envelope))
     if session is None:
         return _open(envelope, now, admit)
     negotiation = _negotiation(session)
@@ -183,6 +194,15 @@ def _receive(
         return late
     admit()
     return _append(session, negotiation, entries, now=now, envelope=envelope)
+
+
+def _must_sign(session: Session | None, envelope: Envelope) -> bool | None:
+    """Whether the sender must sign, as the locked read found for a party of the session;
+    ``None`` (ask) for an open, or for a sender that is no party of it."""
+    role = envelope.role.value
+    if session is None or getattr(session, f"{role}_agent_id", None) != envelope.agent_id:
+        return None
+    return bool(getattr(session, f"{role}_signs"))
 
 
 def _negotiation(session: Session) -> Negotiation:
@@ -472,7 +492,9 @@ def _answer_again(session: Session, envelope: Envelope) -> EnvelopeAnswer:
 
 
 def _digest(envelope: Envelope) -> str:
-    return tagged_sha256(envelope.canonical())
+    """Taken without the signature: an envelope signed again (ES256 differs each time) and
+    sent again is a replay, not a reuse of its message id."""
+    return tagged_sha256(signing_input(envelope.body))
 
 
 def _append(

@@ -206,8 +206,9 @@ class Envelope:
 T = TypeVar("T")
 
 
-class _Bad(Exception):
-    """A field's value is wrong; the message says how. Never leaves this module."""
+class _Bad(ValueError):
+    """A field's value is wrong; the message says how. Leaves this module only from the
+    public readers (:func:`parse_timestamp`), as the ``ValueError`` it is."""
 
 
 #: A detached compact JWS of Ed25519 or ES256 with its three-member header is about 250
@@ -253,6 +254,8 @@ def parse_timestamp(value: object) -> datetime:
             moment = _leap_second(whole)
         else:
             moment = datetime.fromisoformat(whole.upper()).replace(tzinfo=UTC)
+    except _Bad:
+        raise
     except ValueError as exc:
         raise _Bad("is not a real date and time") from exc
     if fraction:

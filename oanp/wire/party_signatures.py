@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from oanp.wire.canonical import JsonObject, JsonValue, canonical_bytes
-from oanp.wire.errors import BadPartyKey, BadSignature, PrivateKeySent, VerificationError
+from oanp.wire.envelope import format_timestamp, parse_timestamp
+from oanp.wire.errors import (
+    BadPartyKey,
+    BadSignature,
+    PrivateKeySent,
+    ProtocolError,
+    VerificationError,
+)
 from oanp.wire.signing import (
     PRIVATE_MEMBERS,
     SigningKey,
@@ -83,6 +90,36 @@ class PartyKey:
     def kid(self) -> str:
         return self.jwk["kid"]
 
+    def as_json(self) -> JsonObject:
+        """As the API lists it and bundles carry it: the JWK, ``registered_at`` and
+        ``retired_at`` (``null`` while in force)."""
+        retired = None if self.retired_at is None else format_timestamp(self.retired_at)
+        return {
+            **self.jwk,
+            "registered_at": format_timestamp(self.registered_at),
+            "retired_at": retired,
+        }
+
+    @classmethod
+    def from_json(cls, agent_id: str, value: object) -> PartyKey:
+        """A key as :meth:`as_json` writes it; ``ValueError`` saying why for anything else."""
+        if not isinstance(value, Mapping):
+            raise ValueError("a party key is a JSON object")
+        jwk = {k: v for k, v in value.items() if k not in ("registered_at", "retired_at")}
+        try:
+            public = registrable_key(jwk)
+        except ProtocolError as exc:
+            raise ValueError(exc.detail) from exc
+        if public != jwk:
+            raise ValueError(f"key {jwk.get('kid')!r} is not written as registered")
+        retired = value.get("retired_at")
+        return cls(
+            agent_id,
+            public,
+            _moment(value.get("registered_at")),
+            None if retired is None else _moment(retired),
+        )
+
     def signs_at(self, moment: datetime) -> bool:
         """Whether the key counts for an envelope the arbiter received at ``moment``."""
         return self.registered_at <= moment and (
@@ -121,6 +158,13 @@ def check_party_signature(
     except VerificationError as exc:
         raise BadSignature(f"the signature is refused: {exc.detail}") from exc
     return kid
+
+
+def _moment(value: object) -> datetime:
+    try:
+        return parse_timestamp(value)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a UTC timestamp") from exc
 
 
 def _kid_of(signature: str) -> str:

@@ -26,6 +26,9 @@ ENDPOINTS: dict[tuple[str, str], set[int]] = {
     ("/oanp/v0.1/callback", "put"): {400, 401, 413, 422, 429, 503},
     ("/oanp/v0.1/callback", "get"): {400, 401, 404, 429, 503},
     ("/oanp/v0.1/callback", "delete"): {400, 401, 429, 503},
+    ("/oanp/v0.1/agent-keys", "post"): {400, 401, 413, 429, 503},
+    ("/oanp/v0.1/agent-keys/{kid}/retire", "post"): {400, 401, 404, 429, 503},
+    ("/oanp/v0.1/agents/{agent_id}/keys", "get"): {400, 401, 429, 503},
     ("/oanp/v0.1/merchants", "get"): {400, 401, 429, 503},
     ("/oanp/v0.1/keys", "get"): {400, 503},
     ("/.well-known/jwks.json", "get"): {400, 503},
@@ -151,6 +154,9 @@ def test_the_submit_endpoint_documents_every_refusal_a_move_can_meet(
         "nothing_committed",
         "already_revealed",
         "reveal_mismatch",
+        # A key's registration's, not a move's:
+        "private_key_sent",
+        "bad_party_key",
     }
     assert moves <= documented
 
@@ -183,9 +189,10 @@ def test_a_404_names_only_what_its_endpoint_can_miss(
     document: dict[str, Any], path: str, method: str
 ) -> None:
     responses = document["paths"][path][method]["responses"]
-    callback = path.endswith("/callback")
+    callback, key = path.endswith("/callback"), path.startswith("/oanp/v0.1/agent-keys/")
     assert _described(responses, 404, "no_callback") is callback
-    assert _described(responses, 404, "unknown_session") is not callback
+    assert _described(responses, 404, "unknown_agent_key") is key
+    assert _described(responses, 404, "unknown_session") is not (callback or key)
 
 
 @pytest.mark.parametrize(("path", "method"), STREAMS)

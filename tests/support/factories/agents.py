@@ -14,6 +14,8 @@ import httpx
 from arbiter_app import services
 from oanp.agents.parties import BuyerAgent, MerchantAgent
 from oanp.wire import discovery
+from oanp.wire.party_signatures import sign_envelope
+from oanp.wire.signing import SigningKey
 from tests.support.factories.sessions import sfo_jfk_agents
 
 ENVELOPES = "/oanp/v0.1/envelopes"
@@ -157,6 +159,8 @@ class ClientNegotiation:
     merchant: MerchantAgent = field(init=False)
     outbox: deque[tuple[Agent, dict[str, Any]]] = field(default_factory=deque)
     seen: int = 0
+    #: The keys agents sign with (§12), by agent id; an agent not named here signs nothing.
+    signers: dict[str, SigningKey] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.buyer, self.merchant = self.agents or sfo_jfk_agents(
@@ -183,6 +187,9 @@ class ClientNegotiation:
     def step(self) -> Any:
         """Post the next envelope; show both agents the entries it caused."""
         key, envelope = self.outbox.popleft()
+        signer = self.signers.get(key.agent_id)
+        if signer is not None:
+            envelope = sign_envelope(envelope, signer)
         response = post(self.client, key, envelope)
         assert response.status_code == 201, response.content
         self.catch_up()
