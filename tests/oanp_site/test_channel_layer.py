@@ -1,9 +1,11 @@
-"""The Redis channel layer's sockets outwait its blocking receive."""
+"""The Redis channel layer: its sockets outwait its blocking receive, its wake-ups skip the
+groups without members, and a cancelled receive leaves the process's others receiving."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -63,3 +65,50 @@ def test_wake_ups_to_groups_without_members_cost_one_round_trip(
     outcome = asyncio.run(wake())
     assert outcome["empty_only"] == ["pipeline"]
     assert outcome["received"] == message
+
+
+async def until(condition: Callable[[], object], what: str, timeout: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"not within {timeout} s: {what}")
+        await asyncio.sleep(0.01)
+
+
+def test_a_cancelled_receive_beside_another_on_its_channel_leaves_the_process_receiving() -> None:
+    """Two receives on one channel (a stream's cancelled receive that carried on, and the
+    stream's next) wait in line for the layer's receive lock, ahead of another stream's, while
+    a fourth holds the lock and reads Redis for the process. The two are cancelled: the first
+    removes the channel's buffer, and the second must still give up its place in line, or it
+    takes the lock once the reader lets go and never releases it, and the other stream, like
+    every receive of the process, hears nothing again."""
+    layer = channel_layers.make_backend("default")
+    assert isinstance(layer, RedisLayer)
+
+    async def scenario() -> dict[str, Any]:
+        reading, channel, other = [await layer.new_channel() for _ in range(3)]
+        reader = asyncio.ensure_future(layer.receive(reading))
+        await until(lambda: layer.receive_lock and layer.receive_lock.locked(), "a reader")
+        carried_on = asyncio.ensure_future(layer.receive(channel))
+        current = asyncio.ensure_future(layer.receive(channel))
+        await until(lambda: layer.receive_count == 3, "both receives in line")
+        listening = asyncio.ensure_future(layer.receive(other))
+        await until(lambda: layer.receive_count == 4, "the other stream's receive in line")
+        ended = []
+        for receive in (carried_on, current):
+            receive.cancel()
+            ended += await asyncio.gather(receive, return_exceptions=True)
+        await layer.send(reading, {"type": "oanp.read"})
+        read = await asyncio.wait_for(reader, 10)
+        await layer.send(other, {"type": "oanp.heard"})
+        await asyncio.wait({listening}, timeout=10)
+        heard = listening.result() if listening.done() else None
+        listening.cancel()
+        await asyncio.gather(listening, return_exceptions=True)
+        return {"ended": [type(end).__name__ for end in ended], "received": [read, heard]}
+
+    outcome = asyncio.run(scenario())
+    assert outcome == {
+        "ended": ["CancelledError", "CancelledError"],
+        "received": [{"type": "oanp.read"}, {"type": "oanp.heard"}],
+    }
