@@ -99,9 +99,18 @@ def entries_after(session: Session, seq: int = 0, limit: int | None = None) -> l
 
 def log_text(session: Session, *, with_keys: bool = False) -> str:
     """``GET .../log``: every entry in order, as one JSON document. ``with_keys`` adds
-    ``jwks``, every key the arbiter ever signed with, so that ``oanp verify`` checks the
-    session's agreement from the file alone, as it does a bundle's."""
-    keys = ',"jwks":%s' % json.dumps(every_public_jwk()) if with_keys else ""  # noqa: UP031
+    ``jwks``, every key the arbiter ever signed with, and ``party_keys``, every key its parties
+    registered, so that ``oanp verify`` checks the session's agreement and its parties'
+    signatures from the file alone, as it does a bundle's."""
+    keys = (
+        ',"jwks":%s,"party_keys":%s'  # noqa: UP031
+        % (
+            json.dumps(every_public_jwk()),
+            json.dumps(party_keys_of([session.buyer_agent_id, session.merchant_agent_id])),
+        )
+        if with_keys
+        else ""
+    )
     return '{"session_id":%s,"entries":[%s]%s}' % (  # noqa: UP031 - JSON braces
         json.dumps(session.session_id),
         ",".join(entry_text(e) for e in entries_after(session)),
@@ -534,8 +543,12 @@ def signatures_required(agent_id: str) -> bool:
 
 def party_keys_of(agent_ids: Collection[str]) -> dict[str, list[JsonObject]]:
     """``{agent_id: [JWK + registered_at + retired_at]}``: a bundle's ``party_keys``."""
+    return _listed_by_agent(AgentKey.objects.filter(agent_id__in=agent_ids))
+
+
+def _listed_by_agent(keys: QuerySet[AgentKey]) -> dict[str, list[JsonObject]]:
     found: dict[str, list[JsonObject]] = {}
-    for key in AgentKey.objects.filter(agent_id__in=agent_ids):
+    for key in keys:
         found.setdefault(key.agent_id, []).append(key.as_party_key().as_json())
     return found
 
@@ -568,16 +581,25 @@ def every_public_jwk() -> dict[str, list[dict[str, object]]]:
     return jwks_document(row.public_jwk for row in SigningKey.objects.order_by("activated_at"))
 
 
-def audit_bundle_writer(out: IO[bytes], *, prefixes: Sequence[JsonObject] = ()) -> BundleWriter:
-    """A writer of an audit bundle into ``out``, signed by the active key, carrying every
-    public key that ever signed so the auditor needs nothing of the arbiter's but the file.
-    ``prefixes`` are checkpoint statements of earlier exports it may extend."""
+def audit_bundle_writer(
+    out: IO[bytes], *, sessions: QuerySet[Session], prefixes: Sequence[JsonObject] = ()
+) -> BundleWriter:
+    """A writer of an audit bundle of ``sessions`` into ``out``, signed by the active key,
+    carrying every public key that ever signed and every key their parties registered, so the
+    auditor needs nothing of the arbiter's but the file. ``prefixes`` are checkpoint statements
+    of earlier exports it may extend."""
+    unordered = sessions.order_by()
+    parties = AgentKey.objects.filter(
+        Q(agent_id__in=unordered.values("buyer_agent_id"))
+        | Q(agent_id__in=unordered.values("merchant_agent_id"))
+    )
     return BundleWriter(
         out,
         jwks=every_public_jwk(),
         key=signing_keys.active_key(),
         arbiter_id=settings.OANP_ARBITER_ID,
         prefixes=prefixes,
+        party_keys=_listed_by_agent(parties),
     )
 
 

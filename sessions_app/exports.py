@@ -303,7 +303,7 @@ def _build(export: Export, written: list[str]) -> None:
         tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as csv_file,
     ):
         writer = arbiter.audit_bundle_writer(
-            bundle_file, prefixes=[c.checkpoint["statement"] for c in candidates]
+            bundle_file, sessions=found, prefixes=[c.checkpoint["statement"] for c in candidates]
         )
         rows = csv.writer(csv_file)
         rows.writerow(CSV_COLUMNS)

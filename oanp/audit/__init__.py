@@ -8,8 +8,10 @@ how it judges each side's entries); :mod:`oanp.audit.replay` asks it after every
 bundles (and subsets with inclusion proofs) and :mod:`oanp.audit.verify` checks a bundle or a
 session log (:mod:`oanp.audit.report`, what it finds), whole or streamed
 (:mod:`oanp.audit.jsonstream`), a streamed bundle's logs checked on their own
-(:mod:`oanp.audit.bundled_logs`), by workers when the caller has them. docs/audit.md has the
-format. It builds on the wire (:mod:`oanp.wire`) and never on the agents' logic."""
+(:mod:`oanp.audit.bundled_logs`), by workers when the caller has them, and each party's
+signatures checked against the keys it registered (:mod:`oanp.audit.signed_entries`).
+docs/audit.md has the format. It builds on the wire (:mod:`oanp.wire`) and never on the
+agents' logic."""
 
 from oanp.audit.bundle import (
     BUNDLE_DEPTH,
@@ -21,7 +23,8 @@ from oanp.audit.bundle import (
     leaf_hashes,
     sign_checkpoint,
 )
-from oanp.audit.report import Check, Report, verify_log
+from oanp.audit.report import Check, Report, SignatureRules, verify_log
+from oanp.audit.signed_entries import read_party_keys
 from oanp.audit.verify import (
     NotStreamable,
     unreadable_reason,
@@ -37,9 +40,11 @@ __all__ = [
     "Check",
     "NotStreamable",
     "Report",
+    "SignatureRules",
     "build_bundle",
     "extract",
     "leaf_hashes",
+    "read_party_keys",
     "sign_checkpoint",
     "unreadable_reason",
     "verify_bundle",

@@ -5,6 +5,7 @@ checkpoint: the RFC 6962 Merkle root over every entry of every log, in manifest 
 
     {"format": "oanp-audit-bundle/0.1",
      "jwks": {"keys": [...]},
+     "party_keys": {agent_id: [JWK + registered_at + retired_at, ...]},   (optional)
      "proofs": {...} | null,
      "sessions": [{"session_id", "log": [entry, ...]}],
      "manifest": {"arbiter_id", "created_at", "scope",
@@ -150,6 +151,7 @@ class BundleWriter:
         key: SigningKey,
         arbiter_id: str,
         prefixes: Sequence[Mapping[str, Any]] = (),
+        party_keys: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> None:
         self._out, self._key, self._arbiter_id = out, key, arbiter_id
         self._tree = merkle.TreeBuilder()
@@ -161,9 +163,17 @@ class BundleWriter:
         # Closed by finish(); an abandoned writer's file goes with it when it is collected.
         self._rows: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
         self._sessions = 0
+        # The parties' keys (§17) come before the logs, whose signatures a reader checks as
+        # it reads them.
+        parties = (
+            b""
+            if party_keys is None
+            else b',"party_keys":%s'
+            % _json_bytes(json_value({a: [dict(k) for k in ks] for a, ks in party_keys.items()}))
+        )
         out.write(
-            b'{"format":%s,"jwks":%s,"proofs":null,"sessions":['
-            % (_json_bytes(BUNDLE_FORMAT), _json_bytes(json_value(dict(jwks))))
+            b'{"format":%s,"jwks":%s%s,"proofs":null,"sessions":['
+            % (_json_bytes(BUNDLE_FORMAT), _json_bytes(json_value(dict(jwks))), parties)
         )
 
     def _note_root(self) -> None:
@@ -288,6 +298,7 @@ def build_bundle(
     created_at: datetime,
     scope: JsonObject | None = None,
     previous: Sequence[Mapping[str, Any]] = (),
+    party_keys: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> JsonObject:
     """Bundle whole session logs in memory, signing a checkpoint with ``key``: the document
     :class:`BundleWriter` writes, read back.
@@ -302,6 +313,7 @@ def build_bundle(
         key=key,
         arbiter_id=arbiter_id,
         prefixes=[p["statement"] for p in previous],
+        party_keys=party_keys,
     )
     for log in logs:
         writer.add(log)
@@ -337,10 +349,11 @@ def extract(bundle: Mapping[str, Any], session_ids: Iterable[str]) -> JsonObject
     missing = wanted - set(proofs)
     if missing:
         raise KeyError(f"not in the bundle: {', '.join(sorted(missing))}")
-    # The proofs before the sessions, as a streaming reader needs them.
+    # The keys and the proofs before the sessions, as a streaming reader needs them.
     subset: JsonObject = {
         "format": bundle["format"],
         "jwks": bundle["jwks"],
+        **({"party_keys": bundle["party_keys"]} if "party_keys" in bundle else {}),
         "proofs": {"tree_size": len(leaves), "inclusion": proofs},
         "sessions": kept,
     }

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from oanp.audit import merkle
 from oanp.audit.bundle import BUNDLE_DEPTH
 from oanp.audit.jsonstream import PullReader
-from oanp.audit.report import CheckValues, Counts, Report, check_log
+from oanp.audit.report import NO_RULES, CheckValues, Counts, Report, SignatureRules, check_log
 from oanp.audit.walk import LogAudit
 from oanp.wire.canonical import json_value
 from oanp.wire.profiles import Profile
@@ -64,10 +64,11 @@ def check_bundled_log(
     keys: Mapping[str, Any] | None,
     report: Report,
     profiles: Mapping[str, Profile],
+    signatures: SignatureRules = NO_RULES,
 ) -> BundledLog:
     """Add to ``report`` the checks of one item of a bundle's ``sessions``."""
     session_id, log = value["session_id"], value["log"]
-    walk = check_log(log, keys, report, profiles)
+    walk = check_log(log, keys, report, profiles, signatures)
     # An entry with no JCS form is no leaf of any tree: its session's proofs fail.
     leaves = [None if data is None else merkle.leaf_hash(data) for data in walk.entry_bytes]
     head = log[-1].get("entry_hash") if log and isinstance(log[-1], Mapping) else None
@@ -77,6 +78,7 @@ def check_bundled_log(
 def check_log_lines(
     keys: Mapping[str, Any] | None,
     profiles: Mapping[str, Profile],
+    signatures: SignatureRules,
     keep_audits: bool,
     lines: Sequence[str],
 ) -> list[CheckedLog | None]:
@@ -94,7 +96,7 @@ def check_log_lines(
             reader = PullReader(io.StringIO(line))
             value: Any = json_value(reader.value(), max_depth=BUNDLE_DEPTH)
             reader.finish()
-            log = check_bundled_log(value, keys, report, profiles)
+            log = check_bundled_log(value, keys, report, profiles, signatures)
         except Exception:
             found.append(None)
             continue

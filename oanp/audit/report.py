@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from oanp.audit.bundle import entry_json
 from oanp.audit.invariants import audit_log
+from oanp.audit.signed_entries import PartyKeys, check_signed_entries
 from oanp.audit.walk import LogAudit, Status
 from oanp.wire.canonical import JsonValue
 from oanp.wire.log import ChainWalk, walk_chain
@@ -19,7 +20,7 @@ from oanp.wire.profiles import PROFILES, Profile
 #: A check as plain values (name, ok, detail): what a worker process sends back of one.
 CheckValues = tuple[str, bool, str]
 #: A report's counts, in the order of :meth:`Report.counts`.
-Counts = tuple[int, int, int, int, int, int]
+Counts = tuple[int, int, int, int, int, int, int, int, int]
 
 
 class Bookmark(NamedTuple):
@@ -60,6 +61,10 @@ class Report:
     sessions_passing: int = 0
     agreements_valid: int = 0
     agreements_signed: int = 0
+    #: Party entries signed, signed with a valid signature, and unsigned (§17).
+    signed_entries: int = 0
+    signed_valid: int = 0
+    unsigned_entries: int = 0
     failures: int = 0
     keep_passing: bool = True
     on_check: Callable[[Check], None] | None = None
@@ -96,6 +101,9 @@ class Report:
             self.sessions_passing,
             self.agreements_valid,
             self.agreements_signed,
+            self.signed_entries,
+            self.signed_valid,
+            self.unsigned_entries,
         )
 
     def _set_counts(self, counts: Iterable[int]) -> None:
@@ -106,6 +114,9 @@ class Report:
             self.sessions_passing,
             self.agreements_valid,
             self.agreements_signed,
+            self.signed_entries,
+            self.signed_valid,
+            self.unsigned_entries,
         ) = counts
 
     def merge(
@@ -141,11 +152,26 @@ class Report:
         return self.agreements_valid, self.agreements_signed
 
     def summary(self) -> str:
-        return (
+        found = (
             f"{self.entries_valid}/{self.entries_total} entries valid, "
             f"{self.agreements_valid}/{self.agreements_signed} agreements valid, "
             f"{self.sessions_passing}/{self.sessions_total} sessions pass I1-I7"
         )
+        if self.signed_entries:  # logs of unsigned parties read as they always did
+            found += f", signed entries: {self.signed_valid}/{self.signed_entries} valid"
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureRules:
+    """What party signatures are checked with (§17): each party's registered keys, and
+    whether every party entry must be signed (``oanp verify --require-signatures``)."""
+
+    party_keys: PartyKeys = field(default_factory=dict)
+    required: bool = False
+
+
+NO_RULES = SignatureRules()
 
 
 def check_log(
@@ -153,9 +179,11 @@ def check_log(
     jwks: Mapping[str, Any] | None,
     report: Report,
     profiles: Mapping[str, Profile],
+    signatures: SignatureRules = NO_RULES,
 ) -> ChainWalk:
-    """Add to ``report`` the checks of one normalized log: its hash chain, then I1–I7; its
-    walked chain, whose entries' JCS bytes are the log's Merkle leaves' data."""
+    """Add to ``report`` the checks of one normalized log: its hash chain, I1–I7, then its
+    party signatures when it has any or they are required; its walked chain, whose entries'
+    JCS bytes are the log's Merkle leaves' data."""
     walk = walk_chain(entries)
     audit = audit_log(entries, jwks, profiles=profiles, breaks=walk.breaks)
     label = f"session {audit.session_id}" if audit.session_id else "session"
@@ -177,7 +205,25 @@ def check_log(
             f"{result.status.value}" + (f" ({detail})" if detail else ""),
         )
     report.count(audit)
+    _check_signatures(entries, label, report, signatures)
     return walk
+
+
+def _check_signatures(
+    entries: Sequence[Mapping[str, JsonValue]],
+    label: str,
+    report: Report,
+    signatures: SignatureRules,
+) -> None:
+    signed = check_signed_entries(entries, signatures.party_keys)
+    report.signed_entries += signed.signed
+    report.signed_valid += signed.valid
+    report.unsigned_entries += signed.unsigned
+    if not signed.signed and not signatures.required:
+        return
+    missing = signatures.required and signed.unsigned > 0
+    detail = signed.describe() + ("; signatures are required" if missing else "")
+    report.add(f"{label}: party signatures", not signed.problems and not missing, detail)
 
 
 def verify_log(
@@ -186,9 +232,10 @@ def verify_log(
     *,
     report: Report | None = None,
     profiles: Mapping[str, Profile] = PROFILES,
+    signatures: SignatureRules = NO_RULES,
 ) -> Report:
-    """Verify one session log: every entry's hash and link, then I1–I7."""
+    """Verify one session log: every entry's hash and link, I1–I7, its party signatures."""
     report = report or Report()
     normalized = [entry_json(e) if isinstance(e, Mapping) else e for e in entries]
-    check_log(normalized, jwks, report, profiles)
+    check_log(normalized, jwks, report, profiles, signatures)
     return report

@@ -31,7 +31,8 @@ from oanp.audit.bundled_logs import (
     log_lines,
 )
 from oanp.audit.jsonstream import PullReader, StreamError
-from oanp.audit.report import Report
+from oanp.audit.report import Report, SignatureRules
+from oanp.audit.signed_entries import read_party_keys
 from oanp.wire.canonical import (
     JsonValue,
     canonical_bytes,
@@ -83,8 +84,10 @@ class _BundleCheck:
         since: Mapping[str, Any] | None,
         profiles: Mapping[str, Profile],
         lines_map: LinesMap | None = None,
+        require_signatures: bool = False,
     ) -> None:
         self.report, self.profiles, self.since = report, profiles, since
+        self.signatures = SignatureRules(required=require_signatures)
         self.lines_map = lines_map
         self.keys: Mapping[str, Any] | None = jwks
         self.keys_overridden = jwks is not None
@@ -118,6 +121,13 @@ class _BundleCheck:
         if not self.keys_overridden:
             self.keys = value
 
+    def party_keys(self, value: object) -> None:
+        """The keys the parties registered (§17), before the logs whose signatures need them."""
+        self.seen.add("party_keys")
+        if self.subset is not None:
+            raise NotStreamable("its party keys come after its logs")
+        self.signatures = SignatureRules(read_party_keys(value), self.signatures.required)
+
     def set_proofs(self, value: Mapping[str, Any] | None) -> None:
         self.seen.add("proofs")
         if value and self.subset is False:
@@ -135,7 +145,7 @@ class _BundleCheck:
 
     def session(self, value: Mapping[str, Any]) -> None:
         self.begin_log()
-        self.keep(check_bundled_log(value, self.keys, self.report, self.profiles))
+        self.keep(check_bundled_log(value, self.keys, self.report, self.profiles, self.signatures))
 
     def sessions_apart(self, reader: PullReader) -> None:
         """The logs of ``sessions`` from the item the reader is at to the end, checked from
@@ -145,7 +155,13 @@ class _BundleCheck:
         assert self.lines_map is not None
         try:
             self.begin_log()
-            task = partial(check_log_lines, self.keys, self.profiles, self.report.keep_passing)
+            task = partial(
+                check_log_lines,
+                self.keys,
+                self.profiles,
+                self.signatures,
+                self.report.keep_passing,
+            )
             for results in self.lines_map(task, log_lines(reader)):
                 for checked in results:
                     if checked is None:
@@ -371,6 +387,8 @@ def _feed_document(check: _BundleCheck, bundle: Mapping[str, Any]) -> None:
     """Hand an in-memory bundle to the check in the order it reads best."""
     check.format(bundle.get("format"))
     check.jwks(bundle["jwks"])
+    if "party_keys" in bundle:
+        check.party_keys(bundle["party_keys"])
     check.set_proofs(bundle.get("proofs"))
     check.sessions_begin()
     for session in bundle["sessions"]:
@@ -434,6 +452,8 @@ def _feed_stream(check: _BundleCheck, reader: PullReader) -> None:
             _feed_manifest(check, reader, value)
         elif key == "jwks":
             check.jwks(value("$.jwks"))
+        elif key == "party_keys":
+            check.party_keys(value("$.party_keys"))
         elif key == "proofs":
             check.set_proofs(value("$.proofs"))
         elif key == "checkpoint":
@@ -495,11 +515,15 @@ def verify_bundle(
     since: Mapping[str, Any] | None = None,
     profiles: Mapping[str, Profile] = PROFILES,
     report: Report | None = None,
+    require_signatures: bool = False,
 ) -> Report:
     """Verify a whole bundle or a subset; ``jwks`` overrides the bundled keys, ``since`` is an
-    earlier bundle this one must extend. Never raises on a malformed bundle: it reports."""
+    earlier bundle this one must extend; with ``require_signatures`` an unsigned party entry
+    fails its log. Never raises on a malformed bundle: it reports."""
     report = report or Report()
-    check = _BundleCheck(report, jwks=jwks, since=since, profiles=profiles)
+    check = _BundleCheck(
+        report, jwks=jwks, since=since, profiles=profiles, require_signatures=require_signatures
+    )
     return _verified(lambda: _feed_document(check, bundle), report)
 
 
@@ -511,6 +535,7 @@ def verify_bundle_stream(
     profiles: Mapping[str, Profile] = PROFILES,
     report: Report | None = None,
     lines_map: LinesMap | None = None,
+    require_signatures: bool = False,
 ) -> Report:
     """:func:`verify_bundle` of a bundle read from ``stream`` one session at a time.
 
@@ -526,13 +551,22 @@ def verify_bundle_stream(
     report = report or Report()
     if lines_map is not None and stream.seekable():
         start, bookmark = stream.tell(), report.bookmark()
-        check = _BundleCheck(report, jwks=jwks, since=since, profiles=profiles, lines_map=lines_map)
+        check = _BundleCheck(
+            report,
+            jwks=jwks,
+            since=since,
+            profiles=profiles,
+            lines_map=lines_map,
+            require_signatures=require_signatures,
+        )
         try:
             return _verified(lambda: _feed_apart(check, PullReader(stream)), report)
         except _ReadAgain:
             report.rewind(bookmark)
             stream.seek(start)
-    check = _BundleCheck(report, jwks=jwks, since=since, profiles=profiles)
+    check = _BundleCheck(
+        report, jwks=jwks, since=since, profiles=profiles, require_signatures=require_signatures
+    )
     return _verified(lambda: _feed_stream(check, PullReader(stream)), report)
 
 

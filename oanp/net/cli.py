@@ -30,8 +30,10 @@ from oanp.audit import (
     BUNDLE_FORMAT,
     NotStreamable,
     Report,
+    SignatureRules,
     build_bundle,
     extract,
+    read_party_keys,
     unreadable_reason,
     verify_bundle,
     verify_bundle_stream,
@@ -197,6 +199,16 @@ def _carried_keys(document: JsonValue) -> Any:
     return keys if isinstance(keys, dict) and isinstance(keys.get("keys"), list) else None
 
 
+def _carried_signature_rules(document: JsonValue, required: bool) -> SignatureRules:
+    """The parties' keys a log downloaded from the dashboard carries (``party_keys``)."""
+    listed = document.get("party_keys") if isinstance(document, dict) else None
+    try:
+        keys = read_party_keys(listed) if listed is not None else {}
+    except ValueError as exc:
+        raise UnreadableInput(f"party_keys: {exc}") from exc
+    return SignatureRules(keys, required)
+
+
 def _print_check(out: TextIO) -> Any:
     return lambda check: print(check.line(), file=out)
 
@@ -219,8 +231,11 @@ def verify(
     since_path: Path | None,
     out: TextIO,
     jobs: int = 1,
+    require_signatures: bool = False,
 ) -> int:
     """Check a bundle or a single session log; 0 when everything verifies, 1 when not.
+    Party signatures are checked wherever present; with ``require_signatures`` an unsigned
+    party entry fails too.
 
     A bundle is read one session at a time and each check printed as it is made, its logs
     checked by ``jobs`` worker processes (in this one for 1) and printed in the bundle's order,
@@ -237,7 +252,12 @@ def verify(
             with path.open(encoding="utf-8") as stream, _workers(jobs) as workers:
                 lines_map = workers.map if workers is not None else None
                 verify_bundle_stream(
-                    stream, jwks=jwks, since=since, report=report, lines_map=lines_map
+                    stream,
+                    jwks=jwks,
+                    since=since,
+                    report=report,
+                    lines_map=lines_map,
+                    require_signatures=require_signatures,
                 )
         except (StreamError, UnicodeDecodeError, OSError) as exc:
             raise UnreadableInput(f"{path}: {exc}") from exc
@@ -248,11 +268,20 @@ def verify(
             return 0 if report.ok else 1
     document = load_document(path)
     if isinstance(document, dict) and document.get("format") == BUNDLE_FORMAT:
-        report = verify_bundle(document, jwks=jwks, since=_earlier_bundle(since_path))
+        report = verify_bundle(
+            document,
+            jwks=jwks,
+            since=_earlier_bundle(since_path),
+            require_signatures=require_signatures,
+        )
     else:
         if since_path is not None:
             raise UnreadableInput("--since compares two audit bundles; FILE is a session log")
-        report = verify_log(_log_entries(document), jwks or _carried_keys(document))
+        report = verify_log(
+            _log_entries(document),
+            jwks or _carried_keys(document),
+            signatures=_carried_signature_rules(document, require_signatures),
+        )
     _print_report(report, out)
     return 0 if report.ok else 1
 
@@ -308,6 +337,12 @@ def _parser() -> argparse.ArgumentParser:
         "--since", type=Path, metavar="FILE", help="an earlier bundle this one must extend"
     )
     check.add_argument(
+        "--require-signatures",
+        action="store_true",
+        help="fail on any party entry its sender did not sign (party signatures are checked "
+        "whenever present)",
+    )
+    check.add_argument(
         "--jobs",
         type=_jobs,
         default=usable_cores(),
@@ -345,7 +380,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("negotiate", "merchant", "merchants", "mcp"):
             return run_command(args, sys.stdout, sys.stderr)
         return verify(
-            args.file, jwks_path=args.jwks, since_path=args.since, out=sys.stdout, jobs=args.jobs
+            args.file,
+            jwks_path=args.jwks,
+            since_path=args.since,
+            out=sys.stdout,
+            jobs=args.jobs,
+            require_signatures=args.require_signatures,
         )
     except UnreadableInput as exc:
         print(f"oanp: {exc}", file=sys.stderr)

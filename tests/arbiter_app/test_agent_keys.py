@@ -7,17 +7,21 @@ replay."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.test import Client
+from django.utils import timezone
 from jwcrypto import jwk as outside_jwk
 from jwcrypto import jws as outside_jws
 
-from arbiter_app import services
-from arbiter_app.models import AgentKey, Entry
+from arbiter_app import selectors, services
+from arbiter_app.models import AgentKey, Entry, Session
+from oanp.audit import verify_bundle_stream
+from oanp.net import cli
 from oanp.wire.party_signatures import sign_envelope, signing_input
 from oanp.wire.signing import SigningKey
 from tests.support.factories.agents import (
@@ -245,3 +249,32 @@ def test_a_requirement_set_mid_session_holds_from_the_next_envelope(
 def test_keys_are_read_only_for_an_agent_id(client: Client, buyer) -> None:
     response = client.get("/oanp/v0.1/agents/no%20such%20id/keys", headers=buyer.headers)
     assert problem(response, 400, "schema_invalid")["errors"][0]["field"] == "agent_id"
+
+
+def test_an_export_and_a_downloaded_log_carry_the_keys_their_signatures_need(
+    client: Client, buyer, merchant, tmp_path
+) -> None:
+    negotiation = signed_negotiation(client, buyer, merchant)
+    negotiation.open()
+    negotiation.finish()
+    ClientNegotiation(client, buyer, merchant, "sess-plain", "p-").open()  # unsigned
+
+    out = io.BytesIO()
+    writer = selectors.audit_bundle_writer(out, sessions=Session.objects.order_by("session_id"))
+    for _, log in selectors.logs_of(Session.objects.order_by("session_id")):
+        writer.add(log)
+    writer.finish(created_at=timezone.now())
+    bundle = json.loads(out.getvalue())
+    assert set(bundle["party_keys"]) == {buyer.agent_id, merchant.agent_id}
+    report = verify_bundle_stream(io.StringIO(out.getvalue().decode()))
+    assert report.ok, [c.line() for c in report.checks if not c.ok]
+    assert report.signed_entries == report.signed_valid > 0
+
+    session = Session.objects.get(session_id="sess-signed")
+    path = tmp_path / "log.json"
+    path.write_text(selectors.log_text(session, with_keys=True), encoding="utf-8")
+    lines = io.StringIO()
+    assert cli.verify(path, jwks_path=None, since_path=None, out=lines) == 0
+    assert f"signed entries: {report.signed_entries}/{report.signed_entries} valid" in (
+        lines.getvalue()
+    )

@@ -20,6 +20,7 @@ import pytest
 from oanp.audit import Check, NotStreamable, Report, verify_bundle_stream, verify_log
 from oanp.audit.bundled_logs import CheckedLog, LinesTask, check_log_lines
 from oanp.audit.jsonstream import StreamError
+from oanp.audit.report import NO_RULES
 from oanp.wire.canonical import JsonObject
 from oanp.wire.profiles import PROFILES
 from tests.oanp.audit.test_audit_stream import BAD, GOOD, _write
@@ -188,7 +189,7 @@ def test_a_log_line_one_pass_reads_otherwise_gets_what_one_pass_says(text):
 def test_a_line_that_is_not_one_whole_log_is_left_to_the_reader():
     keys = jwks()
     good, bad, trailing = WRITTEN.split("\n")[1].rstrip(","), '{"session_id":', '{"a":1} 2'
-    found = check_log_lines(keys, PROFILES, False, [good, bad, trailing, "[1]"])
+    found = check_log_lines(keys, PROFILES, NO_RULES, False, [good, bad, trailing, "[1]"])
     assert [f is None for f in found] == [False, True, True, True]
     checked = found[0]
     assert checked is not None

@@ -35,6 +35,7 @@ from oanp.wire.commitments import encode_salt
 from oanp.wire.envelope import envelope_from_json
 from oanp.wire.log import entry_hash_of
 from oanp.wire.machine import Negotiation
+from oanp.wire.party_signatures import PartyKey, sign_envelope
 from oanp.wire.signing import AGREEMENT_TYP, SigningKey, jwks_document
 from oanp.wire.state import Arbiter
 
@@ -235,6 +236,36 @@ def self_dealing_log() -> list[JsonObject]:
     cast(JsonObject, moves[0]["payload"])["merchant_agent_id"] = "buyer-001"
     for move in moves:
         cast(JsonObject, move["sender"])["agent_id"] = "buyer-001"
+    return _machine_log(moves)
+
+
+#: The parties' keys of :func:`signed_log`, registered a day before its session.
+BUYER_SIGNER = SigningKey.from_ed25519_seed(bytes(range(200, 232)))
+MERCHANT_SIGNER = es256_key()
+REGISTERED = START - timedelta(days=1)
+
+
+def party_keys(**spans: datetime) -> dict[str, list[JsonObject]]:
+    """A bundle's ``party_keys`` for :func:`signed_log`'s two parties: registered a day
+    before, retired at ``spans``' ``buyer``/``merchant`` moment when given."""
+    return {
+        agent_id: [PartyKey(agent_id, key.public_jwk(), REGISTERED, spans.get(side)).as_json()]
+        for side, agent_id, key in (
+            ("buyer", "buyer-001", BUYER_SIGNER),
+            ("merchant", "merchant-sfo", MERCHANT_SIGNER),
+        )
+    }
+
+
+def signed_log(*, unsigned: Sequence[str] = ()) -> list[JsonObject]:
+    """The SFO→JFK log with every party envelope signed by its sender (§17), except those of
+    the agents named in ``unsigned``."""
+    signers = {"buyer-001": BUYER_SIGNER, "merchant-sfo": MERCHANT_SIGNER}
+    moves = []
+    for move in _party_moves():
+        agent_id = cast(JsonObject, move["sender"])["agent_id"]
+        signer = None if agent_id in unsigned else signers[cast(str, agent_id)]
+        moves.append(move if signer is None else sign_envelope(move, signer))
     return _machine_log(moves)
 
 
