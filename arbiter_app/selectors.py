@@ -7,7 +7,7 @@ agent cannot probe for other agents' sessions.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import IO, Any
@@ -31,10 +31,16 @@ from arbiter_app.delivery_history import KINDS as DELIVERY_KINDS  # noqa: F401 -
 from arbiter_app.delivery_history import (  # noqa: F401 - for the dashboard
     OUTCOMES as DELIVERY_OUTCOMES,
 )
+from arbiter_app.key_registry import (  # noqa: F401 - the dashboard's reads of party keys
+    agent_keys,
+    party_keys,
+    party_keys_json,
+    party_keys_of_sessions,
+    signatures_required,
+)
 from arbiter_app.models import (
     AgentCallback,
     AgentCredential,
-    AgentKey,
     AgentRole,
     Availability,
     CallbackCursor,
@@ -51,7 +57,6 @@ from arbiter_app.models import (
     MerchantAvailability,
     ProcessKind,
     Session,
-    SignatureRequirement,
     SigningKey,
     TaskFailure,
 )
@@ -106,7 +111,7 @@ def log_text(session: Session, *, with_keys: bool = False) -> str:
         ',"jwks":%s,"party_keys":%s'  # noqa: UP031
         % (
             json.dumps(every_public_jwk()),
-            json.dumps(party_keys_of([session.buyer_agent_id, session.merchant_agent_id])),
+            json.dumps(party_keys_json([session.buyer_agent_id, session.merchant_agent_id])),
         )
         if with_keys
         else ""
@@ -532,27 +537,6 @@ def earliest_deadline() -> datetime | None:
 SIGNING_ALGORITHMS = signing_keys.ALGORITHMS
 
 
-def agent_keys(agent_id: str) -> list[AgentKey]:
-    """Every key ``agent_id`` registered (§12), retired ones too, oldest first."""
-    return list(AgentKey.objects.filter(agent_id=agent_id))
-
-
-def signatures_required(agent_id: str) -> bool:
-    return SignatureRequirement.objects.filter(agent_id=agent_id).exists()
-
-
-def party_keys_of(agent_ids: Collection[str]) -> dict[str, list[JsonObject]]:
-    """``{agent_id: [JWK + registered_at + retired_at]}``: a bundle's ``party_keys``."""
-    return _listed_by_agent(AgentKey.objects.filter(agent_id__in=agent_ids))
-
-
-def _listed_by_agent(keys: QuerySet[AgentKey]) -> dict[str, list[JsonObject]]:
-    found: dict[str, list[JsonObject]] = {}
-    for key in keys:
-        found.setdefault(key.agent_id, []).append(key.as_party_key().as_json())
-    return found
-
-
 def published_jwks() -> dict[str, list[dict[str, object]]]:
     """``/.well-known/jwks.json``: the active key and the retiring ones."""
     signing_keys.ensure_active_key()
@@ -588,18 +572,13 @@ def audit_bundle_writer(
     carrying every public key that ever signed and every key their parties registered, so the
     auditor needs nothing of the arbiter's but the file. ``prefixes`` are checkpoint statements
     of earlier exports it may extend."""
-    unordered = sessions.order_by()
-    parties = AgentKey.objects.filter(
-        Q(agent_id__in=unordered.values("buyer_agent_id"))
-        | Q(agent_id__in=unordered.values("merchant_agent_id"))
-    )
     return BundleWriter(
         out,
         jwks=every_public_jwk(),
         key=signing_keys.active_key(),
         arbiter_id=settings.OANP_ARBITER_ID,
         prefixes=prefixes,
-        party_keys=_listed_by_agent(parties),
+        party_keys=party_keys_of_sessions(sessions),
     )
 
 

@@ -47,8 +47,10 @@ from oanp.wire.errors import (
     SessionTerminal,
     TimerExpired,
 )
+from oanp.wire.party_signatures import sign_envelope
 from oanp.wire.state import Phase
 from sessions_app import hosted_directory, selectors, services
+from sessions_app.hosted_keys import hosted_signer
 from sessions_app.models import AgentProfile, HostedSession, Mode
 from sessions_app.queue import ANSWER_SESSION, REVEAL_AFTER_END, enqueue
 from sessions_app.vault import unseal_session_vault, unseal_text
@@ -212,11 +214,14 @@ def answer(session_id: str, now: datetime | None = None) -> int:
         return 0
     if hosted.declined:
         log.info("hosted agent %s declines %s: %s", profile.agent_id, session_id, hosted.declined)
-    applied = 0
+    if not pending:
+        return 0
+    signer, applied = hosted_signer(profile), 0
     for envelope in pending:
         try:
+            signed = sign_envelope(envelope, signer)
             outcome = arbiter_services.receive_envelope(
-                agent=credential, envelope=parse_envelope(canonical_bytes(envelope)), now=now
+                agent=credential, envelope=parse_envelope(canonical_bytes(signed)), now=now
             )
         except _BENIGN as late:
             log.info("hosted answer in %s no longer needed: %s", session_id, late.code)

@@ -152,6 +152,9 @@ class AgentProfile(HostedTactics):
     #: The currencies the owner chose to list; the directory shows those the agent holds
     #: limits in (:func:`sessions_app.services.published`).
     listing_currencies = models.JSONField(default=list, blank=True)
+    #: The private JWK a hosted agent signs its envelopes with (docs/protocol.md §17), sealed
+    #: as its vault is; made and registered on its first answer (:mod:`sessions_app.hosted_keys`).
+    sealed_signing_key = models.BinaryField(default=b"")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

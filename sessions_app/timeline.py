@@ -5,6 +5,7 @@ entries in order with the time between them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -13,6 +14,8 @@ from typing import Any
 from oanp.audit.invariants import audit_log
 from oanp.wire.commitments import is_weak
 from oanp.wire.envelope import DEFAULT_MAX_ROUNDS, INVARIANTS, parse_timestamp
+from oanp.wire.errors import BadSignature
+from oanp.wire.party_signatures import SIGNATURE, PartyKey, check_party_signature
 from oanp.wire.terms import Issue, Values, gains_for_other, read_issues, read_terms
 
 
@@ -143,15 +146,41 @@ class LogRow:
     price: Any = None
     #: A verdict's (status, rationale), or a close's (reason, detail).
     outcome: tuple[str, str] | None = None
+    #: A party's entry (§17): "signed" (by a key of its sender in force then), "unsigned",
+    #: or "bad signature", with why; ``None`` for the arbiter's.
+    signature: str | None = None
+    signature_detail: str = ""
 
     @property
     def gap(self) -> str | None:
         return None if self.since_previous is None else duration(self.since_previous)
 
 
-def log_rows(entries: list[dict[str, Any]]) -> list[LogRow]:
+def _signature(
+    entry: dict[str, Any], keys: Mapping[str, Sequence[PartyKey]]
+) -> tuple[str | None, str]:
+    envelope = entry["envelope"]
+    if envelope["sender"]["role"] == "arbiter":
+        return None, ""
+    if SIGNATURE not in envelope:
+        return "unsigned", "its sender did not sign it"
+    try:
+        kid = check_party_signature(
+            envelope,
+            keys.get(envelope["sender"]["agent_id"], ()),
+            parse_timestamp(entry["received_at"]),
+        )
+    except BadSignature as refused:
+        return "bad signature", refused.detail
+    return "signed", f"by key {kid}"
+
+
+def log_rows(
+    entries: list[dict[str, Any]], keys: Mapping[str, Sequence[PartyKey]] | None = None
+) -> list[LogRow]:
     rows: list[LogRow] = []
     for entry in entries:
+        signature, signature_detail = _signature(entry, keys or {})
         envelope = entry["envelope"]
         kind, payload = envelope["type"], envelope["payload"]
         received = parse_timestamp(entry["received_at"])
@@ -171,6 +200,8 @@ def log_rows(entries: list[dict[str, Any]]) -> list[LogRow]:
                 round=payload.get("round"),
                 price=payload.get("price", payload.get("final_price")),
                 outcome=outcome,
+                signature=signature,
+                signature_detail=signature_detail,
             )
         )
     return rows
@@ -203,8 +234,13 @@ class Timeline:
         return duration(now - self.log[-1].received_at) if self.log else None
 
 
-def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
-    """Fold the log into rounds, and audit it with :func:`oanp.audit.invariants.audit_log`."""
+def timeline(
+    entries: list[dict[str, Any]],
+    jwks: dict[str, Any],
+    party_keys: Mapping[str, Sequence[PartyKey]] | None = None,
+) -> Timeline:
+    """Fold the log into rounds, audit it with :func:`oanp.audit.invariants.audit_log`, and
+    check each party entry's signature with its sender's registered ``party_keys``."""
     rounds: dict[int, RoundRow] = {}
     commitments: list[tuple[str, str, bool]] = []
     agreement = close = None
@@ -283,7 +319,7 @@ def timeline(entries: list[dict[str, Any]], jwks: dict[str, Any]) -> Timeline:
         head_seq=entries[-1]["seq"] if entries else 0,
         violations=violations,
         settlement=settlement,
-        log=log_rows(entries),
+        log=log_rows(entries, party_keys),
         declared=issues,
         terms=terms_rows(issues, entries) if issues else [],
         final_terms=[

@@ -150,7 +150,8 @@ def _session_context(request: HttpRequest, session_id: str) -> dict[str, Any]:
     scope = scope_or_denied(request)
     found = selectors.session(scope, session_id)
     entries = selectors.entries(found)
-    view = timeline(entries, arbiter.every_public_jwk())
+    parties = [found.buyer_agent_id, found.merchant_agent_id]
+    view = timeline(entries, arbiter.every_public_jwk(), arbiter.party_keys(parties))
     # The handoff goes to the merchant's own system: its requests are the merchant's business.
     handoff, attempts = (None, []) if scope.is_buyer_side else selectors.handoff(found)
     # A settlement's reveals are in the log; reveals after the end complete them.
