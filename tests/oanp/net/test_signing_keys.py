@@ -1,10 +1,13 @@
 """A party's signing key file (docs/protocol.md §17), without a server: ``oanp keygen`` writes
-one and prints its public JWK."""
+one and prints its public JWK; ``--signing-key`` refuses a file no agent can sign with, in one
+line (exit 2), before anything connects."""
 
 from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ import pytest
 from oanp.net import cli
 from oanp.wire.party_signatures import PartyKey, check_party_signature, sign_envelope
 from oanp.wire.signing import PRIVATE_MEMBERS, SigningKey
+from tests.support.processes import ROOT
 
 ENVELOPE: dict[str, Any] = {
     "oanp_version": "0.1",
@@ -100,3 +104,99 @@ def test_keygen_refuses_an_unknown_algorithm(capsys, tmp_path: Path) -> None:
     assert exited.value.code == 2
     assert "invalid choice: 'RS256'" in capsys.readouterr().err
     assert not (tmp_path / "k.jwk").exists()
+
+
+# --signing-key FILE --------------------------------------------------------------------------
+
+KEY = SigningKey.from_ed25519_seed(bytes(range(32)))
+
+
+def bad_key_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Each kind of file no agent can sign with, and what the message says of it."""
+    wrong_d = {
+        **KEY.private_jwk(),
+        "d": SigningKey.from_ed25519_seed(b"\1" * 32).private_jwk()["d"],
+    }
+    files: dict[str, tuple[Any, str]] = {
+        "missing": (None, "no such file (oanp keygen --out FILE makes one)"),
+        "a folder": ("folder", "cannot read it: Is a directory"),
+        "not text": (b"\xff\xfe\x00", "not a JWK file (not UTF-8 text)"),
+        "not JSON": ("-----BEGIN PRIVATE KEY-----", "not a JWK file (not JSON)"),
+        "a key set": ({"keys": [KEY.private_jwk()]}, "not a JWK (expected one JSON object"),
+        "public only": (KEY.public_jwk(), "holds a public key only (no 'd')"),
+        "d of another key": (wrong_d, "not a usable private key: private JWK member 'x'"),
+        "RSA": ({"kty": "RSA", "n": "AQAB", "e": "AQAB", "d": "AQAB"}, "not a usable private"),
+    }
+    made: dict[str, tuple[Path, str]] = {}
+    for number, (name, (content, message)) in enumerate(files.items()):
+        path = tmp_path / f"key-{number}.jwk"
+        if content == "folder":
+            path.mkdir()
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        elif isinstance(content, str):
+            path.write_text(content)
+        elif content is not None:
+            path.write_text(json.dumps(content))
+        made[name] = (path, message)
+    return made
+
+
+BAD_KEY_FILES = [
+    "missing",
+    "a folder",
+    "not text",
+    "not JSON",
+    "a key set",
+    "public only",
+    "d of another key",
+    "RSA",
+]
+CONNECTION = ("--server", "http://127.0.0.1:9", "--api-key", "k", "--agent-id")
+COMMANDS = {
+    "negotiate": ("negotiate", *CONNECTION, "buyer-001", "--merchant", "m", "--item", "a=b"),
+    "merchant": ("merchant", *CONNECTION, "m", "--floor", "280", "--ideal", "400", "--state"),
+    "mcp": ("mcp", *CONNECTION, "buyer-001", "--role", "buyer"),
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("kind", BAD_KEY_FILES)
+def test_a_key_file_no_agent_can_sign_with_exits_2_with_one_line(
+    capsys, tmp_path: Path, command: str, kind: str
+) -> None:
+    path, message = bad_key_files(tmp_path)[kind]
+    argv = list(COMMANDS[command])
+    if command == "merchant":
+        argv.append(str(tmp_path / "state.json"))
+    code, _, err = run(capsys, *argv, "--signing-key", str(path))
+    assert code == 2
+    assert err.startswith(f"oanp {command}: --signing-key {path}: {message}")
+    assert err.count("\n") == 1
+    assert not (tmp_path / "state.json").exists()  # refused before anything started
+
+
+def test_the_command_refuses_a_public_key_file_without_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "public.jwk"
+    path.write_text(json.dumps(KEY.public_jwk()))
+    done = subprocess.run(
+        [sys.executable, "-m", "oanp.net.cli", *COMMANDS["negotiate"], "--signing-key", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"oanp negotiate: --signing-key {path}: holds a public key only (no 'd'): signing "
+        "needs the private JWK oanp keygen wrote\n"
+    )
+
+
+def test_the_signing_key_file_may_come_from_the_environment(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OANP_SIGNING_KEY", str(tmp_path / "absent.jwk"))
+    code, _, err = run(capsys, *COMMANDS["mcp"])
+    assert code == 2
+    assert err.startswith(f"oanp mcp: --signing-key {tmp_path / 'absent.jwk'}: no such file")
