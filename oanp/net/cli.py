@@ -1,5 +1,6 @@
-"""The ``oanp`` command: ``demo``, ``verify``, ``extract``, and the agent commands of
-:mod:`oanp.net.commands` (``negotiate``, ``merchant``, ``merchants``, ``mcp``).
+"""The ``oanp`` command: ``demo``, ``verify``, ``extract``, ``keygen`` (of
+:mod:`oanp.net.signing_keys`), and the agent commands of :mod:`oanp.net.commands`
+(``negotiate``, ``merchant``, ``merchants``, ``mcp``).
 
 This is the edge of the package where clocks, randomness and files are allowed: it draws the
 demo's key, salts and message ids and hands them to the pure core.
@@ -41,6 +42,7 @@ from oanp.audit import (
 )
 from oanp.audit.jsonstream import PullReader, StreamError
 from oanp.net.commands import add_commands, run_command
+from oanp.net.signing_keys import add_keygen_command, keygen_command
 from oanp.net.workers import Workers, usable_cores
 from oanp.wire.canonical import JsonValue, json_value, read_json
 from oanp.wire.commitments import encode_salt
@@ -356,6 +358,7 @@ def _parser() -> argparse.ArgumentParser:
     cut.add_argument("file", type=Path, metavar="BUNDLE")
     cut.add_argument("--session", action="append", required=True, metavar="ID")
     cut.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    add_keygen_command(commands)
     add_commands(commands)
     return parser
 
@@ -377,6 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return demo(as_json=args.json, bundle_path=args.bundle, out=sys.stdout, err=sys.stderr)
         if args.command == "extract":
             return extract_sessions(args.file, args.session, args.output)
+        if args.command == "keygen":
+            return keygen_command(args, sys.stdout, sys.stderr)
         if args.command in ("negotiate", "merchant", "merchants", "mcp"):
             return run_command(args, sys.stdout, sys.stderr)
         return verify(

@@ -1,9 +1,12 @@
 """A typed HTTP client of the arbiter API (docs/protocol.md §14), for agents and scripts.
 
 This module and :mod:`oanp.net.mcp` are the only parts of ``oanp`` that touch the network; nothing
-else in the package imports them. Envelopes are carried unchanged: the client never rewrites
-one, so a resubmission after a network error sends the very same bytes, and the arbiter's
-idempotent repeat (same ``message_id``, same body: 200 with the first answer) makes that safe.
+else in the package imports them. Envelopes are carried unchanged but for the sender's
+signature: a client given a party signing key signs each envelope it submits
+(docs/protocol.md §17), once, before the first send. A resubmission after a network error sends
+the very same bytes, and the arbiter's idempotent repeat (same ``message_id``, same body
+without ``signature``: 200 with the first answer) makes that safe, even for an envelope
+submitted again later and so signed again.
 
 Refusals come back as :class:`ProblemError`. When the problem's ``code`` names a class of
 :mod:`oanp.wire.errors`, the exception is also an instance of that class, so callers may write
@@ -26,7 +29,10 @@ from urllib.parse import quote, urlencode
 import httpx
 
 from oanp.wire import errors
-from oanp.wire.errors import FieldError, ProtocolError
+from oanp.wire.canonical import json_value, read_json
+from oanp.wire.errors import FieldError, ProtocolError, SchemaInvalid
+from oanp.wire.party_signatures import sign_envelope
+from oanp.wire.signing import SigningKey
 
 API_PREFIX: Final = "/oanp/v0.1"
 #: Statuses worth sending the same request again for: the arbiter did not decide anything.
@@ -248,11 +254,30 @@ def _session_path(session_id: str, tail: str = "") -> str:
     return f"{API_PREFIX}/sessions/{quote(session_id, safe='')}{tail}"
 
 
+def signed_body(body: bytes, key: SigningKey) -> bytes:
+    """The envelope ``body`` signed by ``key`` (docs/protocol.md §17), as bytes to send.
+
+    Raises the :class:`ProtocolError` the arbiter would answer for bytes that are not an
+    envelope's JSON object.
+    """
+    # Signed as the arbiter reads it (strictly, each number as it hashes it), so that the JCS
+    # bytes it checks the signature over are the ones signed here, however the envelope was
+    # spelled.
+    read = json_value(read_json(body))
+    if not isinstance(read, dict):
+        raise SchemaInvalid(
+            "an envelope is a JSON object", errors=[FieldError("$", "not an object")]
+        )
+    return json.dumps(sign_envelope(read, key)).encode()
+
+
 class ArbiterClient:
     """A blocking client of one arbiter, authenticated as one agent (thread-safe, like httpx).
 
     ``retries`` bounds how often a request is sent again after a network error or a
-    429/502/503/504; waits grow from ``backoff`` seconds, or follow ``Retry-After``.
+    429/502/503/504; waits grow from ``backoff`` seconds, or follow ``Retry-After``. With a
+    ``signing_key`` every envelope submitted is signed with it; the arbiter accepts those once
+    its public half is registered (:meth:`register_signing_key`).
     """
 
     def __init__(
@@ -265,6 +290,7 @@ class ArbiterClient:
         backoff: float = 0.2,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        signing_key: SigningKey | None = None,
     ) -> None:
         headers = {"User-Agent": "oanp-client/0.1", "Accept": "application/json"}
         if api_key:
@@ -272,6 +298,7 @@ class ArbiterClient:
         self.base_url = base_url.rstrip("/")
         self.retries = retries
         self.backoff = backoff
+        self.signing_key = signing_key
         self._sleep = sleep
         self._http = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
@@ -328,11 +355,16 @@ class ArbiterClient:
         return self._request("GET", path).json()
 
     def submit(self, envelope: Mapping[str, Any] | bytes) -> Submission:
-        """POST one envelope; on a network error, send the same bytes again.
+        """POST one envelope, signed when this client has a signing key; on a network error,
+        send the same bytes again.
 
-        Raises :class:`ProblemError` (typed by its code) when the arbiter refuses it.
+        Raises :class:`ProblemError` (typed by its code) when the arbiter refuses it, and, with
+        a signing key, the :class:`ProtocolError` the arbiter would answer for an envelope that
+        is not a JSON object it can read, since such bytes cannot be signed.
         """
         body = envelope if isinstance(envelope, bytes) else json.dumps(dict(envelope)).encode()
+        if self.signing_key is not None:
+            body = signed_body(body, self.signing_key)
         response = self._request("POST", f"{API_PREFIX}/envelopes", content=body)
         answer = response.json()
         return Submission(
@@ -341,6 +373,16 @@ class ArbiterClient:
             session=answer.get("session", {}),
             repeated=response.status_code == 200,
         )
+
+    def register_signing_key(self) -> dict[str, Any]:
+        """Register the public half of this client's signing key with the arbiter, for this
+        agent (docs/protocol.md §17); its answer, ``kid`` and ``registered_at``, the same for
+        a key registered before. Only the public JWK is sent."""
+        if self.signing_key is None:
+            raise ValueError("this client has no signing key to register")
+        body = json.dumps(self.signing_key.public_jwk()).encode()
+        answer = self._request("POST", f"{API_PREFIX}/agent-keys", content=body).json()
+        return cast("dict[str, Any]", answer)
 
     def summary(self, session_id: str) -> dict[str, Any]:
         """The session summary: state, round, turn, parties, commitments, timers, outcome."""

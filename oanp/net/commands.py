@@ -3,7 +3,9 @@ merchant), ``merchants`` (the arbiter's directory) and ``mcp`` (the MCP tool ser
 
 The network client and the MCP SDK are imported inside the commands, so that ``import
 oanp.net.cli`` stays as light as the pure core. Private limits come from flags or a local JSON
-file and stay in this process: only salted commitments reach the arbiter.
+file and stay in this process: only salted commitments reach the arbiter. So does a signing key
+(``--signing-key``, :mod:`oanp.net.signing_keys`): its public half is registered with the
+arbiter before the first envelope, and every envelope is signed with it.
 """
 
 from __future__ import annotations
@@ -43,10 +45,12 @@ from oanp.net.arguments import (
     parse_want,
 )
 from oanp.net.negotiators import Merchant, MerchantState, negotiate
+from oanp.net.signing_keys import KeyFileError, read_key_file
 from oanp.wire.commitments import Side, encode_salt
 from oanp.wire.discovery import parse_query
 from oanp.wire.errors import ProtocolError
 from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
+from oanp.wire.signing import SigningKey
 from oanp.wire.transcript import describe_entry_json
 
 #: Exit codes of ``oanp negotiate``: agreed, verification failed, bad input, closed.
@@ -83,6 +87,27 @@ def _connection_flags(command: argparse.ArgumentParser, *, agent_id: bool = True
         )
 
 
+def _signing_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--signing-key",
+        type=Path,
+        default=os.environ.get("OANP_SIGNING_KEY") or None,
+        metavar="FILE",
+        help="sign every envelope with the private JWK in FILE (oanp keygen makes one), "
+        "registering its public key first (OANP_SIGNING_KEY)",
+    )
+
+
+def signing_key(args: argparse.Namespace) -> SigningKey | None:
+    """The key of ``--signing-key``, read before anything connects; none without the flag."""
+    if args.signing_key is None:
+        return None
+    try:
+        return read_key_file(args.signing_key)
+    except KeyFileError as exc:
+        raise UsageError(f"--signing-key {exc}") from None
+
+
 def add_commands(commands: Any) -> None:
     """Register ``negotiate``, ``merchant``, ``merchants`` and ``mcp`` on the ``oanp``
     subparsers."""
@@ -90,6 +115,7 @@ def add_commands(commands: Any) -> None:
         "negotiate", help="negotiate one session as a buyer through an arbiter, then verify it"
     )
     _connection_flags(buy)
+    _signing_flag(buy)
     buy.add_argument("--merchant", required=True, metavar="AGENT_ID")
     buy.add_argument(
         "--item", action="append", required=True, help="a JSON object, or key=value (repeatable)"
@@ -130,6 +156,7 @@ def add_commands(commands: Any) -> None:
         "merchant", help="answer every session opened with this merchant, until stopped"
     )
     _connection_flags(sell)
+    _signing_flag(sell)
     _strategy_flags(sell)
     sell.add_argument("--floor", help="floor_price: the least the merchant will ever take")
     sell.add_argument("--ideal", help="ideal_price: its list price, where it opens")
@@ -178,6 +205,7 @@ def add_commands(commands: Any) -> None:
 
     tools = commands.add_parser("mcp", help="serve the arbiter as MCP tools over stdio")
     _connection_flags(tools)
+    _signing_flag(tools)
     tools.add_argument(
         "--role", choices=("buyer", "merchant"), default=os.environ.get("OANP_ROLE", "buyer")
     )
@@ -279,7 +307,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return merchant_command(args, out, err)
         if args.command == "merchants":
             return merchants_command(args, out, err)
-        return mcp_command(args)
+        return mcp_command(args, err)
     except UsageError as exc:
         print(f"oanp {args.command}: {exc}", file=err)
         return EXIT_USAGE
@@ -291,6 +319,7 @@ def negotiate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
 
     agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
     api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")
+    key = signing_key(args)
     vault = buyer_vault(args)
     item = parse_item(args.item)
     buyer = BuyerAgent(
@@ -323,7 +352,13 @@ def negotiate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     def refused(error: ProtocolError) -> None:
         print(f"refused: {error}", file=err, flush=True)
 
-    with ArbiterClient(args.server, api_key) as client:
+    with ArbiterClient(args.server, api_key, signing_key=key) as client:
+        if key is not None:
+            try:
+                client.register_signing_key()
+            except ProtocolError as exc:
+                print(f"oanp negotiate: the arbiter refused the signing key: {exc}", file=err)
+                return EXIT_UNVERIFIED
         try:
             result = negotiate(
                 client, buyer, opening, clock=_now, on_entry=show, on_refusal=refused
@@ -371,6 +406,7 @@ def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
     api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")
+    key = signing_key(args)
     vault = merchant_prices(args)
     strategy = tuned_strategy(args, "merchant")
     try:
@@ -385,7 +421,7 @@ def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report(f"merchant {agent_id} following its inbox (cursor {state.cursor or 'start'})")
 
     signal.signal(signal.SIGTERM, _raise_stop)
-    with ArbiterClient(args.server, api_key) as client:
+    with ArbiterClient(args.server, api_key, signing_key=key) as client:
         merchant = Merchant(
             client,
             agent_id=agent_id,
@@ -400,6 +436,10 @@ def merchant_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
         while True:
             try:
+                if key is not None:
+                    # Before recover() sends anything; again after an outage, which the
+                    # arbiter answers 200 for a key it holds.
+                    client.register_signing_key()
                 merchant.recover()
                 merchant.follow(on_open=opened)
             except (_Stop, KeyboardInterrupt):
@@ -481,21 +521,33 @@ def merchants_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     return 0
 
 
-def mcp_command(args: argparse.Namespace) -> int:
+def mcp_command(args: argparse.Namespace, err: TextIO) -> int:
     """``oanp mcp``: the MCP tool server over stdio, held to ``--limits`` and asking a person
-    before an accept past ``--approve-above`` or ``--approve-below``."""
+    before an accept past ``--approve-above`` or ``--approve-below``, signing every envelope
+    with ``--signing-key``'s key when given."""
     from oanp.net.mcp import serve
 
-    serve(
-        server=args.server,
-        api_key=_required(args.api_key, "--api-key", "OANP_API_KEY"),
-        agent_id=_required(args.agent_id, "--agent-id", "OANP_AGENT_ID"),
-        role=args.role,
-        state_path=args.state,
-        limit=mcp_limit(args),
-        approval=mcp_approval(args),
-        limit_currency=args.currency,
-    )
+    api_key = _required(args.api_key, "--api-key", "OANP_API_KEY")
+    agent_id = _required(args.agent_id, "--agent-id", "OANP_AGENT_ID")
+    key = signing_key(args)
+    limit, approval = mcp_limit(args), mcp_approval(args)
+    try:
+        serve(
+            server=args.server,
+            api_key=api_key,
+            agent_id=agent_id,
+            role=args.role,
+            state_path=args.state,
+            limit=limit,
+            approval=approval,
+            limit_currency=args.currency,
+            signing_key=key,
+        )
+    except ProtocolError as exc:
+        # Only the key's registration reaches the arbiter before the tools serve; once they
+        # do, a refusal is a tool's result, never raised out of the server.
+        print(f"oanp mcp: the arbiter refused the signing key: {exc}", file=err)
+        return EXIT_UNVERIFIED
     return 0
 
 

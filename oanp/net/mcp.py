@@ -14,6 +14,10 @@ code and the range, before anything is sent. An accept past the approval thresho
 is given, first asks a person through MCP elicitation; declined, or with a client that cannot
 ask, it is not sent.
 
+Given a party signing key (``--signing-key``), the server registers its public half with the
+arbiter before it serves, and every envelope a tool sends is signed with it (docs/protocol.md
+§17).
+
 Like :mod:`oanp.net.client`, this module is an edge of the package: nothing else in ``oanp``
 imports it.
 """
@@ -48,6 +52,7 @@ from oanp.wire.envelope import (
     PARTY_CLOSE_REASON,
 )
 from oanp.wire.profiles import TERMS
+from oanp.wire.signing import SigningKey
 
 INSTRUCTIONS = """\
 Negotiate a price (and, if declared, terms besides it) through a neutral OANP v0.1 arbiter.
@@ -325,12 +330,18 @@ def serve(
     limit: Decimal | None = None,
     approval: Decimal | None = None,
     limit_currency: str | None = None,
+    signing_key: SigningKey | None = None,
 ) -> None:
     """Serve the tools over stdio until the client closes the pipe; with ``limit`` (this
     agent's true_ceiling or floor_price) and ``approval`` (the price past which an accept asks
     a person), both in ``limit_currency``, the guardrails of :mod:`oanp.agents.guardrails` hold the
-    tools to them."""
-    with ArbiterClient(server, api_key) as client:
+    tools to them. With ``signing_key`` every envelope is signed, the key registered first:
+    its refusal raises :class:`ProblemError` before anything is served."""
+    with ArbiterClient(server, api_key, signing_key=signing_key) as client:
+        if signing_key is not None:
+            # Before any tool may send: the arbiter refuses an envelope signed with a key it
+            # does not hold for this agent (bad_signature).
+            client.register_signing_key()
         agent = McpAgent(
             client,
             agent_id=agent_id,

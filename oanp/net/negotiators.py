@@ -9,7 +9,9 @@ it writes it, with its session's salt, to its state file (atomically: a whole ne
 renamed over the old one); after a restart it rebuilds each live session's agent by
 replaying the session's log into a fresh agent with the saved salt, and sends any envelope
 still in its outbox again, byte for byte, which the arbiter answers as an idempotent replay
-when the first send had arrived.
+when the first send had arrived. (A client that signs envelopes signs it again on the way out:
+the same bytes for an Ed25519 key, new ones for ES256, whose signatures are randomised; the
+arbiter's replay check leaves the signature out, so either is a replay.)
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """The HTTP client's own parts, without a server: the event-stream parser, the mapping of
-problems to typed exceptions, the retry of the same bytes, and the resume of a stream."""
+problems to typed exceptions, the retry of the same bytes, the signing of every envelope with a
+party's key and the registration of its public half, and the resume of a stream."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -17,7 +19,9 @@ from oanp.net.client import (
     SseDecoder,
     problem_from_response,
 )
-from oanp.wire.errors import Conflict, OutOfTurn, ProtocolError, SchemaInvalid
+from oanp.wire.errors import Conflict, MalformedEnvelope, OutOfTurn, ProtocolError, SchemaInvalid
+from oanp.wire.party_signatures import PartyKey, check_party_signature, sign_envelope, unsigned
+from oanp.wire.signing import SigningKey
 
 # The event-stream parser ---------------------------------------------------------------------
 
@@ -177,6 +181,101 @@ def test_retries_are_bounded() -> None:
 
     with pytest.raises(httpx.ConnectError):
         client_with(handler, retries=2).submit(ENVELOPE)
+
+
+# Signing -------------------------------------------------------------------------------------
+
+KEY = SigningKey.from_ed25519_seed(bytes(range(32)))
+PARTY_ENVELOPE: dict[str, Any] = {
+    "oanp_version": "0.1",
+    "message_id": "01SIGNED",
+    "session_id": "s-signed",
+    "timestamp": "2026-04-28T09:00:00Z",
+    "sender": {"role": "buyer", "agent_id": "buyer-001"},
+    "type": "offer.propose",
+    "payload": {"round": 1, "price": 320.5, "constraints_commit": "sha256:" + "ab" * 32},
+}
+
+
+def signed_by_key(envelope: dict[str, Any]) -> bool:
+    """Whether ``envelope`` carries ``KEY``'s signature, checked as the arbiter checks it."""
+    registered = PartyKey("buyer-001", KEY.public_jwk(), datetime(2026, 1, 1, tzinfo=UTC))
+    return check_party_signature(envelope, [registered], datetime(2026, 4, 28, tzinfo=UTC)) == (
+        KEY.kid
+    )
+
+
+def signing_client(answers: list[httpx.Response | Exception]) -> tuple[ArbiterClient, list[Any]]:
+    """A client with ``KEY`` whose requests are kept, answered with ``answers`` in turn."""
+    requests: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return client_with(handler, signing_key=KEY), requests
+
+
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["mapping", "bytes"])
+def test_every_envelope_submitted_is_signed_and_a_resend_sends_the_same_bytes(
+    as_bytes: bool,
+) -> None:
+    lost = httpx.ReadTimeout("lost the answer")
+    client, requests = signing_client([lost, httpx.Response(201, json=ANSWER)])
+    # Spelled otherwise than JSON's shortest form: signed as the arbiter reads it.
+    spelled = json.dumps(PARTY_ENVELOPE, indent=2).replace("320.5", "3.205e2").encode()
+    client.submit(spelled if as_bytes else PARTY_ENVELOPE)
+    assert len(requests) == 2
+    assert requests[0].content == requests[1].content
+    sent = json.loads(requests[0].content)
+    assert unsigned(sent) == PARTY_ENVELOPE
+    assert signed_by_key(sent)
+
+
+def test_an_envelope_signed_already_is_signed_again_by_the_client_s_key() -> None:
+    other = SigningKey.from_ed25519_seed(b"\2" * 32)
+    client, requests = signing_client([httpx.Response(201, json=ANSWER)])
+    client.submit(sign_envelope(PARTY_ENVELOPE, other))
+    assert signed_by_key(json.loads(requests[0].content))
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [(b'{"type": "offer.propose",', MalformedEnvelope), (b"[1, 2]", SchemaInvalid)],
+    ids=["not-json", "not-an-object"],
+)
+def test_bytes_that_are_no_envelope_are_refused_unsent(body: bytes, error: type) -> None:
+    client, requests = signing_client([])
+    with pytest.raises(error):
+        client.submit(body)
+    assert requests == []
+
+
+def test_registering_sends_the_public_key_only_and_returns_the_answer() -> None:
+    answer = {"kid": KEY.kid, "registered_at": "2026-04-28T09:00:00Z"}
+    client, requests = signing_client([httpx.Response(201, json=answer)])
+    assert client.register_signing_key() == answer
+    (request,) = requests
+    assert (request.method, request.url.path) == ("POST", "/oanp/v0.1/agent-keys")
+    assert request.headers["authorization"] == "Bearer key"
+    assert json.loads(request.content) == KEY.public_jwk()
+
+
+def test_a_client_without_a_key_has_nothing_to_register_and_sends_envelopes_as_given() -> None:
+    sent: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        return httpx.Response(201, json=ANSWER)
+
+    client = client_with(handler)
+    with pytest.raises(ValueError, match="no signing key"):
+        client.register_signing_key()
+    client.submit(b'{"as":  "given"}')
+    assert sent == [b'{"as":  "given"}']
 
 
 # Stream resume -------------------------------------------------------------------------------
