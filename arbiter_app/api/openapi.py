@@ -328,7 +328,7 @@ PATHS: dict[str, Schema] = {
             "Register a public key the caller signs its envelopes with (§12)",
             {
                 "201": _json("KeyRegistered", "Registered."),
-                "200": _json("KeyRegistered", "Registered before: as it stands."),
+                "200": _json("PartyKey", "Registered before: the key as listed, retired or not."),
                 **_problems(
                     *KEYED,
                     "envelope_too_large",

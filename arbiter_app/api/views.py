@@ -85,8 +85,10 @@ class SessionLogView(AgentEndpoint):
 
 
 def _key_record(key: AgentKey, status: int = 200) -> HttpResponse:
+    """The key as listed, with its ``retired_at``: a key registered again may be retired, and
+    its agent must learn that before it signs with it; a new one, §17's ``kid`` and when."""
     record = key.as_party_key().as_json()
-    if status == 201:  # §12's answer to a registration: the kid and when
+    if status == 201:
         record = {"kid": key.kid, "registered_at": record["registered_at"]}
     return _json_response(json.dumps(record), status)
 

@@ -30,7 +30,7 @@ import httpx
 
 from oanp.wire import errors
 from oanp.wire.canonical import json_value, read_json
-from oanp.wire.errors import FieldError, ProtocolError, SchemaInvalid
+from oanp.wire.errors import BadPartyKey, FieldError, ProtocolError, SchemaInvalid
 from oanp.wire.party_signatures import sign_envelope
 from oanp.wire.signing import SigningKey
 
@@ -376,12 +376,20 @@ class ArbiterClient:
 
     def register_signing_key(self) -> dict[str, Any]:
         """Register the public half of this client's signing key with the arbiter, for this
-        agent (docs/protocol.md §17); its answer, ``kid`` and ``registered_at``, the same for
-        a key registered before. Only the public JWK is sent."""
+        agent (docs/protocol.md §17); its answer, ``kid`` and ``registered_at`` (for a key
+        registered before, the key as the arbiter lists it). Only the public JWK is sent;
+        :class:`~oanp.wire.errors.BadPartyKey` for a key its agent retired."""
         if self.signing_key is None:
             raise ValueError("this client has no signing key to register")
         body = json.dumps(self.signing_key.public_jwk()).encode()
         answer = self._request("POST", f"{API_PREFIX}/agent-keys", content=body).json()
+        retired = answer.get("retired_at") if isinstance(answer, dict) else None
+        if retired is not None:
+            # The arbiter keeps a retired key retired: every envelope it signs would be refused.
+            raise BadPartyKey(
+                f"this signing key ({answer.get('kid')}) was retired at {retired}: make a new "
+                "one with `oanp keygen` and sign with it"
+            )
         return cast("dict[str, Any]", answer)
 
     def summary(self, session_id: str) -> dict[str, Any]:
@@ -407,6 +415,12 @@ class ArbiterClient:
     def keys(self) -> dict[str, Any]:
         """Every public key the arbiter ever signed with, with its validity window."""
         return cast("dict[str, Any]", self._get_json(f"{API_PREFIX}/keys"))
+
+    def agent_keys(self, agent_id: str) -> list[dict[str, Any]]:
+        """Every key ``agent_id`` registered to sign its envelopes (docs/protocol.md §17),
+        retired ones too, each with ``registered_at`` and ``retired_at``."""
+        found = self._get_json(f"{API_PREFIX}/agents/{quote(agent_id, safe='')}/keys")
+        return cast("list[dict[str, Any]]", found["keys"])
 
     def discovery(self) -> dict[str, Any]:
         """The arbiter's discovery document (``/.well-known/oanp.json``): its id, versions,

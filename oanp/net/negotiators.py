@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +29,7 @@ from oanp.agents.parties import BuyerAgent, MerchantAgent, SessionEnd
 from oanp.agents.pricelist import PriceList
 from oanp.agents.strategies import Strategy
 from oanp.agents.vaults import MerchantVault
-from oanp.audit import Report, verify_log
+from oanp.audit import Report, SignatureRules, read_party_keys, verify_log
 from oanp.wire.canonical import JsonObject
 from oanp.wire.errors import ProtocolError
 from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
@@ -57,6 +57,8 @@ class ArbiterApi(Protocol):
     def log(self, session_id: str) -> list[dict[str, Any]]: ...
 
     def jwks(self) -> dict[str, Any]: ...
+
+    def agent_keys(self, agent_id: str) -> list[dict[str, Any]]: ...
 
     def session_events(
         self, session_id: str, *, after: int = 0, on_open: Callable[[], None] | None = None
@@ -127,8 +129,19 @@ def negotiate(
             except ProtocolError as refusal:
                 on_refusal(refusal)
     log = api.log(session_id)
-    report = verify_log(log, api.jwks())
+    report = verify_log(log, api.jwks(), signatures=party_signature_rules(api, log))
     return FinishedSession(session_id, buyer.outcome, log, report)
+
+
+def party_signature_rules(api: ArbiterApi, log: Sequence[Mapping[str, Any]]) -> SignatureRules:
+    """The keys the log's parties registered, as the arbiter lists them: what their signed
+    entries are checked with."""
+    parties = {
+        str(entry["envelope"]["sender"]["agent_id"])
+        for entry in log
+        if entry["envelope"]["sender"]["role"] != "arbiter"
+    }
+    return SignatureRules(read_party_keys({agent: api.agent_keys(agent) for agent in parties}))
 
 
 # The merchant's state file -------------------------------------------------------------------

@@ -25,6 +25,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from oanp.agents.ids import new_ulid
 from oanp.agents.parties import Agreed, BuyerAgent
 from oanp.agents.strategies import strategy_named
@@ -36,6 +38,7 @@ from oanp.wire.commitments import encode_salt
 from oanp.wire.envelope import MessageType
 from oanp.wire.money import price_to_json
 from oanp.wire.settlement import NEVER_SETTLE, SettlePolicy
+from oanp.wire.signing import SigningKey
 from oanp.wire.transcript import terms_text
 
 #: Seconds between two reads of a log while waiting for the other side.
@@ -161,6 +164,11 @@ class TakeBack:
         lower = (self.first * Decimal("0.9")).quantize(Decimal(1))
         payload = {**envelope["payload"], "price": price_to_json(lower)}
         return {**envelope, "type": MessageType.OFFER_PROPOSE.value, "payload": payload}
+
+
+def demo_signer() -> SigningKey:
+    """A demo buyer's signing key: Ed25519, made for this run and never stored."""
+    return SigningKey.from_cryptography(Ed25519PrivateKey.generate())
 
 
 def unchanged(envelope: dict[str, Any]) -> dict[str, Any]:
@@ -289,6 +297,8 @@ class BackgroundBuyers:
     ) -> None:
         self.url = url
         self.keys = keys
+        #: Each buyer signs its envelopes (docs/protocol.md §17) with a key made for this run.
+        self.signers = {buyer_id: demo_signer() for buyer_id in keys}
         self.strategies = strategies
         self.write = write
         self.concurrency = concurrency
@@ -363,7 +373,10 @@ class BackgroundBuyers:
             f"{route.route} in {currency}{', with terms' if plan.terms else ''}"
         )
         try:
-            with ArbiterClient(self.url, self.keys[buyer_id], retries=2) as client:
+            with ArbiterClient(
+                self.url, self.keys[buyer_id], retries=2, signing_key=self.signers[buyer_id]
+            ) as client:
+                client.register_signing_key()  # 200 once registered: one request a session
                 try:
                     log = negotiate(
                         client,

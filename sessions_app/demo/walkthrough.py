@@ -18,10 +18,11 @@ from oanp.agents.parties import BuyerAgent
 from oanp.agents.vaults import BuyerVault
 from oanp.audit import verify_log
 from oanp.net.client import ArbiterClient
+from oanp.net.negotiators import party_signature_rules
 from oanp.wire.envelope import format_timestamp
 from oanp.wire.log import Entry
 from oanp.wire.transcript import describe_entry
-from sessions_app.demo.buyers import Stalled, buyer_agent, negotiate
+from sessions_app.demo.buyers import Stalled, buyer_agent, demo_signer, negotiate
 
 # The timer demo's session ends this long after it opens, with nobody moving.
 DEADLINE_SECONDS = 5
@@ -44,7 +45,7 @@ class Walkthrough:
     def _buyer(self) -> tuple[BuyerAgent, ArbiterClient]:
         """The published example's buyer (ceiling 420, budget 400), in this process."""
         vault = BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium")
-        client = ArbiterClient(self.url, self.keys[WALKTHROUGH_BUYER])
+        client = ArbiterClient(self.url, self.keys[WALKTHROUGH_BUYER], signing_key=demo_signer())
         return buyer_agent(WALKTHROUGH_BUYER, vault, "reference"), client
 
     def _show(self, entry: dict[str, Any]) -> None:
@@ -68,16 +69,18 @@ class Walkthrough:
             now=datetime.now(UTC),
         )
         with client:
+            client.register_signing_key()
             log = self._drive(client, buyer, opening)
             jwks = client.jwks()
+            signatures = party_signature_rules(client, log)
         outcome = log[-1]["envelope"]["payload"]
         if log[-1]["envelope"]["type"] == "session.agree":
             rounds = sum(e["envelope"]["type"] == "round.verdict" for e in log)
             self.say(
                 f"\nSettled at {outcome['final_price']} {outcome['currency']} in {rounds} rounds."
             )
-        report = verify_log(log, jwks)
-        self.say(f"Verified offline from the JWKS: {report.summary()}")
+        report = verify_log(log, jwks, signatures=signatures)
+        self.say(f"Verified offline from the JWKS and the parties' keys: {report.summary()}")
         self.say(
             f"Watch it on the dashboard: {self.url}/sessions/{session_id}/\n"
             "\nTry it yourself (this run's buyer key, shown once):\n"

@@ -95,6 +95,10 @@ def test_an_agent_registers_lists_and_retires_its_keys(client: Client, buyer, me
     assert retired.status_code == 200
     assert retired.json()["retired_at"] is not None
     assert keys_of(client, buyer, buyer.agent_id)[0]["retired_at"] == retired.json()["retired_at"]
+    # Registered again, a retired key stays retired, and the answer says so.
+    again = register(client, buyer, BUYER_KEY.public_jwk())
+    assert again.status_code == 200
+    assert again.json()["retired_at"] == retired.json()["retired_at"]
     # Retiring is once: the first moment stands.
     twice = post(client, buyer, b"", f"{AGENT_KEYS}/{BUYER_KEY.kid}/retire")
     assert twice.json()["retired_at"] == retired.json()["retired_at"]

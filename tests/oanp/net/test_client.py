@@ -19,7 +19,14 @@ from oanp.net.client import (
     SseDecoder,
     problem_from_response,
 )
-from oanp.wire.errors import Conflict, MalformedEnvelope, OutOfTurn, ProtocolError, SchemaInvalid
+from oanp.wire.errors import (
+    BadPartyKey,
+    Conflict,
+    MalformedEnvelope,
+    OutOfTurn,
+    ProtocolError,
+    SchemaInvalid,
+)
 from oanp.wire.party_signatures import PartyKey, check_party_signature, sign_envelope, unsigned
 from oanp.wire.signing import SigningKey
 
@@ -262,6 +269,17 @@ def test_registering_sends_the_public_key_only_and_returns_the_answer() -> None:
     assert (request.method, request.url.path) == ("POST", "/oanp/v0.1/agent-keys")
     assert request.headers["authorization"] == "Bearer key"
     assert json.loads(request.content) == KEY.public_jwk()
+
+
+def test_a_key_its_agent_retired_is_refused_before_it_signs_anything() -> None:
+    answer = {**KEY.public_jwk(), "registered_at": "2026-04-01T00:00:00Z"}
+    client, _ = signing_client(
+        [httpx.Response(200, json={**answer, "retired_at": "2026-04-02T00:00:00Z"})]
+    )
+    with pytest.raises(BadPartyKey, match="was retired at 2026-04-02T00:00:00Z"):
+        client.register_signing_key()
+    client, _ = signing_client([httpx.Response(200, json={**answer, "retired_at": None})])
+    assert client.register_signing_key()["retired_at"] is None
 
 
 def test_a_client_without_a_key_has_nothing_to_register_and_sends_envelopes_as_given() -> None:

@@ -13,6 +13,7 @@ from django.test import Client
 from arbiter_app import selectors as arbiter
 from oanp.audit import verify_log
 from oanp.net.client import ArbiterClient
+from oanp.net.negotiators import party_signature_rules
 from sessions_app.demo.buyers import (
     FLIGHT_ISSUES,
     UNOFFERED_CURRENCY,
@@ -118,7 +119,12 @@ def test_a_handful_of_background_sessions_reveal_settle_negotiate_terms_and_get_
     for session_id, session in sessions.items():
         with ArbiterClient(live_arbiter.url, keys[session.buyer_agent_id]) as client:
             logs[session_id] = client.log(session_id)
-        assert verify_log(logs[session_id], jwks).ok, session_id
+            signatures = party_signature_rules(client, logs[session_id])
+        report = verify_log(logs[session_id], jwks, signatures=signatures)
+        assert report.ok, session_id
+        # Both sides sign: the demo's buyers with keys of this run, the hosted merchants theirs.
+        assert report.unsigned_entries == 0, session_id
+        assert report.signed_entries == report.signed_valid > 0
     kinds = [[e["envelope"]["type"] for e in log] for log in logs.values()]
     # Both sides revealed in the settling sessions: settled at the midpoint, or no zone.
     assert sum(k.count("settle.reveal") == 2 for k in kinds) == 2, kinds
