@@ -74,6 +74,17 @@ urlpatterns = [
         agents.api_key_revoke,
         name="agent-key-revoke",
     ),
+    path("agents/<str:agent_id>/signing-keys/", agents.party_key_add, name="agent-party-key-add"),
+    path(
+        "agents/<str:agent_id>/signing-keys/<str:kid>/retire/",
+        agents.party_key_retire,
+        name="agent-party-key-retire",
+    ),
+    path(
+        "agents/<str:agent_id>/signatures-required/",
+        agents.signatures_required,
+        name="agent-signatures-required",
+    ),
     path("sessions/<str:session_id>/terminate/", sessions.terminate, name="terminate"),
     path(
         "agents/<str:agent_id>/pause/",

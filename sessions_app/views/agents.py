@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.debug import sensitive_post_parameters
@@ -20,8 +20,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from arbiter_app.services import HostNotFound
 from oanp.agents.pricelist import MAX_PRICE_ROWS, PriceList
-from sessions_app import forms, lifecycle_selectors, selectors, services
+from sessions_app import forms, lifecycle_selectors, party_keys, selectors, services
 from sessions_app.models import AgentProfile, Merchant, Mode, PlatformAgent
+from sessions_app.party_key_forms import PartyKeyForm, SignaturesRequiredForm
 from sessions_app.preview import Preview, preview_form, preview_saved
 from sessions_app.strategy_forms import tactics_initial
 from sessions_app.tenancy import Scope, require_agent_manager, scope_or_denied
@@ -65,6 +66,7 @@ def _agent_page(
     acp_form: forms.AcpForm | None = None,
     acp_secret: str | None = None,
     listing_form: forms.ListingForm | None = None,
+    party_key_form: PartyKeyForm | None = None,
     preview: Preview | None = None,
     status: int = 200,
 ) -> HttpResponse:
@@ -72,6 +74,7 @@ def _agent_page(
     can_manage = scope.may_manage_agents
     listing = selectors.listing(profile)
     acp_target = selectors.acp_target(profile)
+    signing_keys = party_keys.key_rows(profile)
     response = render(
         request,
         "sessions_app/agents_detail.html",
@@ -98,6 +101,10 @@ def _agent_page(
                 initial=forms.listing_initial(listing, profile.listing_currencies)
             ),
             "preview": preview,
+            "signing_keys": signing_keys,
+            "keys_in_force": party_keys.keys_in_force(signing_keys),
+            "signatures_required": party_keys.signatures_required(profile),
+            "party_key_form": party_key_form or PartyKeyForm(),
             "deliveries": selectors.deliveries(
                 scope, agent=profile.agent_id, limit=AGENT_PAGE_DELIVERIES
             )[0],
@@ -397,3 +404,87 @@ def listing_save(request: HttpRequest, agent_id: str) -> HttpResponse:
         else "Listing saved, not listed.",
     )
     return redirect(f"{reverse('agent', args=[profile.agent_id])}#listing-h")
+
+
+# The agent's signing keys (docs/protocol.md §17) -------------------------------------------
+
+
+def _signing_section(profile: AgentProfile) -> str:
+    return f"{reverse('agent', args=[profile.agent_id])}#signing-h"
+
+
+@login_required
+@require_POST
+# What was pasted may be a private key: an error report must not carry it.
+@sensitive_post_parameters("jwk")
+def party_key_add(request: HttpRequest, agent_id: str) -> HttpResponse:
+    scope = _manager(request)
+    profile = selectors.agent(scope, agent_id)
+    form = PartyKeyForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return _agent_page(request, scope, agent_id, party_key_form=form, status=400)
+    row, created = party_keys.register_key(
+        actor=request.user, profile=profile, jwk=form.cleaned_data["key"]
+    )
+    if created:
+        messages.success(request, f"Key {row.kid} added: the agent may sign with it now.")
+    elif row.in_force:
+        messages.success(request, f"Key {row.kid} is registered already: nothing changed.")
+    else:
+        # A kid once retired never signs again, or signatures refused before would turn valid.
+        messages.error(
+            request,
+            f"Key {row.kid} was retired and stays retired: make a new key pair. Nothing was added.",
+        )
+    return redirect(_signing_section(profile))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def party_key_retire(request: HttpRequest, agent_id: str, kid: str) -> HttpResponse:
+    """A GET, or a POST without the confirmation page's answer, only asks, as revoking an API
+    key does."""
+    scope = _manager(request)
+    profile = selectors.agent(scope, agent_id)
+    row = party_keys.key_row(profile, kid)
+    if row is None:
+        raise Http404("this agent registered no such key")
+    context = {
+        "scope": scope,
+        "agent": profile,
+        "key": row,
+        "last_in_force": row.in_force
+        and party_keys.keys_in_force(party_keys.key_rows(profile)) == 1,
+        "signatures_required": party_keys.signatures_required(profile),
+    }
+    if request.POST.get("confirmed") != "yes" or not row.in_force:
+        return render(request, "sessions_app/party_key_retire_confirm.html", context)
+    party_keys.retire_key(actor=request.user, profile=profile, kid=row.kid)
+    messages.success(request, f"Key {row.kid} retired: envelopes signed with it are refused.")
+    return redirect(_signing_section(profile))
+
+
+@login_required
+@require_POST
+def signatures_required(request: HttpRequest, agent_id: str) -> HttpResponse:
+    scope = _manager(request)
+    profile = selectors.agent(scope, agent_id)
+    form = SignaturesRequiredForm(request.POST)
+    form.is_valid()  # a lone checkbox: any value reads as on or off
+    required = form.cleaned_data["required"]
+    try:
+        party_keys.require_signatures(actor=request.user, profile=profile, required=required)
+    except party_keys.HostedAgentUnsigned as refused:
+        messages.error(request, f"Nothing changed: {refused}.")
+    else:
+        said = (
+            "Signatures required: this agent's unsigned envelopes are refused (signature_required)."
+            if required
+            else "Signatures no longer required: this agent's unsigned envelopes are accepted."
+        )
+        if required and not party_keys.keys_in_force(party_keys.key_rows(profile)):
+            said += (
+                " It has no key in force: every envelope it sends is refused until a key is added."
+            )
+        messages.success(request, said)
+    return redirect(_signing_section(profile))

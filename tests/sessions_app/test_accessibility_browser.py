@@ -21,6 +21,7 @@ from playwright.sync_api import Browser, Page, StorageState
 
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import AgentCredential, Handoff, HandoffState, Session, TaskFailure
+from oanp.wire.signing import SigningKey
 from sessions_app import invitations
 from sessions_app.models import (
     AuditEvent,
@@ -95,6 +96,12 @@ def refused_agent(page: Page) -> None:
     shows_errors(page)
 
 
+def refused_party_key(page: Page) -> None:
+    """A signing key submitted with nothing pasted and no file chosen."""
+    page.click("#party-key-form button[type=submit]")
+    shows_errors(page)
+
+
 def refused_organisation(page: Page) -> None:
     """A name of spaces: the browser lets it through, the server finds it empty."""
     page.fill("#id_name", "   ")
@@ -161,6 +168,8 @@ CASES = [
     Case("agent-edit", "/agents/hosted-sfo/edit/"),
     Case("agent-new-refused", "/agents/new/", act=refused_agent),
     Case("key-revoke-confirm", "/agents/merchant-sfo/keys/{key}/revoke/"),
+    Case("party-key-refused", "/agents/merchant-sfo/", act=refused_party_key),
+    Case("party-key-retire-confirm", "/agents/merchant-sfo/signing-keys/{party_key}/retire/"),
     Case("agent-pause-confirm", "/agents/hosted-sfo/pause/"),
     Case("runner-key-rotate-confirm", "/agents/hosted-sfo/runner-key/rotate/"),
     Case("agent-claim", "/agents/cli-unclaimed/claim/"),
@@ -238,6 +247,9 @@ def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[st
             arbiter_services.set_availability(merchant_agent_id="merchant-sfo", state="paused")
             arbiter_services.issue_credential(agent_id="cli-unclaimed", role="merchant")
             key = AgentCredential.objects.get(agent_id="merchant-sfo", role="merchant")
+            party_key, _ = arbiter_services.register_agent_key(
+                agent_id="merchant-sfo", jwk=SigningKey.from_ed25519_seed(bytes(32)).public_jwk()
+            )
             finished_export(User.objects.get(username=ADMIN))
             # A delivery task that failed, safe to retry, and an export's, retried elsewhere.
             for task, args, error, message in (
@@ -255,6 +267,7 @@ def dashboard(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[st
         yield {
             "handoff": str(handoff.pk),
             "key": str(key.pk),
+            "party_key": party_key.kid,
             "shop": str(shop.pk),
             "person": str(olga.pk),
             "invitation": urlsplit(invitations.link(invitation)).path,
