@@ -20,17 +20,12 @@ from django.db import transaction
 from arbiter_app import selectors as arbiter
 from arbiter_app import services as arbiter_services
 from arbiter_app.models import AgentKey
-from sessions_app.models import AgentProfile, Mode
+from sessions_app.models import AgentProfile
 from sessions_app.services import audit
 
 #: How many characters of a kid (a 43-character thumbprint) a table shows: enough to tell an
 #: agent's few keys apart at a glance; the full kid is in the row's title and copy button.
 SHORT_KID_CHARS = 10
-
-
-class HostedAgentUnsigned(ValueError):
-    """A hosted agent's envelopes are written by the arbiter's host, which does not sign them:
-    requiring signatures of it would refuse every envelope it sends."""
 
 
 @dataclass(frozen=True)
@@ -105,13 +100,8 @@ def retire_key(*, actor: AbstractBaseUser, profile: AgentProfile, kid: str) -> b
 @transaction.atomic
 def require_signatures(*, actor: AbstractBaseUser, profile: AgentProfile, required: bool) -> bool:
     """Whether every envelope of the agent must be signed, from now on; whether that changed.
-    :class:`HostedAgentUnsigned` for switching it on for a hosted agent; switching it off is
-    always allowed, so an agent made hosted after it was on can be set right."""
-    if required and profile.mode == Mode.HOSTED:
-        raise HostedAgentUnsigned(
-            "a hosted agent's envelopes are written by the arbiter's host, unsigned: requiring "
-            "signatures would refuse every one of them"
-        )
+    A hosted agent signs with a key of its own (:mod:`sessions_app.hosted_keys`), so it may
+    be required of it as of any agent."""
     if signatures_required(profile) == required:
         return False
     arbiter_services.require_signatures(agent_id=profile.agent_id, required=required)

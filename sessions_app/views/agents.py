@@ -472,19 +472,14 @@ def signatures_required(request: HttpRequest, agent_id: str) -> HttpResponse:
     form = SignaturesRequiredForm(request.POST)
     form.is_valid()  # a lone checkbox: any value reads as on or off
     required = form.cleaned_data["required"]
-    try:
-        party_keys.require_signatures(actor=request.user, profile=profile, required=required)
-    except party_keys.HostedAgentUnsigned as refused:
-        messages.error(request, f"Nothing changed: {refused}.")
-    else:
-        said = (
-            "Signatures required: this agent's unsigned envelopes are refused (signature_required)."
-            if required
-            else "Signatures no longer required: this agent's unsigned envelopes are accepted."
-        )
-        if required and not party_keys.keys_in_force(party_keys.key_rows(profile)):
-            said += (
-                " It has no key in force: every envelope it sends is refused until a key is added."
-            )
-        messages.success(request, said)
+    party_keys.require_signatures(actor=request.user, profile=profile, required=required)
+    said = (
+        "Signatures required: this agent's unsigned envelopes are refused (signature_required)."
+        if required
+        else "Signatures no longer required: this agent's unsigned envelopes are accepted."
+    )
+    hosted = profile.mode == Mode.HOSTED
+    if required and not hosted and not party_keys.keys_in_force(party_keys.key_rows(profile)):
+        said += " It has no key in force: every envelope it sends is refused until a key is added."
+    messages.success(request, said)
     return redirect(_signing_section(profile))

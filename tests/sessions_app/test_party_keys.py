@@ -1,7 +1,7 @@
 """An agent's signing keys on its page (docs/protocol.md §17), without a browser: only those who
 manage the agent add, retire or require them, a private key is refused and never echoed, every
-post needs its CSRF token, and a hosted agent, whose envelopes the arbiter's host writes
-unsigned, cannot be made to require signatures."""
+post needs its CSRF token; a hosted agent, which signs with a key of its own, may be required to
+sign as any agent."""
 
 from __future__ import annotations
 
@@ -186,7 +186,7 @@ def test_retiring_asks_first_and_a_retired_key_stays_retired(
     assert keys_of("ext-a") == [(KEY.kid, retired_at)]
 
 
-def test_signatures_are_switched_on_and_off_and_a_hosted_agent_cannot_require_them(
+def test_signatures_are_switched_on_and_off_a_hosted_agents_too(
     browser: Client, external_a: AgentProfile, agent_a: AgentProfile
 ) -> None:
     on = browser.post(REQUIRE, {"required": "true"}, follow=True)
@@ -204,9 +204,12 @@ def test_signatures_are_switched_on_and_off_and_a_hosted_agent_cannot_require_th
         for e in AuditEvent.objects.filter(action="agent_key.signatures_required").order_by("pk")
     ] == [True, False]
 
+    # A hosted agent signs with a key of its own: no key in force yet is no warning for it.
     hosted = browser.post("/agents/hosted-a/signatures-required/", {"required": "true"})
     assert hosted.status_code == 302
-    assert not arbiter.signatures_required("hosted-a")
+    assert arbiter.signatures_required("hosted-a")
     page = browser.get("/agents/hosted-a/").content.decode()
-    assert messages_in(page)[0].startswith("Nothing changed: a hosted agent's envelopes")
-    assert 'id="signatures-switch"' not in page
+    assert messages_in(page) == [
+        "Signatures required: this agent's unsigned envelopes are refused (signature_required)."
+    ]
+    assert "A hosted agent signs with a key of its own" in page
