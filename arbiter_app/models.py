@@ -600,3 +600,14 @@ class IntegrityAlarm(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} mismatch in {self.session_id}"
+
+
+# The transparency log (docs/protocol.md §18): its records, Django's as the app's.
+from arbiter_app.tlog.records import (  # noqa: E402, F401
+    Cosignature,
+    LogCheckpoint,
+    LogKey,
+    LogLeaf,
+    TreeHash,
+    TreeState,
+)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from oanp.audit.merkle import node_hash
+from oanp.wire.canonical import canonical_bytes
 
 #: Hashes per full tile, and the factor between levels.
 TILE_WIDTH = 256
@@ -168,12 +169,15 @@ def parse_tile_path(path: str) -> Tile:
     return Tile(int(level_text), index, width)
 
 
-def tile_within(tile: Tile, size: int) -> bool:
-    """Whether a tree of ``size`` leaves has ``tile``: a full one that is complete, or the
-    partial one of exactly the width the tree leaves at that level and index."""
+def tile_stored(tile: Tile, size: int) -> bool:
+    """Whether a tree of ``size`` leaves holds ``tile``'s hashes: a full tile once complete, a
+    partial one of any width the level has reached within it. Level hashes are only ever
+    appended, so a partial tile served for an earlier checkpoint stays servable."""
     unit: int = TILE_WIDTH ** (tile.level or 0)
-    stored = size // unit  # level hashes the tree has at that level
-    full = stored // TILE_WIDTH
-    if tile.width is None:
-        return tile.index < full
-    return tile.index == full and tile.width == stored % TILE_WIDTH
+    return tile.index * TILE_WIDTH + tile.count <= size // unit
+
+
+def leaf_data(session_id: str, seq: int, entry_hash: str) -> bytes:
+    """A log entry's leaf in the global tree: JCS of ``{"session_id", "seq", "entry_hash"}``
+    (docs/protocol.md §18); the entry hash commits to the whole entry."""
+    return canonical_bytes({"session_id": session_id, "seq": seq, "entry_hash": entry_hash})

@@ -20,7 +20,7 @@ from oanp.tlog.tree import (
     parse_tile_path,
     root_hash,
     tile_root,
-    tile_within,
+    tile_stored,
 )
 
 
@@ -132,17 +132,19 @@ def test_anything_else_is_no_tile(path: str) -> None:
         parse_tile_path(path)
 
 
-def test_a_tree_serves_its_full_tiles_and_exactly_its_partial_ones() -> None:
+def test_a_tree_serves_its_full_tiles_and_the_partial_ones_it_has_reached() -> None:
     # C2SP's example: 70,000 leaves are 273 full level-0 tiles and one of 112, a full level-1
     # tile and one of 17, and a level-2 tile of 1.
     size = 70000
-    assert tile_within(Tile(0, 272), size)
-    assert not tile_within(Tile(0, 273), size)
-    assert tile_within(Tile(0, 273, 112), size)
-    assert not tile_within(Tile(0, 273, 111), size)
-    assert tile_within(Tile(1, 0), size)
-    assert tile_within(Tile(1, 1, 17), size)
-    assert tile_within(Tile(2, 0, 1), size)
-    assert not tile_within(Tile(2, 0), size)
-    assert tile_within(Tile(None, 273, 112), size)
-    assert not tile_within(Tile(0, 1, 1), 256)
+    assert tile_stored(Tile(0, 272), size)
+    assert not tile_stored(Tile(0, 273), size)
+    assert tile_stored(Tile(0, 273, 112), size)
+    assert tile_stored(Tile(0, 273, 111), size)  # served for an earlier checkpoint
+    assert not tile_stored(Tile(0, 273, 113), size)
+    assert tile_stored(Tile(1, 0), size)
+    assert tile_stored(Tile(1, 1, 17), size)
+    assert tile_stored(Tile(2, 0, 1), size)
+    assert not tile_stored(Tile(2, 0), size)
+    assert not tile_stored(Tile(3, 0, 1), size)
+    assert tile_stored(Tile(None, 273, 112), size)
+    assert not tile_stored(Tile(0, 1, 1), 256)

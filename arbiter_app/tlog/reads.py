@@ -1,0 +1,71 @@
+"""What the transparency log serves (docs/protocol.md §18): the checkpoint with its witnesses'
+cosignatures, tiles and entry bundles, and a party's proof of one of its entries."""
+
+from __future__ import annotations
+
+import base64
+import struct
+
+from django.conf import settings
+
+from arbiter_app.models import Session
+from arbiter_app.tlog.hashes import StoredHashes
+from arbiter_app.tlog.records import LogCheckpoint, LogLeaf, TreeState
+from oanp.tlog.tree import TILE_WIDTH, Tile, inclusion_proof, leaf_data, tile_stored
+
+
+def tree_size() -> int:
+    state = TreeState.objects.filter(pk=1).first()
+    return state.size if state is not None else 0
+
+
+def served_checkpoint() -> LogCheckpoint | None:
+    """The checkpoint the log serves: the latest with the quorum of witness cosignatures
+    (``OANP_WITNESS_QUORUM``), or the latest when none has it yet."""
+    latest = LogCheckpoint.objects.order_by("-size").first()
+    if latest is None or settings.OANP_WITNESS_QUORUM <= 0:
+        return latest
+    for checkpoint in LogCheckpoint.objects.order_by("-size")[:100]:
+        if checkpoint.cosignatures.count() >= settings.OANP_WITNESS_QUORUM:
+            return checkpoint
+    return latest
+
+
+def note_text(checkpoint: LogCheckpoint) -> str:
+    """The signed note with every cosignature a witness returned for it."""
+    lines = "".join(c.line for c in checkpoint.cosignatures.all())
+    return checkpoint.note + lines
+
+
+def tile_bytes(tile: Tile) -> bytes | None:
+    """The tile's hashes, or its entry bundle, as C2SP serves them; ``None`` past the tree."""
+    if not tile_stored(tile, tree_size()):
+        return None
+    start = tile.index * TILE_WIDTH
+    if tile.level is not None:
+        return b"".join(StoredHashes()(tile.level, start, tile.count))
+    leaves = (
+        LogLeaf.objects.filter(index__gte=start, index__lt=start + tile.count)
+        .order_by("index")
+        .values_list("entry__session__session_id", "entry__seq", "entry__entry_hash")
+    )
+    bundle = bytearray()
+    for session_id, seq, entry_hash in leaves:
+        data = leaf_data(session_id, seq, entry_hash)
+        bundle += struct.pack(">H", len(data)) + data
+    return bytes(bundle)
+
+
+def entry_proof(session: Session, seq: int) -> dict[str, object] | None:
+    """``{"index", "checkpoint", "inclusion"}`` for entry ``seq`` of ``session`` against the
+    served checkpoint; ``None`` while that checkpoint does not cover it yet."""
+    leaf = LogLeaf.objects.filter(entry__session=session, entry__seq=seq).first()
+    checkpoint = served_checkpoint()
+    if leaf is None or checkpoint is None or leaf.index >= checkpoint.size:
+        return None
+    path = inclusion_proof(StoredHashes(), leaf.index, checkpoint.size)
+    return {
+        "index": leaf.index,
+        "checkpoint": note_text(checkpoint),
+        "inclusion": [base64.b64encode(h).decode() for h in path],
+    }
