@@ -1,0 +1,55 @@
+"""The transparency log in the C2SP formats (docs/protocol.md §13): signed notes and their
+verifier keys (:mod:`oanp.tlog.note`), checkpoints (:mod:`oanp.tlog.checkpoint`), Ed25519
+cosignatures (:mod:`oanp.tlog.cosignature`) and a witness's decisions
+(:mod:`oanp.tlog.witness`), every refusal one family (:mod:`oanp.tlog.errors`).
+
+Pure, as the rest of the protocol: keys and times are handed in, nothing is read or sent. It
+builds on the auditor's RFC 6962 trees (:mod:`oanp.audit.merkle`); the witness's server is on
+the agents' network side (:mod:`oanp.net.witness`).
+"""
+
+from oanp.tlog.errors import (
+    MalformedCheckpoint,
+    MalformedCosignature,
+    MalformedNote,
+    MalformedVerifierKey,
+    MalformedWitnessRequest,
+    NoteSignatureInvalid,
+    NoteUnverified,
+    TlogError,
+)
+from oanp.tlog.note import (
+    Note,
+    NoteSignature,
+    NoteSigner,
+    NoteVerifier,
+    Verifier,
+    VerifierKey,
+    key_id,
+    note_verifier,
+    parse_note,
+    parse_verifier_key,
+    verify_note,
+)
+
+__all__ = [
+    "MalformedCheckpoint",
+    "MalformedCosignature",
+    "MalformedNote",
+    "MalformedVerifierKey",
+    "MalformedWitnessRequest",
+    "Note",
+    "NoteSignature",
+    "NoteSignatureInvalid",
+    "NoteSigner",
+    "NoteUnverified",
+    "NoteVerifier",
+    "TlogError",
+    "Verifier",
+    "VerifierKey",
+    "key_id",
+    "note_verifier",
+    "parse_note",
+    "parse_verifier_key",
+    "verify_note",
+]
