@@ -8,6 +8,13 @@ builds on the auditor's RFC 6962 trees (:mod:`oanp.audit.merkle`); the witness's
 the agents' network side (:mod:`oanp.net.witness`).
 """
 
+from oanp.tlog.checkpoint import (
+    Checkpoint,
+    VerifiedCheckpoint,
+    parse_checkpoint,
+    sign_checkpoint,
+    verify_checkpoint,
+)
 from oanp.tlog.errors import (
     MalformedCheckpoint,
     MalformedCosignature,
@@ -33,6 +40,7 @@ from oanp.tlog.note import (
 )
 
 __all__ = [
+    "Checkpoint",
     "MalformedCheckpoint",
     "MalformedCosignature",
     "MalformedNote",
@@ -45,11 +53,15 @@ __all__ = [
     "NoteUnverified",
     "NoteVerifier",
     "TlogError",
+    "VerifiedCheckpoint",
     "Verifier",
     "VerifierKey",
     "key_id",
     "note_verifier",
+    "parse_checkpoint",
     "parse_note",
     "parse_verifier_key",
+    "sign_checkpoint",
+    "verify_checkpoint",
     "verify_note",
 ]
