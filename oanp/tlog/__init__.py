@@ -15,6 +15,14 @@ from oanp.tlog.checkpoint import (
     sign_checkpoint,
     verify_checkpoint,
 )
+from oanp.tlog.cosignature import (
+    CosignatureVerifier,
+    Cosigner,
+    cosignature_verifier,
+    cosigned_message,
+    parse_signer_key,
+    verify_cosignature,
+)
 from oanp.tlog.errors import (
     MalformedCheckpoint,
     MalformedCosignature,
@@ -41,6 +49,8 @@ from oanp.tlog.note import (
 
 __all__ = [
     "Checkpoint",
+    "CosignatureVerifier",
+    "Cosigner",
     "MalformedCheckpoint",
     "MalformedCosignature",
     "MalformedNote",
@@ -56,12 +66,16 @@ __all__ = [
     "VerifiedCheckpoint",
     "Verifier",
     "VerifierKey",
+    "cosignature_verifier",
+    "cosigned_message",
     "key_id",
     "note_verifier",
     "parse_checkpoint",
     "parse_note",
+    "parse_signer_key",
     "parse_verifier_key",
     "sign_checkpoint",
     "verify_checkpoint",
+    "verify_cosignature",
     "verify_note",
 ]
