@@ -46,11 +46,23 @@ from oanp.tlog.note import (
     parse_verifier_key,
     verify_note,
 )
+from oanp.tlog.witness import (
+    AddCheckpoint,
+    Answer,
+    LogRecord,
+    Witness,
+    log_verifiers,
+    origin_hash,
+    parse_add_checkpoint,
+)
 
 __all__ = [
+    "AddCheckpoint",
+    "Answer",
     "Checkpoint",
     "CosignatureVerifier",
     "Cosigner",
+    "LogRecord",
     "MalformedCheckpoint",
     "MalformedCosignature",
     "MalformedNote",
@@ -66,10 +78,14 @@ __all__ = [
     "VerifiedCheckpoint",
     "Verifier",
     "VerifierKey",
+    "Witness",
     "cosignature_verifier",
     "cosigned_message",
     "key_id",
+    "log_verifiers",
     "note_verifier",
+    "origin_hash",
+    "parse_add_checkpoint",
     "parse_checkpoint",
     "parse_note",
     "parse_signer_key",
