@@ -1,5 +1,5 @@
 """``oanp witness``: a C2SP witness (c2sp.org/tlog-witness) for the arbiter's transparency log,
-or any log that signs Ed25519 checkpoints (docs/protocol.md §13).
+or any log that signs its checkpoints with Ed25519 note keys.
 
 ``oanp witness keygen --name NAME --out FILE`` makes the witness's Ed25519 cosigning key: the
 signer key (:attr:`~oanp.tlog.cosignature.Cosigner.signer_key`) to FILE, mode 0600, an existing

@@ -1,7 +1,7 @@
-"""The transparency log in the C2SP formats (docs/protocol.md §13): signed notes and their
-verifier keys (:mod:`oanp.tlog.note`), checkpoints (:mod:`oanp.tlog.checkpoint`), Ed25519
-cosignatures (:mod:`oanp.tlog.cosignature`) and a witness's decisions
-(:mod:`oanp.tlog.witness`), every refusal one family (:mod:`oanp.tlog.errors`).
+"""The transparency log in the C2SP formats (c2sp.org): signed notes and their verifier keys
+(:mod:`oanp.tlog.note`), checkpoints (:mod:`oanp.tlog.checkpoint`), Ed25519 cosignatures
+(:mod:`oanp.tlog.cosignature`) and a witness's decisions (:mod:`oanp.tlog.witness`), every
+refusal one family (:mod:`oanp.tlog.errors`).
 
 Pure, as the rest of the protocol: keys and times are handed in, nothing is read or sent. It
 builds on the auditor's RFC 6962 trees (:mod:`oanp.audit.merkle`); the witness's server is on
