@@ -25,10 +25,13 @@ from oanp.tlog import (
     log_verifiers,
     origin_hash,
     parse_add_checkpoint,
+    parse_checkpoint,
+    parse_note,
     sign_checkpoint,
     verify_checkpoint,
     verify_cosignature,
 )
+from oanp.tlog.note import parse_signature_line
 
 ORIGIN = "example.com/log"
 LOG = NoteSigner(ORIGIN, Ed25519PrivateKey.from_private_bytes(bytes(range(32))))
@@ -58,6 +61,55 @@ def record(size: int) -> LogRecord:
 def grow(old: int, size: int) -> str:
     """The body that takes the log from ``old`` to ``size`` with the right proof."""
     return body(old, signed(size), consistency_proof(LEAVES[:size], old))
+
+
+# tlog-witness.md: its example request and response bodies.
+SPEC_REQUEST = (
+    "old 20852014\n"
+    "PlRNCrwHpqhGrupue0L7gxbjbMiKA9temvuZZDDpkaw=\n"
+    "jrJZDmY8Y7SyJE0MWLpLozkIVMSMZcD5kvuKxPC3swk=\n"
+    "5+pKlUdi2LeF/BcMHBn+Ku6yhPGNCswZZD1X/6QgPd8=\n"
+    "/6WVhPs2CwSsb5rYBH5cjHV/wSmA79abXAwhXw3Kj/0=\n"
+    "\n"
+    "example.com/behind-the-sofa\n"
+    "20852163\n"
+    "CsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
+    "\n"
+    "— example.com/behind-the-sofa Az3grlgtzPICa5OS8npVmf1Myq/5IZniMp+ZJurmRDeOoRDe4URYN7u5/Zhcyv2"
+    "q1gGzGku9nTo+zyWE+xeMcTOAYQ8=\n"
+    "— example.com/behind-the-sofa opLqBQsREYCgu6xQkYQwJr9fo45a62DN9EdmHXnZdXNqlcVGlCum2Wks+49/V62"
+    "67UEjw6QUXTS5Rovnzv++qbSzm9Q=\n"
+)
+SPEC_RESPONSE = (
+    "— witness.example/w1 CMp+6LWBU0anHGH5aNDTJkH/gj79sG+T6+iP2ThYN5krrDJbR1HDnucjL39QsZTSvVjyQLrd"
+    "k3DXDqI5G2HgLatVs0pWh6Up69HVOw==\n"
+    "— witness.example/w1 I7rEps0pvK2UqkS2gSpVUDhrhVtQV9lgF6pRrWAvjJHjyWpW7VcE3SiOlVlbQNt64vWhO+D"
+    "lkL0+UfzuOBMh9ChdMkP1vi/lCAsmlw==\n"
+    "— witness.example/w2 AWui8Sk55XjYLOijihBjhqEH6nS1ndDymE0a+6idX7pLcnoB+dhnz0854aLZgrrKbYKA7nC"
+    "3HNJhm/kWl7oJlqU3rXXvpysAdyP3wQ==\n"
+)
+
+
+def test_the_spec_example_request_reads_as_old_size_proof_and_checkpoint() -> None:
+    request = parse_add_checkpoint(SPEC_REQUEST)
+    assert request.old_size == 20852014
+    assert len(request.proof) == 4
+    assert request.proof[0] == base64.b64decode("PlRNCrwHpqhGrupue0L7gxbjbMiKA9temvuZZDDpkaw=")
+    note = parse_note(request.checkpoint)
+    assert parse_checkpoint(note.text).size == 20852163
+    assert len(note.signatures) == 2
+    # This witness follows no such log.
+    assert WITNESS.add_checkpoint(SPEC_REQUEST, {}, NOW).status == 404
+
+
+def test_the_spec_example_response_is_cosignature_lines() -> None:
+    lines = [parse_signature_line(line) for line in SPEC_RESPONSE.splitlines()]
+    assert [s.name for s in lines] == [
+        "witness.example/w1",
+        "witness.example/w1",
+        "witness.example/w2",
+    ]
+    assert all(len(s.signature) == 8 + 64 for s in lines)
 
 
 # 200 ---------------------------------------------------------------------------------------
