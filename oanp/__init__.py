@@ -2,7 +2,7 @@
 state machine, the hash-chained log, its audit and signatures, and one error tree.
 
 Sans-IO, like h11: no clock, no randomness, no network, no framework; time, salts and keys are
-passed in. Its modules sit in three folders, by whom they serve:
+passed in. Its modules sit in four folders, by whom they serve:
 
 - :mod:`oanp.wire`, the wire and the machine: what every side of a session shares (envelopes,
   money, canonical JSON, the error tree, terms, commitments, profiles, settlement) and the
@@ -11,13 +11,16 @@ passed in. Its modules sit in three folders, by whom they serve:
   trees, the streamed reader and the audit bundles;
 - :mod:`oanp.agents`, the agents' logic: the reference parties, their strategies, tradeoffs and
   private limits, the guardrails of a model-driven party, rehearsals; their I/O is the
-  agents' network side, :mod:`oanp.net`.
+  agents' network side, :mod:`oanp.net`;
+- :mod:`oanp.tlog`, the transparency log in the C2SP formats: signed notes, checkpoints,
+  cosignatures and a witness's decisions, on the auditor's Merkle trees.
 
 The auditor and the agents' logic build on the wire and never on each other; the wire imports
-neither (import-linter's contracts in pyproject.toml). What is named here is the public API;
-anything else is reached through its module (``oanp.wire.profiles``,
-``oanp.agents.strategies`` …). :mod:`oanp.net` (client, negotiators, MCP, CLI) is imported by
-its own path and never from here, so importing ``oanp`` loads no network library.
+neither, and the transparency log sits above them (import-linter's contracts in
+pyproject.toml). What is named here is the public API; anything else is reached through its
+module (``oanp.wire.profiles``, ``oanp.agents.strategies``, ``oanp.tlog`` …). :mod:`oanp.net`
+(client, negotiators, MCP, CLI) is imported by its own path and never from here, so importing
+``oanp`` loads no network library.
 """
 
 from oanp.audit import Report, build_bundle, verify_bundle, verify_log

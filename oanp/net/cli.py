@@ -1,6 +1,7 @@
 """The ``oanp`` command: ``demo``, ``verify``, ``extract``, ``keygen`` (of
-:mod:`oanp.net.signing_keys`), and the agent commands of :mod:`oanp.net.commands`
-(``negotiate``, ``merchant``, ``merchants``, ``mcp``).
+:mod:`oanp.net.signing_keys`), the agent commands of :mod:`oanp.net.commands`
+(``negotiate``, ``merchant``, ``merchants``, ``mcp``), and ``witness`` (of
+:mod:`oanp.net.witness`).
 
 This is the edge of the package where clocks, randomness and files are allowed: it draws the
 demo's key, salts and message ids and hands them to the pure core.
@@ -43,6 +44,7 @@ from oanp.audit import (
 from oanp.audit.jsonstream import PullReader, StreamError
 from oanp.net.commands import add_commands, run_command
 from oanp.net.signing_keys import add_keygen_command, keygen_command
+from oanp.net.witness import add_witness_command, witness_command
 from oanp.net.workers import Workers, usable_cores
 from oanp.wire.canonical import JsonValue, json_value, read_json
 from oanp.wire.commitments import encode_salt
@@ -360,6 +362,7 @@ def _parser() -> argparse.ArgumentParser:
     cut.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
     add_keygen_command(commands)
     add_commands(commands)
+    add_witness_command(commands)
     return parser
 
 
@@ -384,6 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return keygen_command(args, sys.stdout, sys.stderr)
         if args.command in ("negotiate", "merchant", "merchants", "mcp"):
             return run_command(args, sys.stdout, sys.stderr)
+        if args.command == "witness":
+            return witness_command(args, sys.stdout, sys.stderr)
         return verify(
             args.file,
             jwks_path=args.jwks,

@@ -34,6 +34,7 @@ def loaded_by(module: str, modules: tuple[str, ...] = ()) -> str:
         "oanp.audit",
         "oanp.agents.parties",
         "oanp.agents.rehearsal",
+        "oanp.tlog",
     ],
 )
 def test_importing_the_core_loads_no_framework(module):
