@@ -38,6 +38,7 @@ from arbiter_app import events, selectors
 from arbiter_app.probes import Probe
 from arbiter_app.problems import JSON, refusal_response
 from arbiter_app.refusals import MetricsForbidden
+from arbiter_app.tlog.reads import log_health
 
 log = logging.getLogger(__name__)
 
@@ -248,11 +249,13 @@ PROBES: dict[str, Probe[Detail]] = {
         ("beat", _beat),
         ("connections", _connections),
         ("processes", _processes),
+        ("log", log_health),
     )
 }
 #: Checks that only inform: a process is no less ready for what they find, and every process
-#: finds the same, so a 503 on it would take all of them out of rotation at once.
-ADVISORY = frozenset({"connections", "processes"})
+#: finds the same, so a 503 on it would take all of them out of rotation at once. The
+#: transparency log's too: a witness away or the integrator behind delays checkpoints only.
+ADVISORY = frozenset({"connections", "processes", "log"})
 #: A flood of probes costs the dependencies one round of checks per this many seconds.
 REUSE_SECONDS = 1.0
 _last: tuple[float, str, dict[str, Detail]] | None = None
@@ -356,6 +359,33 @@ def _overdue() -> Metric:
     )
 
 
+def _log() -> Metric:
+    """The transparency log's figures, in one family so that one reading serves them all."""
+    health = log_health()
+    figures = GaugeMetricFamily(
+        "oanp_log",
+        "The transparency log: entries waiting to be integrated, its tree size, and seconds "
+        "since its last checkpoint (-1: none yet).",
+        labels=["figure"],
+    )
+    age = health["seconds_since_checkpoint"]
+    figures.add_metric(["entries_waiting"], float(health["entries_waiting"]))  # type: ignore[arg-type]
+    figures.add_metric(["tree_size"], float(health["tree_size"]))  # type: ignore[arg-type]
+    figures.add_metric(["seconds_since_checkpoint"], -1.0 if age is None else float(age))  # type: ignore[arg-type]
+    return figures
+
+
+def _witnesses() -> Metric:
+    answering = GaugeMetricFamily(
+        "oanp_witness_answering",
+        "Whether each witness answered the log's last checkpoint sent to it.",
+        labels=["witness"],
+    )
+    for name, seen in log_health()["witnesses"].items():  # type: ignore[attr-defined]
+        answering.add_metric([name], int(seen["answering"]))
+    return answering
+
+
 #: Each live figure read by a probe of its own (:mod:`arbiter_app.probes`): a source that
 #: hangs holds one thread, however often it is scraped.
 FIGURES: dict[str, Probe[Metric]] = {
@@ -363,6 +393,8 @@ FIGURES: dict[str, Probe[Metric]] = {
     "workers": Probe(_workers),
     "queue_depth": Probe(_queue),
     "timer_overdue": Probe(_overdue),
+    "log": Probe(_log),
+    "witnesses": Probe(_witnesses),
 }
 #: The checks of /readyz that turn its status, each exported as ``oanp_ready{check}``.
 GAUGED_CHECKS = tuple(name for name in PROBES if name not in ADVISORY)

@@ -603,11 +603,12 @@ class IntegrityAlarm(models.Model):
 
 
 # The transparency log (docs/protocol.md §18): its records, Django's as the app's.
-from arbiter_app.tlog.records import (  # noqa: E402, F401
+from arbiter_app.log_records import (  # noqa: E402, F401
     Cosignature,
     LogCheckpoint,
     LogKey,
     LogLeaf,
     TreeHash,
     TreeState,
+    WitnessRecord,
 )

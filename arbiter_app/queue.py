@@ -32,6 +32,7 @@ EXPIRE_SESSION = "arbiter_app.tasks.expire_session"
 REARM_TIMERS = "arbiter_app.tasks.rearm_timers"
 DELIVER_HANDOFF = "arbiter_app.tasks.deliver_handoff"
 DELIVER_CALLBACK = "arbiter_app.tasks.deliver_callback"
+COSIGN_CHECKPOINT = "arbiter_app.tasks.cosign_checkpoint"
 
 broker_breaker = Breaker(open_seconds=5.0)
 

@@ -99,6 +99,20 @@ class UnknownAgentKey(ProtocolError):
     meaning = "a kid the calling agent never registered"
 
 
+class TileNotFound(ProtocolError):
+    code = "tile_not_found"
+    status = 404
+    title = "No such tile"
+    meaning = "a log path that names no tile, or a tile the tree does not hold yet"
+
+
+class NotIntegrated(ProtocolError):
+    code = "not_integrated"
+    status = 404
+    title = "Not in the log yet"
+    meaning = "an entry no checkpoint covers yet (integration takes about a second), or no entry"
+
+
 class MethodNotAllowed(ProtocolError):
     code = "method_not_allowed"
     status = 405

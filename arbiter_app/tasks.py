@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from arbiter_app import heartbeats, integrity, queue, selectors, services, timers
 from arbiter_app.deliveries import callbacks, handoff, outbound
+from arbiter_app.tlog import integrator, witnesses
 
 
 @shared_task(name=queue.EXPIRE_SESSION)
@@ -31,6 +32,27 @@ def rearm_timers() -> int:
 def maintain_signing_keys() -> str | None:
     rotated, _ = services.maintain_signing_keys()
     return None if rotated is None else rotated.kid
+
+
+@shared_task
+def integrate_log() -> int:
+    """Committed entries into the transparency log and a checkpoint signed for them, then
+    sent to the witnesses; how many entries were integrated."""
+    done = integrator.integrate()
+    if done.checkpoint is not None and witnesses.configured():
+        queue.enqueue(
+            queue.COSIGN_CHECKPOINT,
+            args=[done.checkpoint.size],
+            about=f"checkpoint {done.checkpoint.size}: the next one goes to the witnesses",
+        )
+    return done.added
+
+
+@shared_task(name=queue.COSIGN_CHECKPOINT)
+def cosign_checkpoint(size: int) -> int:
+    """Ask the witnesses to cosign the checkpoint of ``size``, unless a later one exists
+    (which they cosign instead, with a proof from where they stood)."""
+    return witnesses.submit_latest(size)
 
 
 @shared_task(name=queue.DELIVER_HANDOFF)

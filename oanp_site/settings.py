@@ -417,6 +417,10 @@ CELERY_TASK_ROUTES = {
     "arbiter_app.tasks.deliver_handoff": {"queue": "deliveries"},
     "arbiter_app.tasks.deliver_callback": {"queue": "deliveries"},
     "arbiter_app.tasks.sweep_deliveries": {"queue": "deliveries"},
+    # The log's integration is the database's work, quick, as the timers' is; asking its
+    # witnesses to cosign is outbound requests, as the deliveries' are.
+    "arbiter_app.tasks.integrate_log": {"queue": "timers"},
+    "arbiter_app.tasks.cosign_checkpoint": {"queue": "deliveries"},
     "sessions_app.tasks.run_export": {"queue": "background"},
     # Hosted agents' answers, reveals and their sweeps.
     "sessions_app.tasks.*": {"queue": "hosted"},
@@ -513,6 +517,19 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 OANP_INTEGRITY_CHECK_SECONDS = float(os.environ.get("OANP_INTEGRITY_CHECK_SECONDS", "300"))
 OANP_INTEGRITY_FULL_SECONDS = float(os.environ.get("OANP_INTEGRITY_FULL_SECONDS", "86400"))
 
+# The transparency log (docs/protocol.md §18): its origin, the first line of its checkpoints
+# and its key's name; how often committed entries are integrated into its tree; the witnesses
+# asked to cosign each checkpoint ("<verifier key> <URL>", one a line) and how many of their
+# cosignatures a checkpoint needs before agreements cite it (default: all of them).
+OANP_LOG_ORIGIN = os.environ.get(
+    "OANP_LOG_ORIGIN", f"{urlsplit(OANP_PUBLIC_URL).netloc}/oanp-log"
+).strip()
+OANP_LOG_INTEGRATE_SECONDS = float(os.environ.get("OANP_LOG_INTEGRATE_SECONDS", "1"))
+OANP_WITNESSES = [
+    line.strip() for line in os.environ.get("OANP_WITNESSES", "").splitlines() if line.strip()
+]
+OANP_WITNESS_QUORUM = int(os.environ.get("OANP_WITNESS_QUORUM", str(len(OANP_WITNESSES))))
+
 # How often the sweep makes the hosted answers whose task was lost (sessions_app.hosted_agents).
 OANP_HOSTED_SWEEP_SECONDS = float(os.environ.get("OANP_HOSTED_SWEEP_SECONDS", "5"))
 CELERY_BEAT_SCHEDULE = {
@@ -548,6 +565,13 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": OANP_HOSTED_SWEEP_SECONDS,
         # One that waited past the next is redundant: the next sweep finds the same turns.
         "options": {"expires": OANP_HOSTED_SWEEP_SECONDS},
+    },
+    # Committed entries into the transparency log's tree, a checkpoint signed for each batch.
+    "integrate-log": {
+        "task": "arbiter_app.tasks.integrate_log",
+        "schedule": OANP_LOG_INTEGRATE_SECONDS,
+        # One that waited past the next is redundant: the next takes every entry waiting.
+        "options": {"expires": max(OANP_LOG_INTEGRATE_SECONDS, 1.0)},
     },
     # Hourly, the key policy: rotate every OANP_KEY_ROTATION_DAYS, retire after the overlap.
     "maintain-signing-keys": {

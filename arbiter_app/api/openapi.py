@@ -421,6 +421,65 @@ PATHS: dict[str, Schema] = {
         }
         for name, path in SCHEMA_DOCUMENTS.items()
     },
+    "/oanp/v0.1/sessions/{session_id}/proof": {
+        "get": _operation(
+            "getEntryProof",
+            "An entry's place in the transparency log: its index, the checkpoint, the path",
+            {
+                "200": _json("EntryProof", "The entry's inclusion proof."),
+                **_problems(*KEYED, "unknown_session", "schema_invalid", "not_integrated"),
+            },
+            parameters=[
+                SESSION_ID,
+                {
+                    "name": "seq",
+                    "in": "query",
+                    "required": True,
+                    "schema": {"type": "integer", "minimum": 1},
+                },
+            ],
+        )
+    },
+    "/oanp/v0.1/log/checkpoint": {
+        "get": {
+            **_operation(
+                "getLogCheckpoint",
+                "The transparency log's checkpoint: a C2SP signed note, cosignatures included",
+                {
+                    "200": {
+                        "description": "origin, tree size and base64 root, then the log's "
+                        "signature line and its witnesses' cosignature lines.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    **_problems(*GUARDED, "not_integrated"),
+                },
+            ),
+            "security": [],
+        }
+    },
+    "/oanp/v0.1/log/tile/{path}": {
+        "get": {
+            **_operation(
+                "getLogTile",
+                "A C2SP tile (<L>/<N>[.p/<W>]) or entry bundle (entries/<N>[.p/<W>])",
+                {
+                    "200": {
+                        "description": "32-byte hashes, or length-prefixed leaf data.",
+                        "content": {
+                            "application/octet-stream": {
+                                "schema": {"type": "string", "format": "binary"}
+                            }
+                        },
+                    },
+                    **_problems(*GUARDED, "tile_not_found"),
+                },
+                parameters=[
+                    {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+            ),
+            "security": [],
+        }
+    },
     "/oanp/v0.1/keys": {
         "get": {
             **_operation(

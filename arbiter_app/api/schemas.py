@@ -30,6 +30,7 @@ SCHEMAS: dict[str, Schema] = {
                         "beat",
                         "connections",
                         "processes",
+                        "log",
                     )
                 }
             ),
@@ -120,6 +121,13 @@ SCHEMAS: dict[str, Schema] = {
         },
         "additionalProperties": False,
     },
+    "EntryProof": object_schema(
+        {
+            "index": {"type": "integer", "minimum": 0},
+            "checkpoint": {"type": "string", "description": "The served checkpoint's note."},
+            "inclusion": {"type": "array", "items": {"type": "string", "format": "byte"}},
+        }
+    ),
     "PartyKeys": object_schema(
         {"keys": {"type": "array", "items": {"$ref": "#/components/schemas/PartyKey"}}}
     ),

@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularJSONAPIView
 
-from arbiter_app.api import streams, views
+from arbiter_app.api import log_endpoints, streams, views
 
 app_name = "oanp"
 
@@ -11,6 +11,9 @@ urlpatterns = [
     path("sessions/<str:session_id>/log", views.SessionLogView.as_view(), name="session-log"),
     path("sessions/<str:session_id>/events", streams.session_events, name="session-events"),
     path("sessions/<str:session_id>/reveal", views.RevealView.as_view(), name="reveal"),
+    path("sessions/<str:session_id>/proof", log_endpoints.ProofView.as_view(), name="proof"),
+    path("log/checkpoint", log_endpoints.CheckpointView.as_view(), name="log-checkpoint"),
+    path("log/tile/<path:path>", log_endpoints.TileView.as_view(), name="log-tile"),
     path("inbox", streams.inbox_events, name="inbox"),
     path("callback", views.CallbackView.as_view(), name="callback"),
     path("agent-keys", views.AgentKeysView.as_view(), name="agent-keys"),

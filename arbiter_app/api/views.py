@@ -27,6 +27,7 @@ from arbiter_app.problems import JSON
 from arbiter_app.refusals import BadCursor, InvalidCharacters, NoCallback, UnknownAgentKey
 from arbiter_app.request_fields import annotate
 from arbiter_app.selectors import key_history, published_jwks
+from arbiter_app.tlog.keys import log_identity
 from oanp.wire import discovery
 from oanp.wire.canonical import read_json
 from oanp.wire.envelope import IDENTIFIER_RULE, SETTLEMENTS, is_identifier, parse_envelope
@@ -329,6 +330,7 @@ class DiscoveryView(APIView):
             settlement=SETTLEMENTS,
             endpoints=_endpoints(),
             jwks_uri=arbiter.jwks_uri,
+            log=log_identity(),
         )
         response = _json_response(json.dumps(document))
         response["Cache-Control"] = "public, max-age=300"

@@ -1,11 +1,11 @@
-"""The tree's level hashes as stored (:class:`~arbiter_app.tlog.records.TreeHash`), read as
+"""The tree's level hashes as stored (:class:`~arbiter_app.log_records.TreeHash`), read as
 :mod:`oanp.tlog.tree` asks for them, and appended as the integrator adds leaves."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from arbiter_app.tlog.records import TreeHash
+from arbiter_app.log_records import TreeHash
 from oanp.tlog.tree import TILE_WIDTH, tile_root
 
 

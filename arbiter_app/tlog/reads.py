@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import base64
 import struct
+from datetime import datetime
 
 from django.conf import settings
+from django.utils import timezone
 
-from arbiter_app.models import Session
+from arbiter_app.log_records import LogCheckpoint, LogLeaf, TreeState, WitnessRecord
+from arbiter_app.models import Entry, Session
 from arbiter_app.tlog.hashes import StoredHashes
-from arbiter_app.tlog.records import LogCheckpoint, LogLeaf, TreeState
 from oanp.tlog.tree import TILE_WIDTH, Tile, inclusion_proof, leaf_data, tile_stored
 
 
@@ -69,3 +71,47 @@ def entry_proof(session: Session, seq: int) -> dict[str, object] | None:
         "checkpoint": note_text(checkpoint),
         "inclusion": [base64.b64encode(h).decode() for h in path],
     }
+
+
+#: A log that has entries waiting and no checkpoint newer than this is behind.
+BEHIND_SECONDS = 30.0
+
+
+def log_health(now: datetime | None = None) -> dict[str, object]:
+    """``/readyz``'s ``log`` check: entries waiting, seconds since the last checkpoint, and each
+    witness's last answer; a ``warning`` when the log is behind or a witness stopped answering.
+    It informs: a witness away stops nothing but its own cosignatures."""
+    now = now or timezone.now()
+    state = TreeState.objects.filter(pk=1).first()
+    waiting = Entry.objects.filter(id__gt=state.scanned_to if state else 0).count()
+    latest = LogCheckpoint.objects.order_by("-size").only("size", "signed_at").first()
+    age = None if latest is None else (now - latest.signed_at).total_seconds()
+    warnings = []
+    if waiting and (age is None or age > BEHIND_SECONDS):
+        warnings.append(
+            f"{waiting} entries wait to be integrated and no checkpoint is newer "
+            f"than {BEHIND_SECONDS:g} s: is beat running integrate_log?"
+        )
+    witnesses: dict[str, object] = {}
+    for record in WitnessRecord.objects.order_by("name"):
+        answering = record.failed_at is None or (
+            record.answered_at is not None and record.answered_at >= record.failed_at
+        )
+        witnesses[record.name] = {
+            "answering": answering,
+            "size": record.size,
+            "answered_at": record.answered_at.isoformat() if record.answered_at else None,
+            "error": "" if answering else record.error,
+        }
+        if not answering:
+            warnings.append(f"witness {record.name} stopped answering: {record.error}")
+    detail: dict[str, object] = {
+        "tree_size": state.size if state else 0,
+        "entries_waiting": waiting,
+        "seconds_since_checkpoint": None if age is None else round(age, 1),
+        "witnesses": witnesses,
+    }
+    if warnings:
+        detail["ok"] = False
+        detail["warning"] = "; ".join(warnings)
+    return detail

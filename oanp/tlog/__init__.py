@@ -1,8 +1,9 @@
 """The transparency log of every entry (docs/protocol.md §18), in the C2SP formats (c2sp.org):
 the global tree's roots and proofs computed from the hashes its tiles hold
-(:mod:`oanp.tlog.tree`), signed notes and their verifier keys (:mod:`oanp.tlog.note`), checkpoints (:mod:`oanp.tlog.checkpoint`), Ed25519 cosignatures
-(:mod:`oanp.tlog.cosignature`) and a witness's decisions (:mod:`oanp.tlog.witness`), every
-refusal one family (:mod:`oanp.tlog.errors`).
+(:mod:`oanp.tlog.tree`), signed notes and their verifier keys (:mod:`oanp.tlog.note`),
+checkpoints (:mod:`oanp.tlog.checkpoint`), Ed25519 cosignatures (:mod:`oanp.tlog.cosignature`)
+and a witness's decisions (:mod:`oanp.tlog.witness`), every refusal one family
+(:mod:`oanp.tlog.errors`).
 
 Pure, as the rest of the protocol: keys and times are handed in, nothing is read or sent. It
 builds on the auditor's RFC 6962 trees (:mod:`oanp.audit.merkle`); the witness's server is on

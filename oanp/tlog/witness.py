@@ -33,6 +33,7 @@ from oanp.tlog.note import (
     NoteVerifier,
     Verifier,
     decode_base64,
+    encode_base64,
     format_note,
     note_verifier,
     parse_note,
@@ -58,6 +59,13 @@ class AddCheckpoint:
     old_size: int
     proof: tuple[bytes, ...]
     checkpoint: str
+
+
+def add_checkpoint_body(old_size: int, proof: Sequence[bytes], checkpoint: str) -> str:
+    """What a log sends to ``add-checkpoint``: ``old <size>``, the consistency proof a hash a
+    line, a blank line and the signed checkpoint (which :func:`parse_add_checkpoint` reads)."""
+    lines = [f"old {old_size}", *(encode_base64(node) for node in proof)]
+    return "".join(line + "\n" for line in lines) + "\n" + checkpoint
 
 
 def parse_add_checkpoint(body: str | bytes) -> AddCheckpoint:

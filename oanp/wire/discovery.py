@@ -60,9 +60,11 @@ def arbiter_document(
     settlement: Sequence[str],
     endpoints: Mapping[str, str],
     jwks_uri: str,
+    log: Mapping[str, str] | None = None,
 ) -> JsonObject:
-    """``/.well-known/oanp.json``: who the arbiter is and what it accepts."""
-    return {
+    """``/.well-known/oanp.json``: who the arbiter is and what it accepts; with ``log``, its
+    transparency log's ``origin``, ``url`` (the tiles' prefix) and ``verifier_key``."""
+    document: JsonObject = {
         "arbiter_id": arbiter_id,
         "oanp_versions": [OANP_VERSION],
         "profiles": list(profiles),
@@ -71,6 +73,9 @@ def arbiter_document(
         "jwks_uri": jwks_uri,
         "limits": limits(),
     }
+    if log is not None:
+        document["log"] = dict(log)
+    return document
 
 
 # What a merchant lists ------------------------------------------------------------------------

@@ -49,6 +49,7 @@ def readyz(server: LiveServer) -> tuple[int, Readiness]:
         "beat",
         "processes",
         "connections",
+        "log",
     }
     assert (response.status_code == 200) == (body["status"] == "ok")
     return response.status_code, body

@@ -31,6 +31,9 @@ ENDPOINTS: dict[tuple[str, str], set[int]] = {
     ("/oanp/v0.1/agents/{agent_id}/keys", "get"): {400, 401, 429, 503},
     ("/oanp/v0.1/merchants", "get"): {400, 401, 429, 503},
     ("/oanp/v0.1/keys", "get"): {400, 503},
+    ("/oanp/v0.1/sessions/{session_id}/proof", "get"): {400, 401, 404, 429, 503},
+    ("/oanp/v0.1/log/checkpoint", "get"): {400, 404, 503},
+    ("/oanp/v0.1/log/tile/{path}", "get"): {400, 404, 503},
     ("/.well-known/jwks.json", "get"): {400, 503},
 }
 STREAMS = [("/oanp/v0.1/sessions/{session_id}/events", "get"), ("/oanp/v0.1/inbox", "get")]
@@ -190,9 +193,10 @@ def test_a_404_names_only_what_its_endpoint_can_miss(
 ) -> None:
     responses = document["paths"][path][method]["responses"]
     callback, key = path.endswith("/callback"), path.startswith("/oanp/v0.1/agent-keys/")
+    log = path.startswith("/oanp/v0.1/log/")  # public: no session to miss, a tile or none yet
     assert _described(responses, 404, "no_callback") is callback
     assert _described(responses, 404, "unknown_agent_key") is key
-    assert _described(responses, 404, "unknown_session") is not (callback or key)
+    assert _described(responses, 404, "unknown_session") is not (callback or key or log)
 
 
 @pytest.mark.parametrize(("path", "method"), STREAMS)

@@ -17,6 +17,8 @@ ROUTES = {
     "arbiter_app.tasks.deliver_handoff": "deliveries",
     "arbiter_app.tasks.deliver_callback": "deliveries",
     "arbiter_app.tasks.sweep_deliveries": "deliveries",
+    "arbiter_app.tasks.integrate_log": "timers",
+    "arbiter_app.tasks.cosign_checkpoint": "deliveries",
     "sessions_app.tasks.answer_session": "hosted",
     "sessions_app.tasks.reveal_after_end": "hosted",
     "sessions_app.tasks.sweep_reveals": "hosted",

@@ -274,7 +274,20 @@ SCHEMAS: dict[str, Schema] = {
                     "max_issues": {"type": "integer"},
                 }
             ),
+            "log": object_schema(
+                {
+                    "origin": {"type": "string"},
+                    "url": {"type": "string", "format": "uri"},
+                    "verifier_key": {
+                        "type": "string",
+                        "description": "The C2SP verifier key its checkpoints are signed with: "
+                        "<name>+<hex key ID>+<base64(0x01 || Ed25519 public key)>.",
+                    },
+                },
+                description="The transparency log (docs/protocol.md §18).",
+            ),
         },
+        optional=("log",),
         description="Who the arbiter is and what it accepts, read before opening a session.",
     ),
     "MerchantListing": object_schema(

@@ -84,3 +84,14 @@ class Cosignature(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["checkpoint", "witness"], name="one_cosignature_each"),
         ]
+
+
+class WitnessRecord(models.Model):
+    """What the log knows of one configured witness: the size it last cosigned (the ``old``
+    of the next ``add-checkpoint``), and when it last answered or failed, and why."""
+
+    name = models.CharField(max_length=200, unique=True)
+    size = models.BigIntegerField(default=0)
+    answered_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
