@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import broker, core, export, health, idle_streams, live, service, soak, timers
+from bench import broker, core, export, health, idle_streams, live, service, soak, timers, tlog
 from bench.baseline import BASELINE_RUNS, BaselineError, check, write_baseline
 from bench.report import (
     Options,
@@ -38,6 +38,7 @@ SECTIONS: tuple[Section, ...] = (
     service.SECTION,
     live.SECTION,
     timers.SECTION,
+    tlog.SECTION,
     export.SECTION,
     broker.SECTION,
     health.SECTION,

@@ -265,6 +265,92 @@ def envelope_queries() -> dict[str, Any]:
     }
 
 
+def tlog_integration(backlog: int, rate: float, seconds: float) -> dict[str, Any]:
+    """The transparency log's integrator: the cost of one batch of ``backlog`` waiting entries
+    against JCS + SHA-256 of the same leaves alone; then, with envelopes arriving at ``rate``
+    a second for ``seconds`` and the integrator run every second (as beat runs it), how long
+    after its commit each entry was in a signed checkpoint."""
+    import threading
+
+    from django.core.management import call_command
+    from django.db import connection
+
+    from arbiter_app import services
+    from arbiter_app.log_records import LogCheckpoint, LogLeaf
+    from arbiter_app.models import Entry
+    from arbiter_app.signing_keys import ensure_active_key
+    from arbiter_app.tlog.integrator import integrate
+    from oanp.audit.merkle import leaf_hash
+    from oanp.tlog.tree import leaf_data
+    from oanp.wire.envelope import parse_timestamp
+
+    call_command("migrate", verbosity=0, interactive=False)
+    ensure_active_key()
+    buyer, _ = _agents()
+    for number in range(backlog):
+        services.receive_envelope(agent=buyer, envelope=_opening(number, "l"))
+    integrate(batch=1)  # the log's key made and the tree begun outside the clock
+    rows = list(
+        Entry.objects.order_by("id").values_list("session__session_id", "seq", "entry_hash")
+    )
+    start = time.perf_counter()
+    batch = integrate(batch=backlog)
+    batch_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for session_id, seq, entry_hash in rows[1 : 1 + batch.added]:
+        leaf_hash(leaf_data(session_id, seq, entry_hash))
+    hashing_s = time.perf_counter() - start
+
+    stop = threading.Event()
+    runs: list[float] = []
+
+    def integrator() -> None:
+        while not stop.wait(1.0):
+            began = time.perf_counter()
+            integrate()
+            runs.append(time.perf_counter() - began)
+        connection.close()
+
+    thread = threading.Thread(target=integrator)
+    thread.start()
+    first_id = Entry.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    started = time.perf_counter()
+    sent = 0
+    while time.perf_counter() - started < seconds:
+        due = started + sent / rate
+        if due > time.perf_counter():
+            time.sleep(due - time.perf_counter())
+        services.receive_envelope(agent=buyer, envelope=_opening(backlog + sent, "l"))
+        sent += 1
+    waited = time.perf_counter()
+    while LogLeaf.objects.filter(entry_id__gt=first_id).count() < sent:
+        time.sleep(0.05)
+        if time.perf_counter() - waited > 60:
+            raise RuntimeError("the integrator did not take every entry within a minute")
+    stop.set()
+    thread.join()
+    checkpoints = list(LogCheckpoint.objects.order_by("size").values_list("size", "signed_at"))
+    latencies = []
+    leaves = LogLeaf.objects.filter(entry_id__gt=first_id).values_list(
+        "index", "entry__received_at"
+    )
+    for index, received_at in leaves:
+        signed_at = next(at for size, at in checkpoints if size > index)
+        latencies.append((signed_at - parse_timestamp(received_at)).total_seconds())
+    return {
+        "backlog": backlog,
+        "batch_added": batch.added,
+        "batch_s": batch_s,
+        "hashing_s": hashing_s,
+        "rate": rate,
+        "seconds": seconds,
+        "sent": sent,
+        "achieved_rate": sent / (waited - started),
+        "latency_s": sorted(latencies),
+        "integrator_runs_s": runs,
+    }
+
+
 def main(argv: list[str]) -> int:
     django.setup()
     job, args = argv[0], argv[1:]
@@ -278,6 +364,8 @@ def main(argv: list[str]) -> int:
         report = operator()
     elif job == "envelope-queries":
         report = envelope_queries()
+    elif job == "tlog-integration":
+        report = tlog_integration(int(args[0]), float(args[1]), float(args[2]))
     else:
         raise SystemExit(f"unknown job {job!r}")
     print(json.dumps(report), flush=True)

@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 from django.core.checks import Tags, register
 
-from oanp_site.checks import production_secrets
+from oanp_site.checks import production_secrets, transparency_log
 
 
 class SiteConfig(AppConfig):
@@ -13,3 +13,4 @@ class SiteConfig(AppConfig):
     def ready(self) -> None:
         # Not a deployment check: with DEBUG off, a development secret stops every start.
         register(production_secrets, Tags.security)
+        register(transparency_log)

@@ -1,4 +1,5 @@
-"""System checks that stop a production start on development secrets.
+"""System checks that stop a production start on development secrets, and on a transparency
+log whose origin or witnesses are misconfigured (:func:`transparency_log`).
 
 With ``DEBUG`` off, the public development secret key would let anyone sign sessions and
 cookies, and keys derived from it would keep signing keys and merchants' vaults under a secret
@@ -16,6 +17,9 @@ from cryptography.fernet import Fernet
 from django.conf import settings
 from django.core.checks import CheckMessage, Error
 from django.core.exceptions import ImproperlyConfigured
+
+from oanp.tlog.note import is_key_name
+from oanp.tlog.witness import parse_witness_lines
 
 #: The id of each key's error.
 _KEY_VARIABLES = {"OANP_KEY_ENCRYPTION_KEY": "E002", "OANP_VAULT_KEY": "E003"}
@@ -53,6 +57,32 @@ def production_secrets(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
                     "cannot be read without it; " + _DEVELOPMENT + "."
                 ),
                 id=f"oanp.{number}",
+            )
+        )
+    return errors
+
+
+def transparency_log(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The log's origin names its key, and every ``OANP_WITNESSES`` line is a witness: a
+    mistake here would otherwise show only when the first checkpoint is signed or sent."""
+    errors: list[CheckMessage] = []
+    if not is_key_name(settings.OANP_LOG_ORIGIN):
+        errors.append(
+            Error(
+                f"OANP_LOG_ORIGIN {settings.OANP_LOG_ORIGIN!r} is not a C2SP key name.",
+                hint="Use a scheme-less URL with no spaces or '+', like arbiter.example/log.",
+                id="oanp.E004",
+            )
+        )
+    try:
+        parse_witness_lines(settings.OANP_WITNESSES)
+    except ValueError as exc:
+        errors.append(
+            Error(
+                f"OANP_WITNESSES: {exc}",
+                hint="One witness a line: its cosignature verifier key (as `oanp witness "
+                "keygen` prints it), a space, and its URL.",
+                id="oanp.E005",
             )
         )
     return errors

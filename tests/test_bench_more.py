@@ -1,4 +1,4 @@
-"""The live, timers and export sections in quick mode: what they report, not how fast.
+"""The live, timers, tlog and export sections in quick mode: what they report, not how fast.
 
 Each runs as ``make bench`` runs it (Daphne, a Celery worker, PostgreSQL databases of their
 own, Redis); the assertions are on the results' structure and that every figure is there and
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench import export, live, timers
+from bench import export, live, timers, tlog
 from bench.__main__ import SECTIONS, main
 from oanp.net.workers import usable_cores
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.live
 @pytest.fixture(scope="module")
 def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("bench-more")
-    assert main(["--quick", "--only", "live,timers,export", "--out", str(directory)]) == 0
+    assert main(["--quick", "--only", "live,timers,tlog,export", "--out", str(directory)]) == 0
     return directory
 
 
@@ -35,11 +35,11 @@ def sections(out: Path) -> dict[str, Any]:
 
 def test_the_sections_are_registered_in_order() -> None:
     names = [section.name for section in SECTIONS]
-    assert names == ["core", "service", "live", "timers", "export", "broker", "health"]
+    assert names == ["core", "service", "live", "timers", "tlog", "export", "broker", "health"]
 
 
 def test_each_section_ran_quick_and_wrote_its_table(sections: dict[str, Any]) -> None:
-    assert set(sections) == {"live", "timers", "export"}
+    assert set(sections) == {"live", "timers", "tlog", "export"}
     for section in sections.values():
         assert section["quick"] is True
         assert section["table"]
@@ -115,9 +115,22 @@ def test_export_bundled_and_verified_every_entry(sections: dict[str, Any]) -> No
     assert "workers" not in figures["oanp_verify_one_job"]
 
 
-def test_markdown_holds_the_three_tables(out: Path) -> None:
+def test_the_log_integrated_the_backlog_and_put_every_arrival_in_a_checkpoint(
+    sections: dict[str, Any],
+) -> None:
+    figures = sections["tlog"]["figures"]
+    # The backlog less the one entry integrated before the clock started.
+    assert figures["batch"]["entries"] == tlog.QUICK.backlog - 1
+    assert figures["batch"]["s"] > 0
+    assert figures["batch"]["hashing_s"] > 0
+    arrival = figures["arrival"]
+    assert arrival["entries"] > 0
+    _positive_spread(arrival)
+
+
+def test_markdown_holds_the_four_tables(out: Path) -> None:
     text = (out / "BENCHMARKS.md").read_text(encoding="utf-8")
-    for name in ("live", "timers", "export"):
+    for name in ("live", "timers", "tlog", "export"):
         assert f"## {name}:" in text
     assert "| frame after the 201 answer, p50 / p99 |" in text
     assert "one bare UPDATE per session, same database" in text

@@ -9,7 +9,6 @@ those it has, and the next one is sent to it with a proof from the last size it 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 
 import httpx
@@ -19,11 +18,16 @@ from django.utils import timezone
 
 from arbiter_app.log_records import Cosignature, LogCheckpoint, WitnessRecord
 from arbiter_app.tlog.hashes import StoredHashes
-from oanp.tlog.cosignature import CosignatureVerifier, cosignature_verifier, verify_cosignature
+from oanp.tlog.cosignature import verify_cosignature
 from oanp.tlog.errors import TlogError
 from oanp.tlog.note import parse_note
 from oanp.tlog.tree import consistency_proof
-from oanp.tlog.witness import SIZE_CONTENT_TYPE, add_checkpoint_body
+from oanp.tlog.witness import (
+    SIZE_CONTENT_TYPE,
+    WitnessEndpoint,
+    add_checkpoint_body,
+    parse_witness_lines,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,32 +35,13 @@ log = logging.getLogger(__name__)
 TIMEOUT_SECONDS = 5.0
 
 
-@dataclass(frozen=True)
-class Witness:
-    """A configured witness: its cosigning key and its submission prefix."""
-
-    verifier: CosignatureVerifier
-    url: str
-
-    @property
-    def name(self) -> str:
-        return self.verifier.name
-
-
-def configured(lines: list[str] | None = None) -> list[Witness]:
+def configured(lines: list[str] | None = None) -> list[WitnessEndpoint]:
     """The witnesses ``OANP_WITNESSES`` names, ``<verifier key> <URL>`` a line;
-    ``ImproperlyConfigured`` saying which line is wrong."""
-    witnesses = []
-    for line in settings.OANP_WITNESSES if lines is None else lines:
-        vkey, _, url = line.partition(" ")
-        try:
-            verifier = cosignature_verifier(vkey)
-        except TlogError as exc:
-            raise ImproperlyConfigured(f"OANP_WITNESSES: {line!r}: {exc.detail}") from None
-        if not url.strip().startswith(("http://", "https://")):
-            raise ImproperlyConfigured(f"OANP_WITNESSES: {line!r}: no http(s) URL after the key")
-        witnesses.append(Witness(verifier, url.strip().rstrip("/")))
-    return witnesses
+    ``ImproperlyConfigured`` saying which line is wrong (``oanp.E005`` at start-up)."""
+    try:
+        return parse_witness_lines(settings.OANP_WITNESSES if lines is None else lines)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"OANP_WITNESSES: {exc}") from None
 
 
 def submit_latest(size: int) -> int:
@@ -87,7 +72,7 @@ def submit(checkpoint: LogCheckpoint, now: datetime | None = None) -> int:
 
 def _submit(
     client: httpx.Client,
-    witness: Witness,
+    witness: WitnessEndpoint,
     record: WitnessRecord,
     checkpoint: LogCheckpoint,
     now: datetime,

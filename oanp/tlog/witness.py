@@ -19,13 +19,14 @@ from dataclasses import dataclass
 
 from oanp.audit.merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
 from oanp.tlog.checkpoint import MAX_TREE_SIZE, Checkpoint, parse_checkpoint
-from oanp.tlog.cosignature import Cosigner
+from oanp.tlog.cosignature import CosignatureVerifier, Cosigner, cosignature_verifier
 from oanp.tlog.errors import (
     MalformedCheckpoint,
     MalformedNote,
     MalformedWitnessRequest,
     NoteSignatureInvalid,
     NoteUnverified,
+    TlogError,
 )
 from oanp.tlog.note import (
     MAX_NOTE_BYTES,
@@ -59,6 +60,35 @@ class AddCheckpoint:
     old_size: int
     proof: tuple[bytes, ...]
     checkpoint: str
+
+
+@dataclass(frozen=True)
+class WitnessEndpoint:
+    """A witness as a log is configured with it: its cosigning key and submission prefix."""
+
+    verifier: CosignatureVerifier
+    url: str
+
+    @property
+    def name(self) -> str:
+        return self.verifier.name
+
+
+def parse_witness_lines(lines: Iterable[str]) -> list[WitnessEndpoint]:
+    """Witnesses written one a line, ``<verifier key> <URL>`` (the key a cosignature key,
+    type 0x04, the URL http(s)); ``ValueError`` naming the first line that is not one."""
+    found = []
+    for line in lines:
+        vkey, _, url = line.strip().partition(" ")
+        try:
+            verifier = cosignature_verifier(vkey)
+        except TlogError as exc:
+            raise ValueError(f"{line!r}: {exc.detail}") from None
+        url = url.strip().rstrip("/")
+        if not url.startswith(("http://", "https://")) or " " in url:
+            raise ValueError(f"{line!r}: no http(s) URL after the key")
+        found.append(WitnessEndpoint(verifier, url))
+    return found
 
 
 def add_checkpoint_body(old_size: int, proof: Sequence[bytes], checkpoint: str) -> str:
