@@ -17,6 +17,7 @@ from openapi_schema_validator import OAS30Validator
 from arbiter_app import services
 from arbiter_app.api.views import MERCHANTS_PAGE_SIZE
 from arbiter_app.models import AgentCredential, HandoffTarget, Listing
+from arbiter_app.tlog.keys import log_signer
 from oanp.wire.profiles import PROFILES
 from tests.support.api import problem
 from tests.support.factories.agents import Agent, list_merchant, make_agent
@@ -54,7 +55,15 @@ def test_the_arbiters_document_is_read_without_a_key(client: Client) -> None:
         "endpoints",
         "jwks_uri",
         "limits",
+        "log",
     }
+    # The transparency log (§18): what an outsider needs to check its checkpoints.
+    assert document["log"] == {
+        "origin": settings.OANP_LOG_ORIGIN,
+        "url": f"{settings.OANP_PUBLIC_URL}/oanp/v0.1/log",
+        "verifier_key": log_signer().verifier_key,
+    }
+    assert document["log"]["verifier_key"].startswith(settings.OANP_LOG_ORIGIN + "+")
     assert document["arbiter_id"] == settings.OANP_ARBITER_ID
     assert document["oanp_versions"] == ["0.1"]
     assert document["profiles"] == list(PROFILES)
