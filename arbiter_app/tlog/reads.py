@@ -13,6 +13,7 @@ from django.utils import timezone
 from arbiter_app.log_records import LogCheckpoint, LogLeaf, TreeState, WitnessRecord
 from arbiter_app.models import Entry, Session
 from arbiter_app.tlog.hashes import StoredHashes
+from arbiter_app.tlog.witnesses import configured
 from oanp.tlog.tree import TILE_WIDTH, Tile, inclusion_proof, leaf_data, tile_stored
 
 
@@ -93,7 +94,10 @@ def log_health(now: datetime | None = None) -> dict[str, object]:
             f"than {BEHIND_SECONDS:g} s: is beat running integrate_log?"
         )
     witnesses: dict[str, object] = {}
-    for record in WitnessRecord.objects.order_by("name"):
+    # The configured witnesses only: one taken out of OANP_WITNESSES keeps its record, and
+    # its last failure would otherwise be reported, and alerted on, for ever.
+    names = [witness.name for witness in configured()]
+    for record in WitnessRecord.objects.filter(name__in=names).order_by("name"):
         answering = record.failed_at is None or (
             record.answered_at is not None and record.answered_at >= record.failed_at
         )

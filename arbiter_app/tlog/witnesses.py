@@ -63,7 +63,8 @@ def submit(checkpoint: LogCheckpoint, now: datetime | None = None) -> int:
                 cosigned += _submit(client, witness, record, checkpoint, now or timezone.now())
             except (httpx.HTTPError, TlogError, ValueError) as exc:
                 record.failed_at, record.error = now or timezone.now(), str(exc)[:500]
-                record.save(update_fields=["failed_at", "error"])
+                # The size too: one a 409 named before the retry failed is the witness's own.
+                record.save(update_fields=["size", "failed_at", "error"])
                 log.warning(
                     "witness %s: checkpoint %d not cosigned: %s", witness.name, checkpoint.size, exc
                 )
@@ -77,7 +78,9 @@ def _submit(
     checkpoint: LogCheckpoint,
     now: datetime,
 ) -> bool:
-    """One ``add-checkpoint``, once more from the size a 409 names."""
+    """One ``add-checkpoint``, once more from the size a 409 names; not once more when that
+    size is past the checkpoint's: the witness has cosigned a later one (this checkpoint's task
+    ran after a later one's) and rightly never goes back, so nothing failed."""
     for _ in range(2):
         old = record.size if record.size <= checkpoint.size else 0
         proof = consistency_proof(StoredHashes(), old, checkpoint.size)
@@ -87,6 +90,16 @@ def _submit(
             SIZE_CONTENT_TYPE
         ):
             record.size = int(answer.text.strip())
+            if record.size > checkpoint.size:
+                record.answered_at, record.error = now, ""
+                record.save(update_fields=["size", "answered_at", "error"])
+                log.info(
+                    "witness %s has cosigned size %d: checkpoint %d is behind it",
+                    witness.name,
+                    record.size,
+                    checkpoint.size,
+                )
+                return False
             continue
         if answer.status_code != 200:
             raise ValueError(f"answered {answer.status_code}: {answer.text.strip()[:200]}")

@@ -55,6 +55,7 @@ from tests.support.factories.sessions import (
     T0,
     envelope_json,
 )
+from tests.support.tlog_vectors import TLOG_FILES
 
 VECTORS_DIR = Path(__file__).resolve().parents[2] / "docs" / "vectors"
 #: When the later export of ``bundle-extended.json`` was made: a day after ``bundle.json``.
@@ -831,6 +832,7 @@ FILES: dict[str, Callable[[], bytes]] = {
     "bundle.json": bundle_json,
     "bundle-extended.json": bundle_extended_json,
     "bad.json": bad_json,
+    **TLOG_FILES,
 }
 
 
