@@ -64,6 +64,8 @@ class LogCheckpoint(models.Model):
     root = models.BinaryField(max_length=32)
     note = models.TextField()
     signed_at = models.DateTimeField()
+    #: How many witnesses cosigned it: what the quorum is read against, without a count.
+    cosigned = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-size"]

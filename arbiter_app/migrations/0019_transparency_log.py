@@ -23,6 +23,7 @@ class Migration(migrations.Migration):
                 ("root", models.BinaryField(max_length=32)),
                 ("note", models.TextField()),
                 ("signed_at", models.DateTimeField()),
+                ("cosigned", models.PositiveSmallIntegerField(default=0)),
             ],
             options={
                 "ordering": ["-size"],

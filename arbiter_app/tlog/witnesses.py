@@ -14,6 +14,7 @@ from datetime import datetime
 import httpx
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import F
 from django.utils import timezone
 
 from arbiter_app.log_records import Cosignature, LogCheckpoint, WitnessRecord
@@ -110,11 +111,13 @@ def _submit(
                 verify_cosignature(line, text, witness.verifier)
             except TlogError:
                 continue  # another key's, or one this witness does not hold: ignored
-            Cosignature.objects.update_or_create(
+            _, new = Cosignature.objects.update_or_create(
                 checkpoint=checkpoint,
                 witness=witness.name,
                 defaults={"line": line, "received_at": now},
             )
+            if new:
+                LogCheckpoint.objects.filter(pk=checkpoint.pk).update(cosigned=F("cosigned") + 1)
             kept += 1
         if not kept:
             raise ValueError("answered 200 without a cosignature of its key")

@@ -20,7 +20,7 @@ from sessions_app.models import AgentProfile, AuditEvent, HostedSession
 from tests.arbiter_app.test_remote_agents import LIMIT_FLAGS, negotiate
 from tests.conftest import LiveServer, Worker
 from tests.support.factories.accounts import HostedNegotiation, admin, hosted_agent, merchant
-from tests.support.factories.agents import make_agent
+from tests.support.factories.agents import make_agent, registered_signatures
 
 pytestmark = pytest.mark.django_db
 
@@ -196,4 +196,5 @@ def test_negotiate_settles_with_a_hosted_agent_that_reveals_first(
     agreement = run.log[-1]["envelope"]["payload"]["agreement"]
     assert agreement["settlement"] == {"rule": "midpoint/v0.1", "ceiling": 420, "floor": 280}
     assert agreement["final_price"] == 350
-    assert verify_log(run.log, ArbiterClient(live_arbiter.url).jwks()).ok
+    jwks = ArbiterClient(live_arbiter.url).jwks()
+    assert verify_log(run.log, jwks, signatures=registered_signatures(run.log)).ok

@@ -23,7 +23,7 @@ from tests.arbiter_app.test_remote_agents import BUYER_TERMS_FLAGS, LIMIT_FLAGS,
 from tests.conftest import LiveServer, Worker
 from tests.sessions_app.test_agents import agent_form, errors_of
 from tests.support.factories.accounts import HostedNegotiation, hosted_agent, merchant
-from tests.support.factories.agents import make_agent
+from tests.support.factories.agents import make_agent, registered_signatures
 from tests.support.factories.terms import BUYER_TERMS, ISSUES, MERCHANT_TERMS
 
 pytestmark = pytest.mark.django_db
@@ -209,4 +209,5 @@ def test_negotiate_trades_off_terms_with_a_hosted_agent(
     assert final["delivery_days"] <= 14  # and within the buyer's
     assert 280 <= agreement["final_price"] <= 420
     assert all(within_merchant_limits(offer["terms"]) for offer in _offers(run.log, "merchant"))
-    assert verify_log(run.log, ArbiterClient(live_arbiter.url).jwks()).ok
+    jwks = ArbiterClient(live_arbiter.url).jwks()
+    assert verify_log(run.log, jwks, signatures=registered_signatures(run.log)).ok

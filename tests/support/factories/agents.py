@@ -11,8 +11,9 @@ from typing import Any
 
 import httpx
 
-from arbiter_app import services
+from arbiter_app import selectors, services
 from oanp.agents.parties import BuyerAgent, MerchantAgent
+from oanp.audit import SignatureRules, read_party_keys
 from oanp.wire import discovery
 from oanp.wire.party_signatures import sign_envelope
 from oanp.wire.signing import SigningKey
@@ -126,6 +127,17 @@ class HttpNegotiation:
 # In-process ------------------------------------------------------------------------------------
 
 SFO_JFK_ITEM = {"route": "SFO-JFK", "date": "2026-04-28"}
+
+
+def registered_signatures(log: Sequence[dict[str, Any]]) -> SignatureRules:
+    """What a log's party signatures are checked with: the keys its parties registered, as
+    the arbiter's database holds them (hosted agents sign with keys of their own)."""
+    parties = {
+        e["envelope"]["sender"]["agent_id"]
+        for e in log
+        if e["envelope"]["sender"]["role"] != "arbiter"
+    }
+    return SignatureRules(read_party_keys(selectors.party_keys_json(parties)))
 
 
 def post(client: Any, agent: Agent | None, body: bytes | str | Any, path: str = ENVELOPES) -> Any:
