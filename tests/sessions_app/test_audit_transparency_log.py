@@ -176,7 +176,7 @@ def test_a_witness_that_stopped_answering_is_an_alert_saying_since_when_and_why(
     assert alerts(seen) == [
         f"Witness {witness.name} stopped answering: it last answered "
         f"{text(when(record.answered_at))}, cosigning size 9. "
-        f"Tried again {text(when(record.failed_at))}: {record.error}. "
+        f"Last tried {text(when(record.failed_at))}: {record.error}. "
         "The log goes on without its cosignature and sends it the next checkpoint."
     ]
     assert "Connection refused" in record.error
@@ -187,6 +187,25 @@ def test_a_witness_that_stopped_answering_is_an_alert_saying_since_when_and_why(
     assert shown(seen, "log-size") == "18 entries"
     assert shown(seen, "checkpoint-size") == "9"
     assert shown(seen, "checkpoint-behind").startswith("The tree has grown to 18 since:")
+
+
+def test_a_witness_that_never_answered_says_so(
+    admin: Client, client: Client, parties: tuple[Agent, Agent], witness: RunningWitness
+) -> None:
+    witness.stop()
+    negotiate(client, parties, "sess-one")
+    checkpoint_sent()
+    record = WitnessRecord.objects.get()
+    seen = card(admin)
+    assert alerts(seen) == [
+        f"Witness {witness.name} stopped answering: it has not answered once. "
+        f"Last tried {text(when(record.failed_at))}: {record.error}. "
+        "The log goes on without its cosignature and sends it the next checkpoint."
+    ]
+    assert rows(seen, "witnesses") == [[witness.name, "stopped answering", "–", "never"]]
+    # With no cosignature to wait for, the log serves its latest checkpoint.
+    assert shown(seen, "checkpoint-size") == "9"
+    assert shown(seen, "no-cosignatures") == "No witness has cosigned it yet."
 
 
 def test_a_witness_not_sent_a_checkpoint_yet_is_not_asked_yet(

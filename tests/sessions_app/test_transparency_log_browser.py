@@ -73,7 +73,7 @@ def test_the_audit_page_shows_a_witness_that_stopped_answering(
         expect(card.get_by_role("alert")).to_have_text(
             re.compile(
                 rf"Witness {re.escape(witness.name)} stopped answering: it last answered "
-                r"12 minutes ago, cosigning size 9\. Tried again less than a minute ago: "
+                r"12 minutes ago, cosigning size 9\. Last tried less than a minute ago: "
                 r"\[Errno 111\] Connection refused\. The log goes on without its cosignature "
                 r"and sends it the next checkpoint\."
             ),
