@@ -31,6 +31,10 @@ from arbiter_app.delivery_history import KINDS as DELIVERY_KINDS  # noqa: F401 -
 from arbiter_app.delivery_history import (  # noqa: F401 - for the dashboard
     OUTCOMES as DELIVERY_OUTCOMES,
 )
+from arbiter_app.entry_scan import (  # noqa: F401 - the stream watch's reads of new entries
+    entry_scan_start,
+    scan_entries,
+)
 from arbiter_app.key_registry import (  # noqa: F401 - the dashboard's reads of party keys
     agent_keys,
     party_keys,
@@ -60,6 +64,9 @@ from arbiter_app.models import (
     SigningKey,
     TaskFailure,
 )
+from arbiter_app.tlog.keys import log_identity  # noqa: F401 - the dashboard's reads of the log
+from arbiter_app.tlog.reads import log_health, note_text, served_checkpoint  # noqa: F401
+from arbiter_app.tlog.witnesses import configured as configured_witnesses  # noqa: F401
 from oanp.audit import BundleWriter
 from oanp.wire.canonical import JsonObject
 from oanp.wire.errors import UnknownSession
@@ -124,50 +131,6 @@ def log_text(session: Session, *, with_keys: bool = False) -> str:
 
 
 # The inbox -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class EntryScan:
-    scanned_to: int
-    """Every entry id up to here is committed, or a hole the caller chose to pass."""
-    gap_at: int | None
-    """The first missing id after ``scanned_to``: an insert not yet committed, or one rolled
-    back. The caller waits a moment for it before passing it."""
-    top: int
-    """The highest id the scan read: every hole below it was already taken when it ran."""
-    more: bool
-    """The scan stopped at its limit, not at the last entry or a hole."""
-
-
-def entry_scan_start(window: int = 500) -> int:
-    """Where a watch of new entries begins: before the oldest of the latest ``window`` ids, so
-    that a hole among them (an insert still being committed) is waited for, not jumped."""
-    latest = list(Entry.objects.order_by("-id").values_list("id", flat=True)[:window])
-    return latest[-1] - 1 if latest else 0
-
-
-def scan_entries(after: int, *, pass_holes_to: int = 0, limit: int = 500) -> EntryScan:
-    """How far after ``after`` entry ids run without a hole, holes at or below
-    ``pass_holes_to`` passed.
-
-    Entry ids are handed out at insert but become visible at commit, so a reader that jumped
-    over a hole could later miss the entry that fills it. Reading only up to the first hole,
-    and passing it once it has stayed open long enough, keeps every entry.
-    """
-    ids = list(
-        Entry.objects.filter(id__gt=after).order_by("id").values_list("id", flat=True)[:limit]
-    )
-    scanned_to, gap_at = after, None
-    for i in ids:
-        if i > scanned_to + 1:
-            scanned_to = max(scanned_to, min(i - 1, pass_holes_to))
-            if i > scanned_to + 1:
-                gap_at = scanned_to + 1
-                break
-        scanned_to = i
-    return EntryScan(
-        scanned_to, gap_at, ids[-1] if ids else after, len(ids) == limit and gap_at is None
-    )
 
 
 def entry_ids_after(after: int, limit: int = 500) -> frozenset[int]:

@@ -17,9 +17,9 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from arbiter_app.entry_scan import entry_scan_start, scan_entries
 from arbiter_app.log_records import LogCheckpoint, LogLeaf, TreeHash, TreeState
 from arbiter_app.models import Entry
-from arbiter_app.selectors import entry_scan_start, scan_entries
 from arbiter_app.tlog.hashes import StoredHashes
 from arbiter_app.tlog.keys import log_signer
 from oanp.audit.merkle import leaf_hash

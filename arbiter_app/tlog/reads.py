@@ -83,8 +83,8 @@ BEHIND_SECONDS = 30.0
 
 def log_health(now: datetime | None = None) -> dict[str, object]:
     """``/readyz``'s ``log`` check: entries waiting, seconds since the last checkpoint, and each
-    witness's last answer; a ``warning`` when the log is behind or a witness stopped answering.
-    It informs: a witness away stops nothing but its own cosignatures."""
+    witness's last answer and last failure; a ``warning`` when the log is behind or a witness
+    stopped answering. It informs: a witness away stops nothing but its own cosignatures."""
     now = now or timezone.now()
     state = TreeState.objects.filter(pk=1).first()
     waiting = Entry.objects.filter(id__gt=state.scanned_to if state else 0).count()
@@ -108,6 +108,7 @@ def log_health(now: datetime | None = None) -> dict[str, object]:
             "answering": answering,
             "size": record.size,
             "answered_at": record.answered_at.isoformat() if record.answered_at else None,
+            "failed_at": record.failed_at.isoformat() if record.failed_at else None,
             "error": "" if answering else record.error,
         }
         if not answering:
