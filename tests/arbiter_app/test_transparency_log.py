@@ -14,6 +14,13 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from sigstore._internal.merkle import (
+    _chain_border_right,
+    _chain_inner,
+    _decomp_inclusion_proof,
+    _hash_leaf,
+)
+from sigstore._internal.rekor.checkpoint import SignedCheckpoint
 
 from arbiter_app.log_records import LogCheckpoint, LogLeaf
 from arbiter_app.models import Entry
@@ -21,6 +28,7 @@ from arbiter_app.tlog.integrator import integrate
 from oanp.audit import merkle
 from oanp.tlog import note_verifier, verify_checkpoint
 from oanp.tlog.tree import leaf_data
+from tests.oanp.tlog.test_sigstore_reads_checkpoints import outside_key
 from tests.support.factories.agents import ClientNegotiation, make_agent
 
 pytestmark = pytest.mark.django_db
@@ -150,3 +158,29 @@ def test_a_tile_the_tree_does_not_hold_or_no_tile_at_all_is_404(
     assert (response.status_code, response.json()["code"]) == (404, "tile_not_found")
     assert client.get(f"{LOG}/tile/0/000.p/9").status_code == 200
     assert client.get(f"{LOG}/tile/0/000.p/5").status_code == 200  # for an earlier checkpoint
+
+
+def test_an_outside_implementation_checks_the_served_checkpoint_and_a_partys_proof(
+    client: Client, parties
+) -> None:
+    """sigstore's readers (its Rekor checkpoint reader and Merkle inclusion chain, kept in its
+    ``_internal`` package) check what the server serves, given the published verifier key."""
+    buyer, _ = parties
+    for n in range(3):
+        negotiate(client, parties, f"sess-out-{n}")
+    integrate()
+    vkey = client.get("/.well-known/oanp.json").json()["log"]["verifier_key"]
+    note = client.get(f"{LOG}/checkpoint").content.decode()
+    read = SignedCheckpoint.from_text(note)
+    read.signed_note.verify(*outside_key(vkey))
+    size, root = read.checkpoint.log_size, bytes.fromhex(read.checkpoint.log_hash)
+    proof = client.get(
+        "/oanp/v0.1/sessions/sess-out-1/proof", {"seq": 4}, headers=buyer.headers
+    ).json()
+    entry = Entry.objects.get(session__session_id="sess-out-1", seq=4)
+    hashes = [base64.b64decode(h) for h in proof["inclusion"]]
+    inner, border = _decomp_inclusion_proof(proof["index"], size)
+    assert len(hashes) == inner + border
+    seed = _hash_leaf(leaf_data("sess-out-1", 4, entry.entry_hash))
+    seed = _chain_inner(seed, hashes[:inner], proof["index"])
+    assert _chain_border_right(seed, hashes[inner:]) == root
