@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from arbiter_app.log_records import LogCheckpoint, LogLeaf
+from arbiter_app.log_records import LogCheckpoint, LogKey, LogLeaf
 from arbiter_app.models import Entry
 from arbiter_app.tlog.integrator import integrate
+from arbiter_app.tlog.keys import log_signer
 from oanp.audit import merkle
 from oanp.tlog import note_verifier, verify_checkpoint
 from oanp.tlog.tree import leaf_data
@@ -150,3 +151,15 @@ def test_a_tile_the_tree_does_not_hold_or_no_tile_at_all_is_404(
     assert (response.status_code, response.json()["code"]) == (404, "tile_not_found")
     assert client.get(f"{LOG}/tile/0/000.p/9").status_code == 200
     assert client.get(f"{LOG}/tile/0/000.p/5").status_code == 200  # for an earlier checkpoint
+
+
+def test_the_log_signs_with_the_key_the_database_holds(client: Client, parties) -> None:
+    first = log_signer()
+    LogKey.objects.all().delete()  # the database restored to before the key, or emptied
+    negotiate(client, parties, "sess-key")
+    integrate()
+    vkey = client.get("/.well-known/oanp.json").json()["log"]["verifier_key"]
+    stored = LogKey.objects.get()
+    assert vkey == log_signer().verifier_key != first.verifier_key
+    assert bytes(stored.public_key) == log_signer().public_key
+    assert served_checkpoint(client).size == Entry.objects.count()
