@@ -358,7 +358,7 @@ class LogAudit:
         state = self.options.state
         kept_note = self.state.kept(served.origin)
         if kept_note is None:
-            report.add("log consistency", True, f"no earlier checkpoint of it in {state}")
+            report.add("log consistency", True, f"no earlier checkpoint of this log in {state}")
             return
         try:
             kept = verify_checkpoint(kept_note, [self.log_key]).checkpoint

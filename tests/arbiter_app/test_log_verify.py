@@ -107,7 +107,7 @@ def test_an_export_is_in_the_log_and_the_log_only_grows(
     assert re.search(
         f"^ok   log checkpoint: {ORIGIN}, size 18, root \\S+, signed by {ORIGIN}$", out, re.M
     )
-    assert f"ok   log consistency: no earlier checkpoint of it in {state}" in out
+    assert f"ok   log consistency: no earlier checkpoint of this log in {state}" in out
     assert "ok   log inclusion: 18/18 entries in the log, each proven in the tree of 18" in out
     assert out.splitlines()[-1].startswith("VERIFIED: 18/18 entries valid")
     kept = parse_log_state(state.read_text()).kept(ORIGIN)

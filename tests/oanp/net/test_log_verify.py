@@ -184,7 +184,7 @@ def test_every_entry_of_a_bundle_is_found_and_proven_in_the_log(
         f"ok   log checkpoint: {ORIGIN}, size 600, root {root.group(1)}, signed by {ORIGIN}",
         "ok   log witnesses: 0/0 cosigned, quorum 0: no --witness given, only the log's own "
         "signature vouches for it",
-        f"ok   log consistency: no earlier checkpoint of it in {state}",
+        f"ok   log consistency: no earlier checkpoint of this log in {state}",
         "ok   log inclusion: 21/21 entries in the log, each proven in the tree of 600",
     ]
     assert out.splitlines()[-2:] == [
