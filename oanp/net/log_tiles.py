@@ -93,7 +93,7 @@ class LogClient:
                     if len(body) > limit:
                         raise LogUnavailable(f"{url}: more than {limit} bytes")
                 return bytes(body)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise LogUnavailable(f"{url}: {exc or type(exc).__name__}") from None
 
     def checkpoint(self) -> bytes:

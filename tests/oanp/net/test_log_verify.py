@@ -470,6 +470,7 @@ def test_a_log_it_cannot_reach_or_a_state_it_cannot_read_is_exit_2(
     memory_log: tuple[MemoryLog, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     _, url = memory_log
+    vkey = LOG_KEY.verifier_key
     closed = f"http://127.0.0.1:{free_port()}/log"
     code, out, err = run(capsys, str(BUNDLE), "--log", closed, "--state", str(tmp_path / "s"))
     assert (code, out) == (2, "")
@@ -488,6 +489,10 @@ def test_a_log_it_cannot_reach_or_a_state_it_cannot_read_is_exit_2(
     assert err == (
         f"oanp: {url}/nothing/checkpoint: no checkpoint (404): no log there, or none signed yet\n"
     )
+    bad_url = ["--log", "http://127.0.0.1:port/log", "--log-key", vkey]
+    code, out, err = run(capsys, *bad_url, "--state", str(tmp_path / "s"))
+    assert (code, out) == (2, "")
+    assert err == "oanp: http://127.0.0.1:port/log/checkpoint: Invalid port: 'port'\n"
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     code, out, err = run(capsys, "--log", url, "--state", str(bad))
