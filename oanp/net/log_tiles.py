@@ -15,13 +15,14 @@ import json
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from oanp.audit.merkle import HASH_SIZE, leaf_hash
 from oanp.tlog.note import MAX_NOTE_BYTES
 from oanp.tlog.tree import TILE_WIDTH, Tile, entry_bundle_leaves, tile_of
+
+if TYPE_CHECKING:
+    import httpx
 
 #: Seconds a read of the log may wait for each step (connect, each chunk).
 TIMEOUT_SECONDS = 20.0
@@ -59,6 +60,10 @@ class LogClient:
         transport: httpx.BaseTransport | None = None,
         timeout: float = TIMEOUT_SECONDS,
     ) -> None:
+        # Here, not at the top: `oanp` starts without the network stack, which only a command
+        # that reads a log needs.
+        import httpx
+
         self.url = url.rstrip("/")
         self._http = httpx.Client(
             timeout=timeout, follow_redirects=True, transport=transport, trust_env=False
@@ -81,6 +86,8 @@ class LogClient:
     def get(self, url: str, limit: int) -> bytes | None:
         """The body of ``url``; ``None`` for a 404; :class:`LogUnavailable` for anything else
         but a 200, for a body over ``limit`` bytes, or for a server that cannot be reached."""
+        import httpx
+
         try:
             with self._http.stream("GET", url) as response:
                 if response.status_code == 404:
