@@ -1,8 +1,8 @@
-"""The ``oanp`` command: ``demo``, ``verify`` (the log's checks of :mod:`oanp.net.log_audit`
-too), ``extract``, ``keygen`` (of
+"""The ``oanp`` command: ``demo``, ``verify``, ``extract``, ``keygen`` (of
 :mod:`oanp.net.signing_keys`), the agent commands of :mod:`oanp.net.commands`
 (``negotiate``, ``merchant``, ``merchants``, ``mcp``), and ``witness`` (of
-:mod:`oanp.net.witness`).
+:mod:`oanp.net.witness`); ``verify --log`` checks the transparency log too
+(:mod:`oanp.net.log_audit`).
 
 This is the edge of the package where clocks, randomness and files are allowed: it draws the
 demo's key, salts and message ids and hands them to the pure core.
