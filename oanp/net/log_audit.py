@@ -471,8 +471,8 @@ class LogAudit:
         absent = [e for e in missing if e not in pending]
         if pending:
             detail += (
-                f"; {_named(pending)} received in the last {PENDING_MINUTES} minutes "
-                "not integrated yet: the log takes entries in seconds, retry in a few seconds"
+                f"; {_named(pending)} received in the last {PENDING_MINUTES} minutes, "
+                "not integrated yet: the log takes entries within seconds, retry in a few seconds"
             )
         if absent:
             detail += f"; {_named(absent)} not in the log"

@@ -379,8 +379,8 @@ def test_entries_not_in_the_log_yet_are_told_apart_from_entries_missing(
     assert failed.line() == (
         "FAIL log inclusion: 10/21 entries in the log of size 260; 11 (sess-lax-ord #2, "
         "sess-lax-ord #3, sess-lax-ord #4, sess-lax-ord #5, sess-lax-ord #6 and 6 more) "
-        "received in the last 5 minutes not integrated yet: the log takes entries in seconds, "
-        "retry in a few seconds"
+        "received in the last 5 minutes, not integrated yet: the log takes entries within "
+        "seconds, retry in a few seconds"
     )
     later = check_bundle(url, tmp_path / "state.json", received + timedelta(days=1))
     assert [c.line() for c in later.checks if not c.ok] == [
