@@ -183,6 +183,10 @@ class Worker:
 
 #: Heartbeats every second; a worker silent for 4 s is lost (/readyz, the dashboard's banner).
 HEARTBEATS = {"OANP_HEARTBEAT_SECONDS": "1", "OANP_WORKER_LOST_SECONDS": "4"}
+#: The servers and the worker share one database, so one transparency log: one origin (the
+#: name its key is stored and signs under), not one per server's port and another for the
+#: worker that integrates it.
+LOG_ORIGIN = {"OANP_LOG_ORIGIN": "arbiter.test/oanp-log"}
 
 
 @pytest.fixture(scope="session")
@@ -194,6 +198,7 @@ def worker_env(django_db_setup: None, django_db_blocker: Any) -> dict[str, str]:
         "DATABASE_URL": database_url,
         "OANP_TIMER_SWEEP_SECONDS": "1",
         **HEARTBEATS,
+        **LOG_ORIGIN,
         "OANP_ALLOW_PRIVATE_TARGETS": "true",
         # Retries of deliveries 0.2 s, 0.4 s, … apart, so a test sees several in a second.
         "OANP_DELIVERY_RETRY_BASE_SECONDS": "0.2",
@@ -277,6 +282,7 @@ def serve(env: dict[str, str]) -> Iterator[LiveServer]:
         **UNLIMITED_ADDRESS,
         **NO_REQUIRED_SECOND_FACTOR,
         **PRINTED_MAIL,
+        **LOG_ORIGIN,
         **env,
     }
     process = start_daphne(port, env, ROOT / "var" / f"daphne-{port}.log")

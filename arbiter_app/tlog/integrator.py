@@ -14,8 +14,9 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
+from psycopg.errors import LockNotAvailable
 
 from arbiter_app.entry_scan import entry_scan_start, scan_entries
 from arbiter_app.log_records import LogCheckpoint, LogLeaf, TreeHash, TreeState
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 BATCH = 5000
 #: How long an entry id may stay missing before the integrator passes it as rolled back.
 GAP_PATIENCE = timedelta(seconds=10)
+#: How long a run waits for a lock before it gives way to the next run.
+LOCK_TIMEOUT = "500ms"
 #: Ids committed since a missing one that show it rolled back, however recent.
 SETTLED = 1000
 
@@ -45,10 +48,30 @@ class Integrated:
 
 
 def integrate(now: datetime | None = None, *, batch: int = BATCH) -> Integrated:
-    """Integrate the committed entries waiting, up to ``batch``, and sign a checkpoint."""
+    """Integrate the committed entries waiting, up to ``batch``, and sign a checkpoint; none
+    when the tree's tables stay locked past :data:`LOCK_TIMEOUT` (another integrator's run, or
+    an operator's maintenance): the next run, a second later, takes them."""
     now = now or timezone.now()
     TreeState.objects.get_or_create(pk=1)
+    try:
+        return _integrate(now, batch)
+    except OperationalError as exc:
+        if not isinstance(exc.__cause__, LockNotAvailable):
+            raise
+        log.info(
+            "the tree's tables were locked for %s: integration left to the next run", LOCK_TIMEOUT
+        )
+        return Integrated(0, None)
+
+
+def _integrate(now: datetime, batch: int) -> Integrated:
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # Gives way rather than wait: a run that waits on a lock while holding the tree's
+            # would make whoever it waits for wait on it in turn, and the one PostgreSQL picks
+            # to end, a second later, could be the other's whole transaction.
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
         state = TreeState.objects.select_for_update().get(pk=1)
         waited_out = (
             state.gap_at

@@ -25,14 +25,19 @@ def log_identity() -> dict[str, str]:
 
 
 def log_signer() -> NoteSigner:
-    """The signer of the log's checkpoints, its key made and stored on first use."""
-    return _signer(settings.OANP_LOG_ORIGIN)
+    """The signer of the log's checkpoints, its key made and stored on first use.
+
+    The row is read on every call, only its unsealing remembered: every process then signs
+    and publishes the key the database holds, even one whose row was replaced (a database
+    restored, or a test database emptied) after the process first read it."""
+    name = settings.OANP_LOG_ORIGIN
+    row = LogKey.objects.filter(name=name).first() or _stored_new_key(name)
+    return _unsealed(name, bytes(row.private_key_sealed))
 
 
 @cache
-def _signer(name: str) -> NoteSigner:
-    row = LogKey.objects.filter(name=name).first() or _stored_new_key(name)
-    private = Ed25519PrivateKey.from_private_bytes(cipher().decrypt(bytes(row.private_key_sealed)))
+def _unsealed(name: str, sealed: bytes) -> NoteSigner:
+    private = Ed25519PrivateKey.from_private_bytes(cipher().decrypt(sealed))
     return NoteSigner(name, private)
 
 

@@ -1,7 +1,8 @@
 """The ``oanp`` command: ``demo``, ``verify``, ``extract``, ``keygen`` (of
 :mod:`oanp.net.signing_keys`), the agent commands of :mod:`oanp.net.commands`
 (``negotiate``, ``merchant``, ``merchants``, ``mcp``), and ``witness`` (of
-:mod:`oanp.net.witness`).
+:mod:`oanp.net.witness`); ``verify --log`` checks the transparency log too
+(:mod:`oanp.net.log_audit`).
 
 This is the edge of the package where clocks, randomness and files are allowed: it draws the
 demo's key, salts and message ids and hands them to the pure core.
@@ -43,6 +44,8 @@ from oanp.audit import (
 )
 from oanp.audit.jsonstream import PullReader, StreamError
 from oanp.net.commands import add_commands, run_command
+from oanp.net.log_audit import LogAudit, LogSetupError, add_log_arguments, log_options, open_log
+from oanp.net.log_tiles import LogUnavailable
 from oanp.net.signing_keys import add_keygen_command, keygen_command
 from oanp.net.witness import add_witness_command, witness_command
 from oanp.net.workers import Workers, usable_cores
@@ -236,10 +239,12 @@ def verify(
     out: TextIO,
     jobs: int = 1,
     require_signatures: bool = False,
+    log: LogAudit | None = None,
 ) -> int:
     """Check a bundle or a single session log; 0 when everything verifies, 1 when not.
     Party signatures are checked wherever present; with ``require_signatures`` an unsigned
-    party entry fails too.
+    party entry fails too. With ``log``, the transparency log's checks follow, every entry of
+    the file among them.
 
     A bundle is read one session at a time and each check printed as it is made, its logs
     checked by ``jobs`` worker processes (in this one for 1) and printed in the bundle's order,
@@ -268,26 +273,54 @@ def verify(
         except NotStreamable as exc:
             print(f"note: {path} is read again, whole: {exc}", file=out)
         else:
-            _print_verdict(report, out)
-            return 0 if report.ok else 1
+            return _verdict(report, path, log, out)
     document = load_document(path)
+    report = Report(on_check=_print_check(out))
     if isinstance(document, dict) and document.get("format") == BUNDLE_FORMAT:
-        report = verify_bundle(
+        verify_bundle(
             document,
             jwks=jwks,
             since=_earlier_bundle(since_path),
             require_signatures=require_signatures,
+            report=report,
         )
     else:
         if since_path is not None:
             raise UnreadableInput("--since compares two audit bundles; FILE is a session log")
-        report = verify_log(
+        verify_log(
             _log_entries(document),
             jwks or _carried_keys(document),
             signatures=_carried_signature_rules(document, require_signatures),
+            report=report,
         )
-    _print_report(report, out)
+    return _verdict(report, path, log, out)
+
+
+def _verdict(report: Report, path: Path, log: LogAudit | None, out: TextIO) -> int:
+    if log is not None:
+        log.check(report, path)
+    _print_verdict(report, out)
     return 0 if report.ok else 1
+
+
+def _verify_command(args: argparse.Namespace) -> int:
+    """``oanp verify``: FILE, the log, or both."""
+    options = log_options(args)
+    if options is None and args.file is None:
+        raise UnreadableInput("verify needs FILE, or --log URL to check the log alone")
+    arguments: dict[str, Any] = {
+        "jwks_path": args.jwks,
+        "since_path": args.since,
+        "out": sys.stdout,
+        "jobs": args.jobs,
+        "require_signatures": args.require_signatures,
+    }
+    if options is None:
+        return verify(args.file, **arguments)
+    with open_log(options, sys.stdout) as log:
+        if args.file is None:
+            return log.verify_alone()
+        return verify(args.file, **arguments, log=log)
 
 
 def _workers(jobs: int) -> AbstractContextManager[Workers | None]:
@@ -334,8 +367,10 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("demo", help="run the SFO→JFK negotiation in-process and verify it")
     run.add_argument("--json", action="store_true", help="print the log as JSON lines")
     run.add_argument("--bundle", type=Path, metavar="FILE", help="also write an audit bundle")
-    check = commands.add_parser("verify", help="verify an audit bundle or a session log offline")
-    check.add_argument("file", type=Path, metavar="FILE")
+    check = commands.add_parser(
+        "verify", help="verify an audit bundle or a session log offline, and the log it is in"
+    )
+    check.add_argument("file", type=Path, metavar="FILE", nargs="?")
     check.add_argument("--jwks", type=Path, metavar="FILE", help="public keys (JWKS) to trust")
     check.add_argument(
         "--since", type=Path, metavar="FILE", help="an earlier bundle this one must extend"
@@ -354,6 +389,7 @@ def _parser() -> argparse.ArgumentParser:
         help="check a bundle's sessions in N worker processes, 1 for none "
         "(default: the cores this process may use)",
     )
+    add_log_arguments(check)
     cut = commands.add_parser(
         "extract", help="write some sessions of a bundle, with proofs against its checkpoint"
     )
@@ -389,15 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_command(args, sys.stdout, sys.stderr)
         if args.command == "witness":
             return witness_command(args, sys.stdout, sys.stderr)
-        return verify(
-            args.file,
-            jwks_path=args.jwks,
-            since_path=args.since,
-            out=sys.stdout,
-            jobs=args.jobs,
-            require_signatures=args.require_signatures,
-        )
-    except UnreadableInput as exc:
+        return _verify_command(args)
+    except (UnreadableInput, LogSetupError, LogUnavailable) as exc:
         print(f"oanp: {exc}", file=sys.stderr)
         return 2
 

@@ -1,13 +1,15 @@
 """The transparency log of every entry (docs/protocol.md §18), in the C2SP formats (c2sp.org):
 the global tree's roots and proofs computed from the hashes its tiles hold
 (:mod:`oanp.tlog.tree`), signed notes and their verifier keys (:mod:`oanp.tlog.note`),
-checkpoints (:mod:`oanp.tlog.checkpoint`), Ed25519 cosignatures (:mod:`oanp.tlog.cosignature`)
-and a witness's decisions (:mod:`oanp.tlog.witness`), every refusal one family
+checkpoints (:mod:`oanp.tlog.checkpoint`), Ed25519 cosignatures (:mod:`oanp.tlog.cosignature`),
+a witness's decisions (:mod:`oanp.tlog.witness`) and a log client's, checkpoint after
+checkpoint (:mod:`oanp.tlog.monitor`), every refusal one family
 (:mod:`oanp.tlog.errors`).
 
 Pure, as the rest of the protocol: keys and times are handed in, nothing is read or sent. It
 builds on the auditor's RFC 6962 trees (:mod:`oanp.audit.merkle`); the witness's server is on
-the agents' network side (:mod:`oanp.net.witness`).
+the agents' network side (:mod:`oanp.net.witness`), and so is the client that checks the log
+(:mod:`oanp.net.log_audit`).
 """
 
 from oanp.tlog.checkpoint import (
@@ -34,6 +36,15 @@ from oanp.tlog.errors import (
     NoteSignatureInvalid,
     NoteUnverified,
     TlogError,
+)
+from oanp.tlog.monitor import (
+    Cosignatures,
+    LogState,
+    Relation,
+    compare_checkpoints,
+    count_cosignatures,
+    parse_log_state,
+    proves_consistency,
 )
 from oanp.tlog.note import (
     Note,
@@ -63,8 +74,10 @@ __all__ = [
     "Answer",
     "Checkpoint",
     "CosignatureVerifier",
+    "Cosignatures",
     "Cosigner",
     "LogRecord",
+    "LogState",
     "MalformedCheckpoint",
     "MalformedCosignature",
     "MalformedNote",
@@ -76,22 +89,27 @@ __all__ = [
     "NoteSigner",
     "NoteUnverified",
     "NoteVerifier",
+    "Relation",
     "TlogError",
     "VerifiedCheckpoint",
     "Verifier",
     "VerifierKey",
     "Witness",
+    "compare_checkpoints",
     "cosignature_verifier",
     "cosigned_message",
+    "count_cosignatures",
     "key_id",
     "log_verifiers",
     "note_verifier",
     "origin_hash",
     "parse_add_checkpoint",
     "parse_checkpoint",
+    "parse_log_state",
     "parse_note",
     "parse_signer_key",
     "parse_verifier_key",
+    "proves_consistency",
     "sign_checkpoint",
     "verify_checkpoint",
     "verify_cosignature",

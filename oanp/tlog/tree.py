@@ -177,6 +177,34 @@ def tile_stored(tile: Tile, size: int) -> bool:
     return tile.index * TILE_WIDTH + tile.count <= size // unit
 
 
+def tile_of(level: int | None, index: int, size: int) -> Tile:
+    """Tile ``index`` of ``level`` (``None`` for an entry bundle) as a tree of ``size`` leaves
+    holds it: full once complete, else partial at the one width this size implies,
+    ``floor(size / 256**level) mod 256``, the only partial tile a log must serve for a
+    checkpoint of that size. ``ValueError`` for a tile the tree does not reach."""
+    reached = size // TILE_WIDTH ** (level or 0)
+    if index >= 0 and (index + 1) * TILE_WIDTH <= reached:
+        return Tile(level, index)
+    if index >= 0 and index * TILE_WIDTH < reached:
+        return Tile(level, index, reached % TILE_WIDTH)
+    raise ValueError(f"a tree of {size} has no tile {index} at level {level}")
+
+
+def entry_bundle_leaves(data: bytes) -> list[bytes]:
+    """The leaves' data an entry bundle holds, each prefixed by its big-endian 16-bit length;
+    ``ValueError`` for bytes that do not split so, to the end."""
+    leaves, at = [], 0
+    while at < len(data):
+        if at + 2 > len(data):
+            raise ValueError("an entry bundle ends inside a length")
+        end = at + 2 + int.from_bytes(data[at : at + 2], "big")
+        if end > len(data):
+            raise ValueError("an entry bundle ends inside an entry")
+        leaves.append(data[at + 2 : end])
+        at = end
+    return leaves
+
+
 def leaf_data(session_id: str, seq: int, entry_hash: str) -> bytes:
     """A log entry's leaf in the global tree: JCS of ``{"session_id", "seq", "entry_hash"}``
     (docs/protocol.md §18); the entry hash commits to the whole entry."""

@@ -10,9 +10,11 @@ from __future__ import annotations
 import base64
 import itertools
 import struct
+import threading
 from typing import Any
 
 import pytest
+from django.db import connections, transaction
 from django.test import Client
 from sigstore._internal.merkle import (
     _chain_border_right,
@@ -22,9 +24,10 @@ from sigstore._internal.merkle import (
 )
 from sigstore._internal.rekor.checkpoint import SignedCheckpoint
 
-from arbiter_app.log_records import LogCheckpoint, LogLeaf
+from arbiter_app.log_records import LogCheckpoint, LogKey, LogLeaf, TreeState
 from arbiter_app.models import Entry
-from arbiter_app.tlog.integrator import integrate
+from arbiter_app.tlog.integrator import Integrated, integrate
+from arbiter_app.tlog.keys import log_signer
 from oanp.audit import merkle
 from oanp.tlog import note_verifier, verify_checkpoint
 from oanp.tlog.tree import leaf_data
@@ -184,3 +187,39 @@ def test_an_outside_implementation_checks_the_served_checkpoint_and_a_partys_pro
     seed = _hash_leaf(leaf_data("sess-out-1", 4, entry.entry_hash))
     seed = _chain_inner(seed, hashes[:inner], proof["index"])
     assert _chain_border_right(seed, hashes[inner:]) == root
+
+
+def test_the_log_signs_with_the_key_the_database_holds(client: Client, parties) -> None:
+    first = log_signer()
+    LogKey.objects.all().delete()  # the database restored to before the key, or emptied
+    negotiate(client, parties, "sess-key")
+    integrate()
+    vkey = client.get("/.well-known/oanp.json").json()["log"]["verifier_key"]
+    stored = LogKey.objects.get()
+    assert vkey == log_signer().verifier_key != first.verifier_key
+    assert bytes(stored.public_key) == log_signer().public_key
+    assert served_checkpoint(client).size == Entry.objects.count()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_that_finds_the_tree_locked_gives_way_to_the_next(client: Client, parties) -> None:
+    negotiate(client, parties, "sess-locked")
+    integrate(batch=1)  # the tree's row exists
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with transaction.atomic():
+            TreeState.objects.select_for_update().get(pk=1)
+            held.set()
+            release.wait(30)
+        connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(30)
+        assert integrate() == Integrated(0, None)  # after the lock timeout, not for ever
+    finally:
+        release.set()
+        holder.join(30)
+    assert integrate().added == 8  # the next run takes them

@@ -16,9 +16,11 @@ from oanp.tlog.tree import (
     TILE_WIDTH,
     Tile,
     consistency_proof,
+    entry_bundle_leaves,
     inclusion_proof,
     parse_tile_path,
     root_hash,
+    tile_of,
     tile_root,
     tile_stored,
 )
@@ -148,3 +150,30 @@ def test_a_tree_serves_its_full_tiles_and_the_partial_ones_it_has_reached() -> N
     assert not tile_stored(Tile(3, 0, 1), size)
     assert tile_stored(Tile(None, 273, 112), size)
     assert not tile_stored(Tile(0, 1, 1), 256)
+
+
+def test_a_client_reads_each_tile_at_the_width_its_checkpoint_implies() -> None:
+    size = 70000  # as above
+    assert tile_of(0, 272, size) == Tile(0, 272)
+    assert tile_of(0, 273, size) == Tile(0, 273, 112)
+    assert tile_of(1, 0, size) == Tile(1, 0)
+    assert tile_of(1, 1, size) == Tile(1, 1, 17)
+    assert tile_of(2, 0, size) == Tile(2, 0, 1)
+    assert tile_of(None, 273, size) == Tile(None, 273, 112)
+    assert tile_of(0, 0, 256) == Tile(0, 0)
+    for level, index in [(0, 274), (1, 2), (2, 1), (3, 0), (0, -1)]:
+        with pytest.raises(ValueError, match="no tile"):
+            tile_of(level, index, size)
+    for tile in (tile_of(0, 273, size), tile_of(1, 1, size), tile_of(2, 0, size)):
+        assert tile_stored(tile, size)
+
+
+def test_an_entry_bundle_splits_into_its_leaves() -> None:
+    leaves = [b"", b"a", b"x" * 300, bytes(65535)]
+    data = b"".join(len(leaf).to_bytes(2, "big") + leaf for leaf in leaves)
+    assert entry_bundle_leaves(data) == leaves
+    assert entry_bundle_leaves(b"") == []
+    with pytest.raises(ValueError, match="inside a length"):
+        entry_bundle_leaves(data + b"\x00")
+    with pytest.raises(ValueError, match="inside an entry"):
+        entry_bundle_leaves(data[:-1])
