@@ -41,11 +41,13 @@ class Walkthrough:
         self.url = url
         self.keys = keys
         self.say = say
+        #: The buyer's signing key for every session of this run (docs/protocol.md §17).
+        self.signer = demo_signer()
 
     def _buyer(self) -> tuple[BuyerAgent, ArbiterClient]:
         """The published example's buyer (ceiling 420, budget 400), in this process."""
         vault = BuyerVault(true_ceiling=Decimal(420), budget_cap=Decimal(400), urgency="medium")
-        client = ArbiterClient(self.url, self.keys[WALKTHROUGH_BUYER], signing_key=demo_signer())
+        client = ArbiterClient(self.url, self.keys[WALKTHROUGH_BUYER], signing_key=self.signer)
         return buyer_agent(WALKTHROUGH_BUYER, vault, "reference"), client
 
     def _show(self, entry: dict[str, Any]) -> None:
@@ -69,7 +71,6 @@ class Walkthrough:
             now=datetime.now(UTC),
         )
         with client:
-            client.register_signing_key()
             log = self._drive(client, buyer, opening)
             jwks = client.jwks()
             signatures = party_signature_rules(client, log)
@@ -99,6 +100,7 @@ class Walkthrough:
         moves: int | None = None,
         patience: float = ANSWER_SECONDS,
     ) -> list[dict[str, Any]]:
+        client.register_signing_key()  # 200 once registered: each session may be the first
         try:
             return negotiate(
                 client,
