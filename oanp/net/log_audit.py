@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 from oanp.audit.jsonstream import PullReader
 from oanp.audit.merkle import leaf_hash, verify_inclusion
 from oanp.audit.report import Report
+from oanp.net.files import replace_file
 from oanp.net.log_tiles import LogClient, LogUnavailable, TileHashes, TileMissing, find_leaves
-from oanp.net.witness import replace_file
 from oanp.tlog.checkpoint import Checkpoint, VerifiedCheckpoint, verify_checkpoint
 from oanp.tlog.cosignature import CosignatureVerifier, cosignature_verifier
 from oanp.tlog.errors import TlogError

@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from oanp.net.files import write_key_file
 from oanp.wire.signing import SigningKey
 
 #: The algorithms a party may sign with, the first the default.
 ALGORITHMS = ("Ed25519", "ES256")
-#: Owner read and write, nobody else anything: the file holds a private key.
-KEY_FILE_MODE = 0o600
 
 
 class KeyFileError(Exception):
@@ -40,38 +37,16 @@ def generate(alg: str) -> SigningKey:
     raise ValueError(f"unsupported algorithm {alg!r}: one of {', '.join(ALGORITHMS)}")
 
 
-def write_key_file(path: Path, key: SigningKey, *, force: bool = False) -> None:
+def write_signing_key(path: Path, key: SigningKey, *, force: bool = False) -> None:
     """Write ``key`` as a private JWK to ``path``, mode 0600; an existing file is refused
     unless ``force``, which replaces it whole."""
     data = (json.dumps(key.private_jwk(), indent=1) + "\n").encode()
     try:
-        if force:
-            _replace(path, data)
-        else:
-            # O_EXCL: a file that exists, or appears meanwhile, is never written over.
-            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, KEY_FILE_MODE)
-            with os.fdopen(handle, "wb") as out:
-                os.fchmod(out.fileno(), KEY_FILE_MODE)  # whatever the umask let through
-                out.write(data)
+        write_key_file(path, data, force=force)
     except FileExistsError:
         raise KeyFileError(f"{path} exists: not overwritten (--force replaces it)") from None
     except OSError as exc:
         raise KeyFileError(f"{path}: cannot write it: {exc.strerror or exc}") from None
-
-
-def _replace(path: Path, data: bytes) -> None:
-    # A new file renamed over the old one: a crash leaves the old key or the new, never half of
-    # one, and the new is 0600 whatever the old one's mode was (mkstemp creates it so).
-    handle, temporary = tempfile.mkstemp(prefix=".key-", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def read_key_file(path: Path) -> SigningKey:
@@ -127,7 +102,7 @@ def keygen_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     ``err`` when the file cannot be written."""
     key = generate(args.alg)
     try:
-        write_key_file(args.out, key, force=args.force)
+        write_signing_key(args.out, key, force=args.force)
     except KeyFileError as exc:
         print(f"oanp keygen: {exc}", file=err)
         return 2

@@ -20,12 +20,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -38,6 +36,7 @@ from urllib.parse import urlsplit
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from oanp.audit.merkle import HASH_SIZE
+from oanp.net.files import replace_file, write_key_file
 from oanp.tlog.cosignature import Cosigner, parse_signer_key
 from oanp.tlog.errors import TlogError
 from oanp.tlog.note import decode_base64, encode_base64, note_verifier
@@ -50,8 +49,6 @@ from oanp.tlog.witness import (
 )
 
 DEFAULT_LISTEN = "127.0.0.1:8090"
-#: Owner read and write, nobody else anything: the file holds a private key.
-KEY_FILE_MODE = 0o600
 STATE_FORMAT = "oanp-witness-state/1"
 #: A client that stops sending mid-request does not hold a thread for longer.
 REQUEST_TIMEOUT = 30
@@ -71,14 +68,7 @@ def write_signer_key(path: Path, cosigner: Cosigner, *, force: bool = False) -> 
     unless ``force``, which replaces it whole."""
     data = (cosigner.signer_key + "\n").encode("utf-8")
     try:
-        if force:
-            replace_file(path, data, mode=KEY_FILE_MODE)
-            return
-        # O_EXCL: a file that exists, or appears meanwhile, is never written over.
-        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, KEY_FILE_MODE)
-        with os.fdopen(handle, "wb") as out:
-            os.fchmod(out.fileno(), KEY_FILE_MODE)  # whatever the umask let through
-            out.write(data)
+        write_key_file(path, data, force=force)
     except FileExistsError:
         raise WitnessSetupError(f"{path} exists: not overwritten (--force replaces it)") from None
     except OSError as exc:
@@ -101,27 +91,6 @@ def read_signer_key(path: Path) -> Cosigner:
         return parse_signer_key(text.removesuffix("\n"))
     except ValueError as exc:
         raise WitnessSetupError(f"{path}: not a witness key file: {exc}") from None
-
-
-def replace_file(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data`` whole: a new file beside it, synced, renamed over it, and
-    the folder synced, so a crash leaves the old content or the new, never a mix or nothing."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            os.fchmod(out.fileno(), mode)
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
 
 
 # State file ---------------------------------------------------------------------------------
